@@ -1,0 +1,70 @@
+# thunderviz: one entry point.  `make demo` and `make test` set up everything they need.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# torch 2.13's CPU wheel: installed before the project so pip never pulls a CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.thunderviz-installed
+VIEWER := thunderviz/widgets/static/viewer.js
+LABEXT := thunderviz/labextension/package.json
+# Keep npm / yarn / Jupyter caches inside the checkout, not in $HOME.
+export npm_config_cache := $(CURDIR)/.cache/npm
+export YARN_GLOBAL_FOLDER := $(CURDIR)/.cache/yarn
+export XDG_CACHE_HOME := $(CURDIR)/.cache/xdg
+
+.PHONY: all setup system-deps frontend extension demo test test-fast bench lint clean
+
+all: setup
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml
+	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q -e ".[test]"
+	touch $(STAMP)
+
+# Graphviz `dot` (static pictures) and Chromium (browser tests) come from Debian.
+system-deps:
+	@if ! command -v dot >/dev/null || ! command -v chromium >/dev/null; then \
+	  echo "installing graphviz and chromium from Debian"; \
+	  apt-get update -qq && apt-get install -y -qq graphviz chromium chromium-driver >/dev/null; \
+	fi
+
+$(VIEWER): $(wildcard frontend/src/*) frontend/package.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+frontend: $(VIEWER)
+
+$(LABEXT): $(VIEWER) $(wildcard extension/src/*) extension/package.json $(STAMP)
+	cd extension && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" jlpm install && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" jlpm build
+
+extension: $(LABEXT)
+
+setup: system-deps $(STAMP) frontend extension
+
+demo: setup
+	$(PY) examples/demo.py
+
+test: setup
+	$(PY) -m ruff check thunderviz tests benchmarks examples
+	cd frontend && npm test
+	$(PY) -m pytest -q -ra
+
+test-fast: setup
+	$(PY) -m pytest -q -ra -m "not browser and not slow"
+
+bench: setup
+	$(PY) benchmarks/trace_speed.py
+	$(PY) benchmarks/autodiff_speed.py
+	$(PY) benchmarks/step_speed.py
+	$(PY) benchmarks/saved_memory.py
+	$(PY) benchmarks/view_speed.py
+
+lint: setup
+	$(PY) -m ruff check thunderviz tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) .cache frontend/node_modules extension/node_modules extension/lib thunderviz/labextension $(VIEWER)

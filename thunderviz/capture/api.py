@@ -1,0 +1,243 @@
+"""`thunderviz.trace`: run a function or nn.Module once and return its forward Trace."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.capture.errors import CaptureError
+from thunderviz.capture.recorder import Recorder
+from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
+from thunderviz.core.trace import Trace, TraceTag, timed_provenance
+
+__all__ = ["trace", "CaptureError"]
+
+_COPY_BACK = Symbol(name="copy_", id="torch.Tensor.copy_", fn=torch.Tensor.copy_,
+                    kind=SymbolKind.METHOD)
+
+
+def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any) -> Trace:
+    """Run `fn(*args, **kwargs)` once and record it as a Trace.
+
+    `fn` is a function or an `nn.Module`. For a module, its parameters and then its buffers
+    (in `named_parameters()` / `named_buffers()` order) follow the user's positional inputs
+    in `trace.args`, named after their paths (`fc1.weight` -> `fc1_weight`); keyword inputs
+    become keyword-only arguments (`trace.kwargs`). With `fake=True` every tensor is a
+    FakeTensor: nothing is computed and no activation memory is used.
+
+    Tracing has no side effects: the module's parameters, buffers, `requires_grad` flags and
+    `.grad`, the inputs and the global RNG state are as they were.
+    """
+    if not callable(fn):
+        raise TypeError(f"thunderviz.trace expects a function or an nn.Module, got {type(fn).__name__}")
+    if not isinstance(fake, bool):
+        raise TypeError(f"fake must be True or False, got {fake!r}")
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    with timed_provenance("thunderviz.trace", "fake tensors" if fake else "") as prov:
+        result = _trace(fn, module, args, kwargs, fake)
+    result.provenance.append(prov.result)
+    return result
+
+
+def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[Any, ...],
+           kwargs: dict[str, Any], fake: bool) -> Trace:
+    names = NameGenerator()
+    module_names = {}
+    if module is not None:
+        for path, m in module.named_modules(remove_duplicate=False):
+            module_names.setdefault(id(m), path)
+    recorder = Recorder(names, module_names)
+    state = [] if module is None else [
+        *[(n, p, "param") for n, p in module.named_parameters()],
+        *[(n, b, "buffer") for n, b in module.named_buffers()],
+    ]
+    with _rng_preserved(), _fake_mode(fake) as fake_mode:
+        convert = _converter(fake_mode)
+        pos_names, kw_names = _input_names(fn, args, kwargs)
+        trace_args: list[Proxy] = []
+        trace_kwargs: dict[str, Proxy] = {}
+        run_args = [_bind_inputs(recorder, names, a, n, convert, trace_args)
+                    for a, n in zip(args, pos_names, strict=True)]
+        run_kwargs = {}
+        for key, value in kwargs.items():
+            holder: list[Proxy] = []
+            run_kwargs[key] = _bind_inputs(recorder, names, value, kw_names[key], convert, holder)
+            trace_kwargs.update({p.name: p for p in holder})
+        run_state: dict[str, torch.Tensor] = {}
+        originals: list[tuple[torch.Tensor, Proxy]] = []
+        for path, tensor, _kind in state:
+            copy = convert(tensor)
+            proxy = TensorProxy.like(names.claim(path), copy, requires_grad=tensor.requires_grad)
+            recorder.bind(copy, proxy)
+            run_state[path] = copy
+            trace_args.append(proxy)
+            originals.append((copy, proxy))
+        for value, proxy in _input_tensors(run_args, run_kwargs, trace_args, trace_kwargs):
+            originals.append((value, proxy))
+        out = _run(fn, module, run_args, run_kwargs, run_state, recorder)
+        output = recorder.proxify(out)
+        epilogue = _write_backs(recorder, originals)
+    flat, spec = pytree.tree_flatten(output)
+    dropped = [type(x).__name__ for x in flat if not _printable_leaf(x)]
+    if dropped:
+        # e.g. a Hugging Face KV cache object: program state, not a value a trace returns
+        flat = [x if _printable_leaf(x) else None for x in flat]
+        output = pytree.tree_unflatten(flat, spec)
+    native = _is_native_structure(output)
+    return Trace(
+        name="forward",
+        args=trace_args,
+        kwargs=trace_kwargs,
+        bound_symbols=[*recorder.top.bsyms, *epilogue],
+        output=output if native else tuple(flat),
+        output_spec=None if native else spec,
+        tags={TraceTag.FORWARD},
+        constants=dict(recorder.constants),
+        names=names,
+        meta={"fake": fake, "dropped_outputs": dropped, "module_class": type(module).__name__ if module is not None else None,
+              "function": getattr(fn, "__name__", type(fn).__name__)},
+    )
+
+
+def _run(fn: Callable[..., Any], module: torch.nn.Module | None, args: list[Any],
+         kwargs: dict[str, Any], state: dict[str, torch.Tensor], recorder: Recorder) -> Any:
+    pre = torch.nn.modules.module.register_module_forward_pre_hook(
+        lambda m, _args: recorder.enter_module(m))
+    post = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, _args, _out: recorder.exit_module(m))
+    try:
+        with recorder.function_mode, recorder.dispatch_mode:
+            if module is None:
+                return fn(*args, **kwargs)
+            return torch.func.functional_call(module, state, tuple(args), kwargs,
+                                              tie_weights=True, strict=False)
+    finally:
+        pre.remove()
+        post.remove()
+
+
+def _write_backs(recorder: Recorder, originals: list[tuple[torch.Tensor, Proxy]]) -> list[BoundSymbol]:
+    """Inputs the program mutated (BatchNorm's running statistics, an in-place update of an
+    argument) get their new value copied back at the end, as eager would leave them."""
+    out = []
+    for tensor, original in originals:
+        final = recorder.proxy_of(tensor)
+        if final.name != original.name:
+            out.append(BoundSymbol(sym=_COPY_BACK, args=(original, final), kwargs={}, output=None,
+                                   tags={BsymTag.MUTATION_EPILOGUE},
+                                   header=f"write the new value of {original.name} back into it"))
+    return out
+
+
+def _bind_inputs(recorder: Recorder, names: NameGenerator, value: Any, name: str,
+                 convert: Callable[[torch.Tensor], torch.Tensor], out: list[Proxy]) -> Any:
+    """Give each leaf of one user input a proxy; return the value the program runs on."""
+    leaves, spec = pytree.tree_flatten(value)
+    run_leaves = []
+    for i, leaf in enumerate(leaves):
+        leaf_name = names.claim(name if len(leaves) == 1 else f"{name}_{i}")
+        if isinstance(leaf, torch.Tensor):
+            copy = convert(leaf)
+            proxy: Proxy = TensorProxy.like(leaf_name, copy, requires_grad=leaf.requires_grad)
+            recorder.bind(copy, proxy)
+            run_leaves.append(copy)
+        else:
+            proxy = NumberProxy(leaf_name, leaf) if isinstance(leaf, (int, float, bool)) else Proxy(leaf_name)
+            run_leaves.append(leaf)
+        out.append(proxy)
+    return pytree.tree_unflatten(run_leaves, spec)
+
+
+def _input_tensors(run_args: list[Any], run_kwargs: dict[str, Any], trace_args: list[Proxy],
+                   trace_kwargs: dict[str, Proxy]) -> Iterator[tuple[torch.Tensor, Proxy]]:
+    leaves = pytree.tree_leaves((run_args, run_kwargs))
+    proxies = [*trace_args[: len(pytree.tree_leaves(run_args))], *trace_kwargs.values()]
+    for value, proxy in zip(leaves, proxies, strict=False):
+        if isinstance(value, torch.Tensor):
+            yield value, proxy
+
+
+def _input_names(fn: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        sig = inspect.signature(target)
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        if isinstance(e, TypeError) and "argument" in str(e):
+            raise TypeError(f"thunderviz.trace: the inputs don't match "
+                            f"{getattr(target, '__qualname__', target)}{_sig(target)}: {e}") from None
+        return [f"arg{i}" for i in range(len(args))], {k: k for k in kwargs}
+    pos: list[str] = []
+    for name, value in bound.arguments.items():
+        param = sig.parameters[name]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            pos += [f"{name}_{i}" for i in range(len(value))]
+        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) \
+                and name not in kwargs:
+            pos.append(name)
+    return pos[: len(args)] + [f"arg{i}" for i in range(len(pos), len(args))], {k: k for k in kwargs}
+
+
+def _sig(target: Any) -> str:
+    try:
+        return str(inspect.signature(target))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _printable_leaf(x: Any) -> bool:
+    return x is None or isinstance(x, (Proxy, int, float, bool, str, torch.dtype, torch.device))
+
+
+def _is_native_structure(output: Any) -> bool:
+    if output is None or isinstance(output, Proxy):
+        return True
+    if type(output) in (tuple, list):
+        return all(_is_native_structure(o) for o in output)
+    if type(output) is dict:
+        return all(isinstance(k, str) and _is_native_structure(v) for k, v in output.items())
+    return isinstance(output, (int, float, bool, str))
+
+
+@contextlib.contextmanager
+def _rng_preserved() -> Iterator[None]:
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def _fake_mode(fake: bool) -> Iterator[Any]:
+    if not fake:
+        yield None
+        return
+    from_mode = torch._subclasses.fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
+    with from_mode:
+        yield from_mode
+
+
+def _converter(fake_mode: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What the program runs on instead of the user's tensor: a detached copy (real mode) or
+    a FakeTensor with the same metadata. Neither requires grad: whether a value needs a
+    gradient is tracked on the proxies, so autograd records nothing while we trace (no
+    graph, no saved-tensor bookkeeping in the recording) and the user's tensor is never
+    touched."""
+    if fake_mode is not None:
+        return lambda t: fake_mode.from_tensor(t.detach())
+
+    def to_copy(t: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return t.detach().clone()
+    return to_copy

@@ -1,0 +1,164 @@
+"""Proxies: named stand-ins for the values a trace computes.
+
+A proxy carries what a reader (and the UI) needs to know about a value without holding it:
+its name and, for tensors, shape, dtype, device and whether it requires grad. Names are
+unique within a trace and kept by every trace derived from it, so "t12" in the forward
+trace, the augmented forward and the backward is the same value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import torch
+
+__all__ = [
+    "Proxy",
+    "TensorProxy",
+    "NumberProxy",
+    "NameGenerator",
+    "dtype_short",
+    "sanitize_name",
+]
+
+_DTYPE_SHORT = {
+    torch.float64: "f64",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "b8",
+    torch.complex64: "c64",
+    torch.complex128: "c128",
+}
+
+
+def dtype_short(dtype: torch.dtype) -> str:
+    """`torch.float32` -> "f32", the notation of Thunder's shape comments."""
+    return _DTYPE_SHORT.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def sanitize_name(name: str) -> str:
+    """Turn a parameter path such as "blocks.0.attn.weight" into an identifier."""
+    out = "".join(c if (c.isalnum() or c == "_") else "_" for c in name)
+    if not out or out[0].isdigit():
+        out = "_" + out
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Proxy:
+    """A named value in a trace. Identity is the name: two proxies with one name are one value."""
+
+    name: str
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Proxy) and other.name == self.name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def renamed(self, name: str) -> Proxy:
+        return replace(self, name=name)
+
+
+@dataclass(frozen=True, eq=False)
+class TensorProxy(Proxy):
+    shape: tuple[int, ...] = ()
+    dtype: torch.dtype = torch.float32
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    requires_grad: bool = False
+
+    @staticmethod
+    def like(name: str, t: torch.Tensor, requires_grad: bool | None = None) -> TensorProxy:
+        return TensorProxy(
+            name=name,
+            shape=tuple(int(s) for s in t.shape),
+            dtype=t.dtype,
+            device=t.device,
+            requires_grad=t.requires_grad if requires_grad is None else requires_grad,
+        )
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * _itemsize(self.dtype)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.is_floating_point or self.dtype.is_complex
+
+    def type_string(self) -> str:
+        """'cpu f32[4, 16]': the device, dtype and shape shown in trace comments and the UI."""
+        dims = ", ".join(str(s) for s in self.shape)
+        return f"{self.device.type} {dtype_short(self.dtype)}[{dims}]"
+
+    def meta(self) -> torch.Tensor:
+        """An empty meta tensor of this proxy's shape and dtype, for shape inference."""
+        return torch.empty(self.shape, dtype=self.dtype, device="meta")
+
+
+@dataclass(frozen=True, eq=False)
+class NumberProxy(Proxy):
+    """A Python number in a trace. `value` is the one seen when tracing (traces specialize on it)."""
+
+    value: int | float | bool | None = None
+
+    @property
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def type_string(self) -> str:
+        return f"{self.python_type.__name__} {self.value!r}"
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype, device="meta").element_size()
+
+
+class NameGenerator:
+    """Hands out names unique within one trace: t0, t1, ... and keeps requested names unique."""
+
+    def __init__(self, taken: set[str] | None = None) -> None:
+        self.taken: set[str] = set(taken or ())
+        self._counters: dict[str, int] = {}
+
+    def fresh(self, prefix: str = "t") -> str:
+        n = self._counters.get(prefix, 0)
+        while f"{prefix}{n}" in self.taken:
+            n += 1
+        self._counters[prefix] = n + 1
+        name = f"{prefix}{n}"
+        self.taken.add(name)
+        return name
+
+    def claim(self, wanted: str) -> str:
+        """`wanted` if free, else `wanted_1`, `wanted_2`, ..."""
+        base = sanitize_name(wanted)
+        name, k = base, 1
+        while name in self.taken or name in _RESERVED:
+            name = f"{base}_{k}"
+            k += 1
+        self.taken.add(name)
+        return name
+
+
+# Names the printed Python needs for itself.
+_RESERVED = {"torch", "aten", "F", "inf", "nan", "None", "True", "False", "def", "return",
+             "lambda", "class", "import", "from", "in", "is", "not", "and", "or", "if",
+             "else", "for", "while", "with", "as", "pass", "del", "global", "yield"}

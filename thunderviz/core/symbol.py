@@ -1,0 +1,196 @@
+"""Symbols (operations) and bound symbols (an operation applied to proxies in a trace)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.context import current_builder
+from thunderviz.core.proxies import Proxy, TensorProxy
+
+__all__ = [
+    "SymbolKind",
+    "Symbol",
+    "BoundSymbol",
+    "BsymTag",
+    "SourceLocation",
+]
+
+
+class SymbolKind(enum.Enum):
+    FUNCTION = "function"  # printed as  name(args)
+    METHOD = "method"  # printed as  self.name(args)
+    OPERATOR = "operator"  # printed as  a + b, -a, a[idx]
+    ATTRIBUTE = "attribute"  # printed as  self.name
+
+
+class BsymTag(enum.Enum):
+    """Facts about one bound symbol that passes and the UI act on."""
+
+    FUNCTIONALIZED = "FUNCTIONALIZED"  # the user's call mutated: its functional subsymbols run
+    NON_CORE = "NON_CORE"  # an ATen op outside Core ATen with no decomposition
+    NO_GRAD = "NO_GRAD"  # recorded under torch.no_grad(): never differentiated
+    DATA_DEPENDENT = "DATA_DEPENDENT"  # read a tensor's value into Python (.item(), bool())
+    RECOMPUTE_IN_BACKWARD = "RECOMPUTE_IN_BACKWARD"  # rematerialized instead of saved
+    MUTATION_EPILOGUE = "MUTATION_EPILOGUE"  # writes a new value back into an input (buffers)
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """The user's frame that made a call (never a frame inside torch or thunderviz)."""
+
+    filename: str
+    lineno: int
+    code: str
+    function: str = ""
+
+    def short(self) -> str:
+        return f"{self.filename.rsplit('/', 1)[-1]}:{self.lineno}"
+
+
+@dataclass(frozen=True, eq=False)
+class Symbol:
+    """An operation: what it is called when printed, whether it is a prim, how it runs on torch.
+
+    `name` is the expression the printed trace calls ("torch.nn.functional.linear",
+    "aten.addmm"); `id` is a stable key for rule lookup ("torch.nn.functional.linear",
+    "aten.addmm.default"); `fn` runs it on real tensors. `meta`, when given, computes output
+    proxies from input proxies (used when grad rules build new traces).
+    """
+
+    name: str
+    id: str
+    fn: Callable[..., Any] | None
+    is_prim: bool = False
+    kind: SymbolKind = SymbolKind.FUNCTION
+    operator: str | None = None  # for OPERATOR symbols: "+", "neg", "getitem", ...
+    meta: Callable[..., Any] | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", _default_label(self.id))
+
+    def __repr__(self) -> str:
+        return f"Symbol({self.id})"
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Symbol) and other.id == self.id
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Record this symbol in the trace being built, or run it on tensors when none is."""
+        builder = current_builder()
+        if builder is not None:
+            return builder.record(self, args, kwargs)
+        if self.fn is None:
+            raise TypeError(f"symbol {self.id} has no torch implementation")
+        return self.fn(*args, **kwargs)
+
+
+def _default_label(sym_id: str) -> str:
+    parts = sym_id.split(".")
+    if sym_id.startswith("aten.") and len(parts) >= 3:
+        return parts[1]
+    return parts[-1]
+
+
+@dataclass(eq=False)
+class BoundSymbol:
+    """A symbol applied to arguments in a trace, producing `output`.
+
+    `subsymbols` are what it is made of one level down (a torch-level call's ATen ops, a
+    non-core ATen op's decomposition). `source` is the user's line, `module_path` the
+    nn.Module it ran in. Backward bound symbols point at the forward one they came from
+    through `fwd_bsym`, which is how the UI links "the backward of this op".
+    """
+
+    sym: Symbol
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output: Any
+    subsymbols: list[BoundSymbol] = field(default_factory=list)
+    source: SourceLocation | None = None
+    module_path: str = ""
+    tags: set[BsymTag] = field(default_factory=set)
+    header: str = ""  # a comment printed above the line (e.g. what the user called)
+    fwd_bsym: BoundSymbol | None = None
+
+    # --- flat views the DAG and the passes walk ---------------------------------------
+    @property
+    def flat_args(self) -> list[Any]:
+        return pytree.tree_leaves((self.args, self.kwargs))
+
+    @property
+    def flat_proxy_args(self) -> list[Proxy]:
+        return _unique_proxies(self.flat_args)
+
+    @property
+    def flat_tensor_args(self) -> list[TensorProxy]:
+        return [p for p in self.flat_proxy_args if isinstance(p, TensorProxy)]
+
+    @property
+    def flat_outs(self) -> list[Any]:
+        return pytree.tree_leaves(self.output)
+
+    @property
+    def flat_proxy_outs(self) -> list[Proxy]:
+        return _unique_proxies(self.flat_outs)
+
+    @property
+    def flat_tensor_outs(self) -> list[TensorProxy]:
+        return [p for p in self.flat_proxy_outs if isinstance(p, TensorProxy)]
+
+    @property
+    def executes_subsymbols(self) -> bool:
+        """A functionalized call has no functional torch-level form: its subsymbols run."""
+        return BsymTag.FUNCTIONALIZED in self.tags
+
+    def walk(self) -> Iterator[BoundSymbol]:
+        """This bound symbol and all its subsymbols, depth first, parents first."""
+        yield self
+        for sub in self.subsymbols:
+            yield from sub.walk()
+
+    def with_changes(self, **changes: Any) -> BoundSymbol:
+        """A copy with some fields replaced (bound symbols are treated as values by passes)."""
+        fields = dict(
+            sym=self.sym, args=self.args, kwargs=self.kwargs, output=self.output,
+            subsymbols=self.subsymbols, source=self.source, module_path=self.module_path,
+            tags=set(self.tags), header=self.header, fwd_bsym=self.fwd_bsym,
+        )
+        fields.update(changes)
+        return BoundSymbol(**fields)
+
+    def rename(self, mapping: dict[str, Proxy]) -> BoundSymbol:
+        """Replace proxies by name everywhere in this bound symbol and its subsymbols."""
+        if not mapping:
+            return self
+        swap = lambda x: mapping.get(x.name, x) if isinstance(x, Proxy) else x  # noqa: E731
+        return self.with_changes(
+            args=pytree.tree_map(swap, self.args),
+            kwargs=pytree.tree_map(swap, self.kwargs),
+            output=pytree.tree_map(swap, self.output),
+            subsymbols=[s.rename(mapping) for s in self.subsymbols],
+        )
+
+    def __repr__(self) -> str:
+        outs = ", ".join(p.name for p in self.flat_proxy_outs)
+        ins = ", ".join(p.name for p in self.flat_proxy_args)
+        return f"<BoundSymbol {outs} = {self.sym.id}({ins})>"
+
+
+def _unique_proxies(leaves: list[Any]) -> list[Proxy]:
+    seen: set[str] = set()
+    out: list[Proxy] = []
+    for x in leaves:
+        if isinstance(x, Proxy) and x.name not in seen:
+            seen.add(x.name)
+            out.append(x)
+    return out

@@ -1,0 +1,205 @@
+"""Trace: a function as a list of bound symbols over proxies, printable as runnable Python."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.codegen import bsym_statement, codeval, type_comment
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.symbol import BoundSymbol
+
+__all__ = ["Trace", "TraceTag", "Provenance", "PrintedLine", "timed_provenance"]
+
+
+class TraceTag(enum.Enum):
+    FORWARD = "FORWARD"
+    AUGMENTED_FORWARD = "AUGMENTED_FORWARD"
+    BACKWARD = "BACKWARD"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """One pass that made a trace: 'Constructed by DCE (took 2 ms)'."""
+
+    pass_name: str
+    took_ms: float | None = None
+    note: str = ""
+
+    def __str__(self) -> str:
+        took = f" (took {self.took_ms:.0f} ms)" if self.took_ms is not None else ""
+        note = f": {self.note}" if self.note else ""
+        return f"Constructed by {self.pass_name}{took}{note}"
+
+
+class timed_provenance:
+    """`with timed_provenance("DCE") as prov: ...; trace.provenance.append(prov.result)`."""
+
+    def __init__(self, pass_name: str, note: str = "") -> None:
+        self.pass_name, self.note = pass_name, note
+        self.result: Provenance | None = None
+
+    def __enter__(self) -> timed_provenance:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        ms = (time.perf_counter() - self._t0) * 1e3
+        self.result = Provenance(self.pass_name, ms, self.note)
+
+
+@dataclass(frozen=True)
+class PrintedLine:
+    """A line of a printed trace, with the bound symbol it shows (index path), if any."""
+
+    text: str
+    path: tuple[int, ...] | None = None
+
+
+@dataclass(eq=False)
+class Trace:
+    """`args` are the trace's positional inputs in call order (for a module: the user's inputs,
+    then parameters in `named_parameters()` order, then buffers in `named_buffers()` order).
+    `constants` are tensors the program captured from outside (closures, globals), passed to
+    the generated function by keyword. `output_spec` rebuilds the user's output structure
+    (e.g. a Hugging Face ModelOutput) from the printed one.
+    """
+
+    name: str = "forward"
+    args: list[Proxy] = field(default_factory=list)
+    kwargs: dict[str, Proxy] = field(default_factory=dict)
+    bound_symbols: list[BoundSymbol] = field(default_factory=list)
+    output: Any = None
+    tags: set[TraceTag] = field(default_factory=set)
+    provenance: list[Provenance] = field(default_factory=list)
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
+    output_spec: Any = None
+    names: NameGenerator = field(default_factory=NameGenerator)
+    # Free-form facts a pass leaves for the UI or later passes (e.g. saved-for-backward).
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # --- derived -------------------------------------------------------------------------
+    def walk(self) -> Iterator[BoundSymbol]:
+        for bsym in self.bound_symbols:
+            yield from bsym.walk()
+
+    @property
+    def flat_args(self) -> list[Proxy]:
+        return [*self.args, *self.kwargs.values()]
+
+    @property
+    def flat_outputs(self) -> list[Proxy]:
+        return [x for x in pytree.tree_leaves(self.output) if isinstance(x, Proxy)]
+
+    def from_trace(self, **changes: Any) -> Trace:
+        """A new trace sharing this one's signature and names, with some fields replaced."""
+        fields = dict(
+            name=self.name, args=list(self.args), kwargs=dict(self.kwargs),
+            bound_symbols=list(self.bound_symbols), output=self.output, tags=set(self.tags),
+            provenance=list(self.provenance), constants=dict(self.constants),
+            output_spec=self.output_spec, names=self.names, meta=dict(self.meta),
+        )
+        fields.update(changes)
+        return Trace(**fields)
+
+    # --- printing ------------------------------------------------------------------------
+    def python(self, print_depth: int = 1, include_header: bool = True) -> str:
+        """Runnable Python for this trace; subsymbols appear as comments `print_depth` deep."""
+        return "\n".join(line.text for line in self.printed_lines(print_depth, include_header))
+
+    def __str__(self) -> str:
+        return self.python()
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.name}: {len(self.bound_symbols)} bound symbols>"
+
+    def printed_lines(self, print_depth: int = 1, include_header: bool = True) -> list[PrintedLine]:
+        lines: list[PrintedLine] = []
+        add = lambda text, path=None: lines.append(PrintedLine(text, path))  # noqa: E731
+        if include_header:
+            for prov in self.provenance:
+                add(f"# {prov}")
+            add("import torch")
+            add("aten = torch.ops.aten")
+            add("")
+            add("@torch.no_grad()")
+        params = [p.name for p in self.args]
+        kwonly = [*self.kwargs, *self.constants]
+        if kwonly:
+            params += ["*", *kwonly]
+        add(f"def {self.name}({', '.join(params)}):")
+        for p in self.flat_args:
+            comment = type_comment([p])
+            if comment:
+                add(f"  # {comment}")
+        for name, t in self.constants.items():
+            add(f'  # {name}: captured tensor "{TensorProxy.like(name, t).type_string()}"')
+        last_source = None
+        for i, bsym in enumerate(self.bound_symbols):
+            last_source = _print_bsym(bsym, (i,), 1, print_depth, add, last_source)
+        add(f"  return {codeval(self.output)}")
+        return lines
+
+    # --- execution -----------------------------------------------------------------------
+    def python_callable(self) -> Callable[..., Any]:
+        """A function that runs this trace on torch (the printed source, compiled)."""
+        fn = _compile(self.python(print_depth=0), self.name)
+        if self.constants:
+            fn = functools.partial(fn, **self.constants)
+        spec = self.output_spec
+        if spec is None:
+            return fn
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            flat = pytree.tree_leaves(fn(*args, **kwargs))
+            return pytree.tree_unflatten(flat, spec)
+
+        run.__name__ = self.name
+        return run
+
+
+def _print_bsym(bsym: BoundSymbol, path: tuple[int, ...], indent: int, print_depth: int,
+                add: Callable[..., None], last_source: Any) -> Any:
+    pad = "  " * indent
+    src = bsym.source
+    if src is not None and (src, bsym.module_path) != last_source:
+        where = f"  [{bsym.module_path}]" if bsym.module_path else ""
+        add(f"{pad}# {src.short()}: \t{src.code}{where}", path)
+        last_source = (src, bsym.module_path)
+    if bsym.header:
+        add(f"{pad}# {bsym.header}", path)
+    if bsym.executes_subsymbols:
+        # The user's call mutated in place: its functional subsymbols are the code.
+        add(f"{pad}# {bsym_statement(bsym)}  (functionalized below)", path)
+        for j, sub in enumerate(bsym.subsymbols):
+            add(f"{pad}{bsym_statement(sub)}", (*path, j))
+            _print_subsymbols(sub, (*path, j), indent + 1, print_depth - 1, add)
+        return last_source
+    add(f"{pad}{bsym_statement(bsym)}", path)
+    _print_subsymbols(bsym, path, indent + 1, print_depth, add)
+    return last_source
+
+
+def _print_subsymbols(bsym: BoundSymbol, path: tuple[int, ...], indent: int, depth: int,
+                      add: Callable[..., None]) -> None:
+    if depth <= 0:
+        return
+    pad = "  " * indent
+    for j, sub in enumerate(bsym.subsymbols):
+        add(f"{pad}# {bsym_statement(sub)}", (*path, j))
+        _print_subsymbols(sub, (*path, j), indent + 1, depth - 1, add)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(source: str, name: str) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten}
+    code = compile(source, f"<thunderviz trace {name}>", "exec")
+    exec(code, namespace)  # noqa: S102 - our own generated source, never user-supplied text
+    return namespace[name]

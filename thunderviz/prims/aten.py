@@ -1,0 +1,100 @@
+"""Symbols for ATen operators, with shape inference through torch's meta kernels."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.symbol import Symbol
+
+__all__ = ["aten", "aten_symbol", "is_core_aten", "meta_outputs", "infer_device"]
+
+_OpOverload = torch._ops.OpOverload
+
+
+def is_core_aten(op: _OpOverload) -> bool:
+    return torch.Tag.core in op.tags
+
+
+def _printed_name(op: _OpOverload) -> str:
+    """'aten.mm' when the packet has one overload (unambiguous), else 'aten.sum.dim_IntList'."""
+    packet_name = op._schema.name.split("::", 1)[1]
+    packet = getattr(torch.ops.aten, packet_name)
+    if len(packet.overloads()) == 1:
+        return f"aten.{packet_name}"
+    return f"aten.{packet_name}.{op._overloadname}"
+
+
+@functools.cache
+def aten_symbol(op: _OpOverload) -> Symbol:
+    packet_name = op._schema.name.split("::", 1)[1]
+    return Symbol(
+        name=_printed_name(op),
+        id=f"aten.{packet_name}.{op._overloadname}",
+        fn=op,
+        is_prim=is_core_aten(op),
+        meta=functools.partial(meta_outputs, op),
+        label=packet_name,
+    )
+
+
+def infer_device(args: Any, kwargs: dict[str, Any]) -> torch.device:
+    """The device an ATen op's result lives on: that of its first non-scalar tensor input.
+
+    0-dim CPU tensors mix freely with tensors on other devices (as in eager), so they only
+    decide when nothing else does; factory ops name theirs in `device=`.
+    """
+    tensors = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, TensorProxy)]
+    for t in tensors:
+        if t.ndim > 0:
+            return t.device
+    if tensors:
+        return tensors[0].device
+    dev = kwargs.get("device")
+    return torch.device(dev) if dev is not None else torch.device("cpu")
+
+
+def meta_outputs(op: _OpOverload, args: Any, kwargs: dict[str, Any]) -> Any:
+    """Run `op` on meta tensors standing in for the proxies; returns meta results + device."""
+
+    def to_meta(x: Any) -> Any:
+        return x.meta() if isinstance(x, TensorProxy) else x
+
+    meta_args = pytree.tree_map(to_meta, args)
+    meta_kwargs = pytree.tree_map(to_meta, kwargs)
+    if "device" in meta_kwargs:
+        meta_kwargs["device"] = torch.device("meta")
+    out = op(*meta_args, **meta_kwargs)
+    return out, infer_device(args, kwargs)
+
+
+class _Packet:
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._packet = getattr(torch.ops.aten, name)
+
+    def __getattr__(self, overload: str) -> Symbol:
+        return aten_symbol(getattr(self._packet, overload))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return aten_symbol(self._packet.default)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"aten.{self._name}"
+
+
+class _AtenNamespace:
+    """`aten.mul.Tensor` is the Symbol for `torch.ops.aten.mul.Tensor`."""
+
+    @functools.cache  # noqa: B019 - one namespace object lives for the process
+    def __getattr__(self, name: str) -> _Packet:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Packet(name)
+
+
+aten = _AtenNamespace()
