@@ -69,6 +69,8 @@ def call_expression(bsym: BoundSymbol) -> str:
     sym, args, kwargs = bsym.sym, bsym.args, bsym.kwargs
     if sym.kind is SymbolKind.OPERATOR and not kwargs:
         op = sym.operator or ""
+        if op == "unpack" and len(args) == 1:
+            return codeval(args[0])
         if op == "getitem" and len(args) == 2:
             return f"{codeval(args[0])}[{_index(args[1])}]"
         if op in _BINARY and len(args) == 2:

@@ -1,0 +1,26 @@
+"""Errors from differentiation, naming the op, the user's line and the module."""
+
+from __future__ import annotations
+
+from thunderviz.capture.errors import where
+from thunderviz.core.symbol import BoundSymbol
+
+__all__ = ["AutodiffError"]
+
+
+class AutodiffError(RuntimeError):
+    def __init__(self, message: str, *, bsym: BoundSymbol | None = None) -> None:
+        super().__init__(message)
+        self.bsym = bsym
+
+    @classmethod
+    def no_rule(cls, bsym: BoundSymbol, top: BoundSymbol) -> AutodiffError:
+        loc = where(top.source or bsym.source, top.module_path or bsym.module_path)
+        inside = f" (inside {top.sym.id})" if top is not bsym else ""
+        return cls(
+            f"thunderviz cannot differentiate {bsym.sym.id}{inside} at {loc}: it has no grad "
+            "rule and no decomposition into ops that have one. Register a rule with "
+            f"@thunderviz.register_grad({bsym.sym.id!r}) (see README: 'Add a grad rule'), or "
+            "compute this under torch.no_grad() / on detached tensors if it needs no gradient.",
+            bsym=bsym,
+        )

@@ -1,0 +1,95 @@
+"""Running one joint grad rule: splitting it into forward code and backward code.
+
+While a rule runs, its symbol calls are recorded into the forward builder until the rule asks
+for a cotangent (`get_grad`); from then on they go into the backward builder. `put_grad`
+records an input's gradient, fitted to the input's shape, dtype and device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunderviz.autodiff.shapes import match_input
+from thunderviz.core.builder import TraceBuilder
+from thunderviz.core.context import current_builder, pop_builder, push_builder
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+
+__all__ = ["get_grad", "put_grad", "requires_grad", "JointRun", "run_joint"]
+
+
+@dataclass
+class JointRun:
+    """What one rule produced: forward and backward bound symbols, the cotangent placeholders
+    it asked for (rule output proxy -> placeholder), and the (input, gradient) pairs."""
+
+    forward: TraceBuilder
+    backward: TraceBuilder
+    needs_grad: Callable[[Proxy], bool]
+    placeholders: dict[str, TensorProxy] = field(default_factory=dict)
+    grads: list[tuple[Proxy, TensorProxy]] = field(default_factory=list)
+    in_backward: bool = False
+    result: Any = None
+
+    def switch_to_backward(self) -> None:
+        if not self.in_backward:
+            pop_builder(self.forward)
+            push_builder(self.backward)
+            self.in_backward = True
+
+
+_runs: list[JointRun] = []
+
+
+def _current(name: str) -> JointRun:
+    if not _runs:
+        raise RuntimeError(f"{name}() is for grad rules: it works only while autodiff runs a rule")
+    return _runs[-1]
+
+
+def get_grad(out: Any) -> TensorProxy | None:
+    """The cotangent of `out`, an output the rule computed. Everything after the first call
+    is backward code."""
+    run = _current("get_grad")
+    run.switch_to_backward()
+    if not isinstance(out, TensorProxy):
+        return None
+    ph = run.placeholders.get(out.name)
+    if ph is None:
+        ph = TensorProxy(name=run.backward.names.fresh("ct"), shape=out.shape, dtype=out.dtype,
+                         device=out.device)
+        run.placeholders[out.name] = ph
+    return ph
+
+
+def put_grad(x: Any, g: Any) -> None:
+    """Record `g` as (a contribution to) the gradient of the rule's input `x`."""
+    run = _current("put_grad")
+    run.switch_to_backward()
+    if not isinstance(x, TensorProxy) or g is None or not run.needs_grad(x):
+        return
+    if not isinstance(g, TensorProxy):
+        raise TypeError(f"put_grad({x.name}, ...) expects a tensor proxy, got {g!r}")
+    run.grads.append((x, match_input(x, g)))
+
+
+def requires_grad(x: Any) -> bool:
+    """Whether the input `x` of the running rule needs a gradient (skip work when not)."""
+    return isinstance(x, TensorProxy) and _current("requires_grad").needs_grad(x)
+
+
+def run_joint(rule: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+              names: NameGenerator, needs_grad: Callable[[Proxy], bool],
+              module_path: str = "", source: Any = None) -> JointRun:
+    run = JointRun(TraceBuilder(names, module_path, source), TraceBuilder(names, module_path, source),
+                   needs_grad)
+    _runs.append(run)
+    push_builder(run.forward)
+    try:
+        run.result = rule(*args, **kwargs)
+    finally:
+        top = current_builder()
+        pop_builder(top)
+        _runs.pop()
+    return run

@@ -1,0 +1,137 @@
+"""Grad rules: how each op differentiates, kept in plain tables keyed by symbol id.
+
+A rule comes in one of two forms, both one decorated function:
+
+* a **joint** rule (`RuleSet.grad`): the forward computation written with prims, then
+  `get_grad(out)` for the cotangent of an output and `put_grad(x, g)` for the gradient of an
+  input. Everything the rule computes before its first `get_grad` is forward code; what it
+  reads of that in backward becomes saved-for-backward.
+* an **augmented forward / backward** pair (`RuleSet.augmented_forward` +
+  `RuleSet.backward`): the forward returns `(outputs, residuals)` and the backward takes
+  `(*residuals, *cotangents)` and returns one gradient per positional argument.
+
+Ops whose outputs carry no gradient are listed with `RuleSet.nondifferentiable`.
+Rule files each fill a RuleSet of their own; `rules/__init__.py` puts them together in one
+explicit place, and users add theirs with `thunderviz.register_grad`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.capture.torch_symbols import torch_symbol
+from thunderviz.core.symbol import Symbol
+
+__all__ = ["GradRule", "RuleSet", "symbol_id"]
+
+JointFn = Callable[..., Any]
+
+
+def symbol_id(op: Any) -> str:
+    """The registry key of an ATen overload, a Symbol, a torch function or an id string."""
+    if isinstance(op, str):
+        return op
+    if isinstance(op, Symbol):
+        return op.id
+    if isinstance(op, torch._ops.OpOverload):
+        return f"aten.{op._schema.name.split('::', 1)[1]}.{op._overloadname}"
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        raise TypeError(f"register a rule for one overload of {op} (e.g. {op}.default), not the packet")
+    sym = torch_symbol(op) if callable(op) else None  # a torch-level function
+    if sym is None:
+        raise TypeError(f"cannot key a grad rule on {op!r}: pass an ATen overload, a Symbol, "
+                        "a public torch function or a symbol id string")
+    return sym.id
+
+
+@dataclass(frozen=True)
+class GradRule:
+    """`joint` is None for ops that are not differentiable."""
+
+    op_id: str
+    joint: JointFn | None
+    origin: str  # "joint", "augmented_forward/backward", "nondifferentiable"
+
+    @property
+    def differentiable(self) -> bool:
+        return self.joint is not None
+
+
+@dataclass
+class RuleSet:
+    """A table of rules. Later sets win when several are merged (user rules come last)."""
+
+    name: str
+    rules: dict[str, GradRule] = field(default_factory=dict)
+    _aug: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def grad(self, *ops: Any) -> Callable[[JointFn], JointFn]:
+        def register(fn: JointFn) -> JointFn:
+            for op in ops:
+                key = symbol_id(op)
+                self.rules[key] = GradRule(key, fn, "joint")
+            return fn
+        return register
+
+    def augmented_forward(self, *ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            for op in ops:
+                self._aug[symbol_id(op)] = fn
+            return fn
+        return register
+
+    def backward(self, *ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            for op in ops:
+                key = symbol_id(op)
+                aug = self._aug.get(key)
+                if aug is None:
+                    raise ValueError(f"register the augmented forward of {key} before its backward")
+                self.rules[key] = GradRule(key, _joint_from_pair(aug, fn), "augmented_forward/backward")
+            return fn
+        return register
+
+    def nondifferentiable(self, *ops: Any) -> None:
+        for op in ops:
+            key = symbol_id(op)
+            self.rules[key] = GradRule(key, None, "nondifferentiable")
+
+    def get(self, op_id: str) -> GradRule | None:
+        return self.rules.get(op_id)
+
+    def __contains__(self, op_id: str) -> bool:
+        return op_id in self.rules
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    @staticmethod
+    def merged(name: str, sets: Iterable[RuleSet]) -> RuleSet:
+        out = RuleSet(name)
+        for s in sets:
+            out.rules.update(s.rules)
+        return out
+
+
+def _joint_from_pair(aug: Callable[..., Any], bwd: Callable[..., Any]) -> JointFn:
+    """Run an augmented-forward/backward pair through the joint machinery."""
+
+    def joint(*args: Any, **kwargs: Any) -> Any:
+        out, residuals = aug(*args, **kwargs)
+        outs = out if isinstance(out, tuple) else (out,)
+        cotangents = [get_grad(o) for o in outs]
+        grads = bwd(*residuals, *cotangents)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        for arg, g in zip(args, grads, strict=False):
+            if g is not None:
+                put_grad(arg, g)
+        return out
+
+    joint.__name__ = f"{aug.__name__}+{bwd.__name__}"
+    return joint
+

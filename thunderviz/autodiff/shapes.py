@@ -1,0 +1,35 @@
+"""Undoing broadcasting and promotion on gradients (`sum_to`, `match_input`)."""
+
+from __future__ import annotations
+
+from thunderviz.core.proxies import TensorProxy
+from thunderviz.prims import aten
+
+__all__ = ["sum_to", "match_input"]
+
+
+def sum_to(g: TensorProxy, shape: tuple[int, ...]) -> TensorProxy:
+    """Sum `g` down to `shape`, undoing the broadcast that made it bigger."""
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(shape)
+                                if s == 1 and g.shape[lead + i] != 1]
+    if dims:
+        g = aten.sum.dim_IntList(g, dims, keepdim=True)
+    if tuple(g.shape) != shape:
+        g = aten.view.default(g, list(shape))
+    return g
+
+
+def match_input(x: TensorProxy, g: TensorProxy) -> TensorProxy:
+    """The gradient of `x` from `g`: same shape (un-broadcast), dtype and device as `x`.
+
+    Covers 0-dim CPU tensors mixed with CUDA tensors (their gradient goes back to the CPU)
+    and type promotion (an f32 input used in an f64 op gets an f32 gradient).
+    """
+    g = sum_to(g, x.shape)
+    if g.dtype != x.dtype or g.device != x.device:
+        g = aten._to_copy.default(g, dtype=x.dtype, device=x.device)
+    return g

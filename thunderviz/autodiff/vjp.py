@@ -1,0 +1,237 @@
+"""The reverse sweep: from a forward trace to its augmented forward and backward traces.
+
+1. Decide what needs a gradient (inputs that require grad, and what is computed from them
+   outside `torch.no_grad()`), and bring each bound symbol that needs one down to the level
+   where a grad rule exists: its own rule first, else its subsymbols, else an error.
+2. Walk those bound symbols in reverse, run each one's rule, and accumulate cotangents.
+   The rule's forward code goes into the augmented forward at the op's place; its backward
+   code goes into the backward trace.
+3. Split: saved-for-backward is whatever the backward reads from the forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.utils import _pytree as pytree
+
+from thunderviz.autodiff.errors import AutodiffError
+from thunderviz.autodiff.joint import JointRun, run_joint
+from thunderviz.autodiff.registry import GradRule, RuleSet
+from thunderviz.autodiff.saved import SavedTensor, describe_saved
+from thunderviz.core.builder import TraceBuilder
+from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
+from thunderviz.core.trace import Trace, TraceTag, timed_provenance
+from thunderviz.prims import aten
+from thunderviz.transforms.dce import dce
+from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
+
+__all__ = ["AutodiffResult", "autodiff", "UNPACK"]
+
+# `(a, b) = saved_for_backward`: how the backward trace takes its inputs apart.
+UNPACK = Symbol(name="unpack", id="thunderviz.unpack", fn=None, kind=SymbolKind.OPERATOR,
+                operator="unpack", label="unpack")
+
+
+@dataclass
+class AutodiffResult:
+    """The four traces of one program and what crosses from forward to backward.
+
+    `augmented_forward(*args) -> (outputs, saved_for_backward)`;
+    `backward(saved_for_backward, cotangents) -> one gradient per forward arg (or None)`.
+    """
+
+    forward: Trace
+    augmented_forward: Trace
+    backward: Trace
+    saved_for_backward: list[SavedTensor]
+    grad_inputs: list[Proxy | None]  # per forward arg: the backward output that is its grad
+    cotangent_outputs: list[TensorProxy]  # forward outputs that take a cotangent, in order
+    construction: StepRecorder | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(s.bytes for s in self.saved_for_backward if not s.recomputed)
+
+
+@dataclass
+class _Unit:
+    """A bound symbol at the level a rule handles it, and the top-level one it belongs to."""
+
+    bsym: BoundSymbol
+    top: BoundSymbol
+    rule: GradRule | None
+
+
+def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = None) -> AutodiffResult:
+    timings: dict[str, float] = {}
+    with timed_provenance("VJP") as prov:
+        needs = {p.name for p in trace.flat_args if isinstance(p, TensorProxy) and p.requires_grad}
+        units: list[_Unit] = []
+        for bsym in trace.bound_symbols:
+            _flatten(bsym, bsym, rules, needs, units)
+        fwd_segments, bwd_bsyms, cts, seeds = _sweep(trace, units, needs, recorder)
+        grad_inputs = [cts.get(p.name) if p.name in needs else None for p in trace.flat_args]
+    timings["vjp"] = prov.result.took_ms
+
+    with timed_provenance("forward-backward split") as split_prov:
+        backward = _backward_trace(trace, bwd_bsyms, seeds, grad_inputs)
+        saved_names = [p for p in backward.meta["reads_from_forward"]]
+        aug_bsyms = [b for seg in fwd_segments for b in seg]
+        augmented = trace.from_trace(
+            name="augmented_forward", bound_symbols=aug_bsyms,
+            output=(trace.output, tuple(saved_names)), output_spec=None,
+            tags={TraceTag.AUGMENTED_FORWARD},
+        )
+        saved = describe_saved(saved_names, augmented, backward)
+    timings["split"] = split_prov.result.took_ms
+    for t, provs in ((augmented, (prov.result, split_prov.result)), (backward, (prov.result, split_prov.result))):
+        t.provenance = [*trace.provenance, *provs]
+    return AutodiffResult(trace, augmented, backward, saved, grad_inputs, seeds, recorder, timings)
+
+
+def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:
+    return [p for p in bsym.flat_tensor_outs if p.is_float]
+
+
+def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str],
+             units: list[_Unit]) -> None:
+    """Append `bsym` as units at the level rules exist, growing `needs` as grads flow."""
+    wants = (
+        not (bsym.tags & {BsymTag.NO_GRAD, BsymTag.MUTATION_EPILOGUE})
+        and any(p.name in needs for p in bsym.flat_tensor_args)
+        and bool(_float_outs(bsym))
+    )
+    if not wants:
+        units.append(_Unit(bsym, top, None))
+        return
+    rule = rules.get(bsym.sym.id)
+    if rule is not None:
+        units.append(_Unit(bsym, top, rule if rule.differentiable else None))
+        if rule.differentiable:
+            needs.update(p.name for p in _float_outs(bsym))
+        return
+    if bsym.subsymbols:
+        made = {p.name for s in bsym.subsymbols for b in s.walk() for p in b.flat_proxy_outs}
+        missing = [p.name for p in bsym.flat_tensor_outs if p.name not in made]
+        if not missing:
+            for sub in bsym.subsymbols:
+                _flatten(sub, top, rules, needs, units)
+            return
+    raise AutodiffError.no_rule(bsym, top)
+
+
+def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepRecorder | None
+           ) -> tuple[list[list[BoundSymbol]], list[BoundSymbol], dict[str, Proxy], list[TensorProxy]]:
+    names = trace.names
+    cts: dict[str, Proxy] = {}
+    seeds: list[TensorProxy] = []
+    for p in trace.flat_outputs:
+        if isinstance(p, TensorProxy) and p.is_float and p.name in needs and p.name not in cts:
+            seed = TensorProxy(names.claim(f"ct_{p.name}"), p.shape, p.dtype, p.device)
+            cts[p.name] = seed
+            seeds.append(seed)
+    fwd_segments: list[list[BoundSymbol]] = [[] for _ in units]
+    bwd: list[BoundSymbol] = []
+    for i in range(len(units) - 1, -1, -1):
+        unit = units[i]
+        b = unit.bsym
+        out_cts = {p.name: cts.get(p.name) for p in _float_outs(b)}
+        if unit.rule is None or not any(v is not None for v in out_cts.values()):
+            fwd_segments[i] = [b]
+            continue
+        run = run_joint(unit.rule.joint, b.args, b.kwargs, names, lambda p: p.name in needs,
+                        b.module_path, b.source)
+        forward, backward = _place(run, b, out_cts, names)
+        tag = lambda x: x.with_changes(fwd_bsym=unit.top, module_path=b.module_path,  # noqa: E731
+                                       source=b.source)
+        fwd_segments[i] = [tag(x) for x in forward]
+        emitted = [tag(x) for x in backward]
+        accumulate = TraceBuilder(names, b.module_path, b.source)
+        with accumulate:
+            for x, g in run.grads:
+                old = cts.get(x.name)
+                cts[x.name] = g if old is None else aten.add.Tensor(old, g)
+        emitted += [tag(x) for x in accumulate.bound_symbols]
+        bwd.extend(emitted)
+        if recorder is not None:
+            recorder.step(unit.top, VISIT_TYPE.INSERT_AFTER, bwd, inserted=emitted)
+    return fwd_segments, bwd, cts, seeds
+
+
+def _place(run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None],
+           names: Any) -> tuple[list[BoundSymbol], list[BoundSymbol]]:
+    """Give the rule's outputs the forward op's names, connect its cotangent placeholders to
+    the accumulated cotangents (zeros where none flows), and keep the original bound symbol
+    (with its subsymbols) when the rule's forward code is just that op again."""
+    rule_outs = [p for p in pytree.tree_leaves(run.result) if isinstance(p, Proxy)]
+    orig_outs = b.flat_proxy_outs
+    if len(rule_outs) != len(orig_outs):
+        raise AutodiffError(
+            f"the grad rule for {b.sym.id} returned {len(rule_outs)} outputs; the op has "
+            f"{len(orig_outs)}. A joint rule must return the op's outputs.", bsym=b)
+    renames: dict[str, Proxy] = {r.name: o for r, o in zip(rule_outs, orig_outs, strict=True)
+                                 if r.name != o.name}
+    zeros: list[BoundSymbol] = []
+    for rule_out_name, ph in run.placeholders.items():
+        orig = renames.get(rule_out_name)
+        orig_name = orig.name if orig is not None else rule_out_name
+        ct = out_cts.get(orig_name)
+        if ct is not None:
+            renames[ph.name] = ct
+        else:  # this output takes no cotangent: the rule still reads one, so make zeros
+            builder = TraceBuilder(names, b.module_path, b.source)
+            with builder:
+                aten.full.default(list(ph.shape), 0.0, dtype=ph.dtype, device=ph.device)
+            zero = builder.bound_symbols[0]
+            renames[zero.output.name] = ph
+            zeros.append(zero.rename({zero.output.name: ph}))
+    forward = [x.rename(renames) for x in run.forward.bound_symbols]
+    if len(forward) == 1 and forward[0].sym == b.sym and _same_args(forward[0], b):
+        forward = [b]
+    backward = zeros + [x.rename(renames) for x in run.backward.bound_symbols]
+    run.grads = [(x, renames.get(g.name, g)) for x, g in run.grads]
+    return forward, backward
+
+
+def _same_args(a: BoundSymbol, b: BoundSymbol) -> bool:
+    return repr((a.args, a.kwargs)) == repr((b.args, b.kwargs))
+
+
+def _backward_trace(trace: Trace, bwd_bsyms: list[BoundSymbol], seeds: list[TensorProxy],
+                    grad_inputs: list[Proxy | None]) -> Trace:
+    names = trace.names
+    saved_arg = Proxy(names.claim("saved_for_backward"))
+    cts_arg = Proxy(names.claim("cotangents"))
+    draft = trace.from_trace(name="backward", args=[], kwargs={}, bound_symbols=list(bwd_bsyms),
+                             output=tuple(grad_inputs), tags={TraceTag.BACKWARD}, constants={},
+                             output_spec=None)
+    draft = dce(draft)
+    produced: set[str] = set()
+    reads: list[Proxy] = []
+    seed_names = {s.name for s in seeds}
+    seen: set[str] = set()
+    for bsym in draft.bound_symbols:
+        for p in bsym.flat_proxy_args:
+            if p.name not in produced and p.name not in seed_names and p.name not in seen:
+                seen.add(p.name)
+                reads.append(p)
+        produced.update(p.name for p in bsym.flat_proxy_outs)
+    for g in grad_inputs:  # a gradient that is a forward value passed straight through
+        if g is not None and g.name not in produced and g.name not in seed_names and g.name not in seen:
+            seen.add(g.name)
+            reads.append(g)
+    constants = {p.name: trace.constants[p.name] for p in reads if p.name in trace.constants}
+    saved = [p for p in reads if p.name not in constants]
+    unpack = [
+        BoundSymbol(sym=UNPACK, args=(saved_arg,), kwargs={}, output=tuple(saved)),
+        BoundSymbol(sym=UNPACK, args=(cts_arg,), kwargs={}, output=tuple(seeds)),
+    ]
+    result = draft.from_trace(args=[saved_arg, cts_arg], bound_symbols=unpack + draft.bound_symbols,
+                              constants=constants)
+    result.meta["reads_from_forward"] = saved
+    return result
+
