@@ -3,12 +3,41 @@
 The public API lives here; nothing else needs importing.
 """
 
+from thunderviz.autodiff import AutodiffError, AutodiffResult, SavedTensor, get_grad, put_grad
+from thunderviz.autodiff.api import differentiate as autodiff
+from thunderviz.autodiff.api import grad, register_grad, value_and_grad, vjp
 from thunderviz.capture import CaptureError, trace
 from thunderviz.core import BoundSymbol, NumberProxy, Proxy, TensorProxy, Trace, TraceTag
+from thunderviz.executor import (
+    JittedFunction,
+    clear_grads,
+    extract_grads,
+    jit,
+    last_backward_traces,
+    last_traces,
+    populate_grads,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AutodiffError",
+    "JittedFunction",
+    "clear_grads",
+    "extract_grads",
+    "jit",
+    "last_backward_traces",
+    "last_traces",
+    "populate_grads",
+    "AutodiffResult",
+    "SavedTensor",
+    "autodiff",
+    "get_grad",
+    "grad",
+    "put_grad",
+    "register_grad",
+    "value_and_grad",
+    "vjp",
     "BoundSymbol",
     "CaptureError",
     "NumberProxy",

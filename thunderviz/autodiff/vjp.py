@@ -73,7 +73,8 @@ def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = No
         units: list[_Unit] = []
         for bsym in trace.bound_symbols:
             _flatten(bsym, bsym, rules, needs, units)
-        fwd_segments, bwd_bsyms, cts, seeds = _sweep(trace, units, needs, recorder)
+        fwd_segments, bwd_bsyms, cts, seeded = _sweep(trace, units, needs, recorder)
+        seeds = [seed for _, seed in seeded]
         grad_inputs = [cts.get(p.name) if p.name in needs else None for p in trace.flat_args]
     timings["vjp"] = prov.result.took_ms
 
@@ -90,7 +91,8 @@ def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = No
     timings["split"] = split_prov.result.took_ms
     for t, provs in ((augmented, (prov.result, split_prov.result)), (backward, (prov.result, split_prov.result))):
         t.provenance = [*trace.provenance, *provs]
-    return AutodiffResult(trace, augmented, backward, saved, grad_inputs, seeds, recorder, timings)
+    return AutodiffResult(trace, augmented, backward, saved, grad_inputs,
+                          [out for out, _ in seeded], recorder, timings)
 
 
 def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:
@@ -125,15 +127,16 @@ def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str
 
 
 def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepRecorder | None
-           ) -> tuple[list[list[BoundSymbol]], list[BoundSymbol], dict[str, Proxy], list[TensorProxy]]:
+           ) -> tuple[list[list[BoundSymbol]], list[BoundSymbol], dict[str, Proxy],
+                      list[tuple[TensorProxy, TensorProxy]]]:
     names = trace.names
     cts: dict[str, Proxy] = {}
-    seeds: list[TensorProxy] = []
+    seeds: list[tuple[TensorProxy, TensorProxy]] = []  # (forward output, its cotangent)
     for p in trace.flat_outputs:
         if isinstance(p, TensorProxy) and p.is_float and p.name in needs and p.name not in cts:
             seed = TensorProxy(names.claim(f"ct_{p.name}"), p.shape, p.dtype, p.device)
             cts[p.name] = seed
-            seeds.append(seed)
+            seeds.append((p, seed))
     fwd_segments: list[list[BoundSymbol]] = [[] for _ in units]
     bwd: list[BoundSymbol] = []
     for i in range(len(units) - 1, -1, -1):
@@ -146,20 +149,24 @@ def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepReco
         run = run_joint(unit.rule.joint, b.args, b.kwargs, names, lambda p: p.name in needs,
                         b.module_path, b.source)
         forward, backward = _place(run, b, out_cts, names)
-        tag = lambda x: x.with_changes(fwd_bsym=unit.top, module_path=b.module_path,  # noqa: E731
-                                       source=b.source)
-        fwd_segments[i] = [tag(x) for x in forward]
-        emitted = [tag(x) for x in backward]
+        fwd_segments[i] = [_tagged(x, unit) for x in forward]
+        emitted = [_tagged(x, unit) for x in backward]
         accumulate = TraceBuilder(names, b.module_path, b.source)
         with accumulate:
             for x, g in run.grads:
                 old = cts.get(x.name)
                 cts[x.name] = g if old is None else aten.add.Tensor(old, g)
-        emitted += [tag(x) for x in accumulate.bound_symbols]
+        emitted += [_tagged(x, unit) for x in accumulate.bound_symbols]
         bwd.extend(emitted)
         if recorder is not None:
             recorder.step(unit.top, VISIT_TYPE.INSERT_AFTER, bwd, inserted=emitted)
     return fwd_segments, bwd, cts, seeds
+
+
+def _tagged(bsym: BoundSymbol, unit: _Unit) -> BoundSymbol:
+    """Link a bound symbol a rule produced to the forward op it came from (for the UI)."""
+    return bsym.with_changes(fwd_bsym=unit.top, module_path=unit.bsym.module_path,
+                             source=unit.bsym.source)
 
 
 def _place(run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None],

@@ -1,0 +1,78 @@
+"""Checks against independent references: torch.autograd for gradients, eager for outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+import thunderviz as tv
+
+
+def _float_leaves(args: Any) -> list[torch.Tensor]:
+    return [
+        x for x in pytree.tree_leaves(args) if isinstance(x, torch.Tensor) and x.is_floating_point()
+    ]
+
+
+def reference_vjp(
+    fn: Any,
+    args: tuple[Any, ...],
+    cotangents: list[torch.Tensor],
+    kwargs: dict[str, Any] | None = None,
+) -> tuple[Any, list[torch.Tensor | None]]:
+    """torch.autograd's answer: outputs and d<out, ct>/d(each float leaf of args)."""
+    kwargs = kwargs or {}
+    leaves, spec = pytree.tree_flatten(args)
+    leaves = [
+        x.detach().requires_grad_(True)
+        if isinstance(x, torch.Tensor) and x.is_floating_point()
+        else x
+        for x in leaves
+    ]
+    inputs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+    out = fn(*pytree.tree_unflatten(leaves, spec), **kwargs)
+    outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    grads = (
+        torch.autograd.grad(outs, inputs, cotangents[: len(outs)], allow_unused=True)
+        if outs
+        else [None] * len(inputs)
+    )
+    return out, list(grads)
+
+
+def check_vjp(
+    fn: Any, *args: Any, rtol: float = 1e-7, atol: float = 1e-9, seed: int = 0, **kwargs: Any
+) -> None:
+    """thunderviz.vjp(fn) against torch.autograd on the same inputs and random cotangents."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        eager_out = fn(*args, **kwargs)
+    outs = [o for o in pytree.tree_leaves(eager_out) if isinstance(o, torch.Tensor)]
+    cts = [
+        torch.randn(o.shape, generator=gen, dtype=o.dtype) if o.is_floating_point() else None
+        for o in outs
+    ]
+    float_cts = [c for c in cts if c is not None]
+    ref_out, ref_grads = reference_vjp(fn, args, float_cts, kwargs)
+    out, grads = tv.vjp(fn)(args, [c if c is not None else torch.zeros(()) for c in cts], **kwargs)
+    for o_ref, o in zip(pytree.tree_leaves(ref_out), pytree.tree_leaves(out), strict=True):
+        if isinstance(o_ref, torch.Tensor):
+            torch.testing.assert_close(o, o_ref.detach(), rtol=rtol, atol=atol, equal_nan=True)
+    ours = [
+        g
+        for g, x in zip(grads, pytree.tree_leaves(args), strict=True)
+        if isinstance(x, torch.Tensor) and x.is_floating_point()
+    ]
+    assert len(ours) == len(ref_grads)
+    for i, (g, r) in enumerate(zip(ours, ref_grads, strict=True)):
+        if r is None:
+            assert g is None or torch.count_nonzero(g) == 0, (
+                f"grad {i}: autograd has none, we have one"
+            )
+            continue
+        assert g is not None, f"grad {i}: autograd has a gradient, thunderviz has None"
+        torch.testing.assert_close(
+            g, r, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, i=i: f"grad of input {i}: {m}"
+        )

@@ -1,0 +1,15 @@
+"""Execution: traces run as generated Python over torch ops, and `jit`, which trains through
+them with torch.autograd."""
+
+from thunderviz.executor.grads import clear_grads, extract_grads, populate_grads
+from thunderviz.executor.jit import JittedFunction, jit, last_backward_traces, last_traces
+
+__all__ = [
+    "JittedFunction",
+    "clear_grads",
+    "extract_grads",
+    "jit",
+    "last_backward_traces",
+    "last_traces",
+    "populate_grads",
+]

@@ -1,0 +1,176 @@
+"""`thunderviz.jit`: run a function or module through our traces, trained by torch.autograd.
+
+The forward runs the augmented forward trace; the backward runs the backward trace, inside a
+`torch.autograd.Function`, so `loss.backward()`, `.grad` accumulation and optimizers work as
+with eager PyTorch. Traces are cached per input signature and rebuilt when shapes, dtypes,
+devices, `requires_grad` flags, number values or the module's training mode change.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.autodiff.api import differentiate
+from thunderviz.autodiff.remat import rematerialize
+from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.capture import trace
+from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.trace import Trace
+
+__all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
+
+
+@dataclass
+class CompiledEntry:
+    """One cache entry: the traces for one input signature and their compiled callables."""
+
+    forward: Trace
+    result: AutodiffResult | None  # None when nothing requires grad
+    run_forward: Callable[..., Any]
+    run_augmented: Callable[..., Any] | None = None
+    run_backward: Callable[..., Any] | None = None
+    differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
+    n_args: int = 0
+
+
+class _TraceFunction(torch.autograd.Function):
+    """Bridges one call: forward = augmented forward trace, backward = backward trace."""
+
+    @staticmethod
+    def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
+        n_pos = len(flat) - len(kwarg_names)
+        out, saved = entry.run_augmented(*flat[:n_pos], **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
+        ctx.entry = entry
+        ctx.save_for_backward(*saved)
+        flat_out = pytree.tree_leaves(out)
+        non_diff = [o for i, o in enumerate(flat_out) if isinstance(o, torch.Tensor)
+                    and i not in entry.differentiable_outputs]
+        ctx.mark_non_differentiable(*non_diff)
+        return tuple(flat_out)
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        entry: CompiledEntry = ctx.entry
+        cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
+        grads = entry.run_backward(tuple(ctx.saved_tensors), cotangents)
+        return (None, None, *grads)
+
+
+class JittedFunction:
+    """What `thunderviz.jit` returns. Call it like the original."""
+
+    def __init__(self, fn: Callable[..., Any], *, rematerialize: bool = False) -> None:
+        if not callable(fn):
+            raise TypeError(f"thunderviz.jit expects a function or an nn.Module, got {type(fn).__name__}")
+        self.fn = fn
+        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        self.rematerialize = rematerialize
+        self._cache: dict[Any, CompiledEntry] = {}
+        self.last: CompiledEntry | None = None
+        self.cache_misses = 0
+        functools.update_wrapper(self, fn if not self.module else type(fn).forward, updated=())
+
+    # --- calling ---------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat_inputs = self._flat_inputs(args, kwargs)
+        key = self._key(flat_inputs, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._compile(args, kwargs)
+            self._cache[key] = entry
+            self.cache_misses += 1
+        self.last = entry
+        kw_names = tuple(entry.forward.kwargs)
+        if entry.result is None:
+            return self._unflatten(entry, pytree.tree_leaves(
+                entry.run_forward(*flat_inputs[: entry.n_args], **self._kw(entry, flat_inputs))))
+        outs = _TraceFunction.apply(entry, kw_names, *flat_inputs)
+        return self._unflatten(entry, list(outs))
+
+    def _kw(self, entry: CompiledEntry, flat: list[Any]) -> dict[str, Any]:
+        return dict(zip(entry.forward.kwargs, flat[entry.n_args:], strict=True))
+
+    def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        state = [] if self.module is None else [*self.module.parameters(), *self.module.buffers()]
+        return [*pytree.tree_leaves(args), *state, *pytree.tree_leaves(kwargs)]
+
+    def _key(self, flat: list[Any], kwargs: dict[str, Any]) -> Any:
+        def one(x: Any) -> Any:
+            if isinstance(x, torch.Tensor):
+                return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad)
+            return (type(x).__name__, x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
+        training = tuple(m.training for m in self.module.modules()) if self.module is not None else ()
+        return (tuple(one(x) for x in flat), tuple(kwargs), training, torch.is_grad_enabled())
+
+    def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
+        forward = trace(self.fn, *args, **kwargs)
+        n_args = len(forward.args)
+        needs_grad = torch.is_grad_enabled() and any(
+            isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args)
+        if not needs_grad:
+            return CompiledEntry(forward, None, forward.python_callable(), n_args=n_args)
+        result = differentiate(forward)
+        if self.rematerialize:
+            result = rematerialize(result)
+        flat_out = pytree.tree_leaves(forward.output)
+        wanted = {p.name for p in result.cotangent_outputs}
+        positions: list[int] = []
+        for i, p in enumerate(flat_out):
+            if isinstance(p, TensorProxy) and p.name in wanted and p.name not in {
+                    flat_out[j].name for j in positions}:
+                positions.append(i)
+        return CompiledEntry(
+            forward, result, forward.python_callable(),
+            run_augmented=result.augmented_forward.python_callable(),
+            run_backward=result.backward.python_callable(),
+            differentiable_outputs=positions, n_args=n_args,
+        )
+
+    def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:
+        spec = entry.forward.output_spec
+        if spec is None:
+            spec = pytree.tree_structure(entry.forward.output)
+        return pytree.tree_unflatten(flat_out, spec)
+
+    # --- inspection ------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<thunderviz.jit of {getattr(self.fn, '__name__', type(self.fn).__name__)}>"
+
+    def __getattr__(self, name: str) -> Any:
+        # jm.parameters(), jm.train(), jm.eval() ... reach the wrapped module
+        if name in ("fn", "module") or self.__dict__.get("module") is None:
+            raise AttributeError(name)
+        return getattr(self.__dict__["module"], name)
+
+
+def jit(fn: Callable[..., Any], *, rematerialize: bool = False) -> JittedFunction:
+    """Run `fn` (a function or nn.Module) through thunderviz's traces; see JittedFunction."""
+    return JittedFunction(fn, rematerialize=rematerialize)
+
+
+def _entry(jitted: Any) -> CompiledEntry:
+    if not isinstance(jitted, JittedFunction):
+        raise TypeError(f"expected the result of thunderviz.jit, got {type(jitted).__name__}")
+    if jitted.last is None:
+        raise ValueError("this jitted function has not been called yet: call it once, then ask for its traces")
+    return jitted.last
+
+
+def last_traces(jitted: JittedFunction) -> list[Trace]:
+    """The forward traces of the last call, in the order they were made (as in Thunder)."""
+    entry = _entry(jitted)
+    if entry.result is None:
+        return [entry.forward]
+    return [entry.forward, entry.result.augmented_forward]
+
+
+def last_backward_traces(jitted: JittedFunction) -> list[Trace]:
+    """The backward traces of the last call (empty when nothing needed a gradient)."""
+    entry = _entry(jitted)
+    return [] if entry.result is None else [entry.result.backward]
