@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.errors import CaptureError
@@ -235,7 +236,10 @@ def _converter(fake_mode: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     graph, no saved-tensor bookkeeping in the recording) and the user's tensor is never
     touched."""
     if fake_mode is not None:
-        return lambda t: fake_mode.from_tensor(t.detach())
+        def to_fake(t: torch.Tensor) -> torch.Tensor:
+            with unset_fake_temporarily():  # converting is cheaper outside the mode
+                return fake_mode.from_tensor(t.detach())
+        return to_fake
 
     def to_copy(t: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():

@@ -23,6 +23,7 @@ import torch
 import torch._subclasses.fake_tensor
 import torch.fx.experimental.symbolic_shapes
 from torch._decomp import core_aten_decompositions, decomposition_table
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -82,6 +83,52 @@ class _ViewInfo:
 
 
 @dataclass
+class _Decomposition:
+    """A recorded decomposition, reusable for other calls with the same signature."""
+
+    bsyms: list[BoundSymbol]
+    inputs: list[str]  # names of the tensor arguments it was recorded with, in order
+    outputs: list[str]  # names of the outputs it was recorded for
+
+    def instantiate(self, inputs: list[TensorProxy], outputs: list[TensorProxy],
+                    recorder: Recorder) -> list[BoundSymbol]:
+        mapping: dict[str, Proxy] = {}
+        for old, new in zip(self.inputs, inputs, strict=True):
+            mapping.setdefault(old, new)
+        for old, new in zip(self.outputs, outputs, strict=True):
+            mapping[old] = new
+        for top in self.bsyms:
+            for b in top.walk():
+                for p in b.flat_proxy_outs:
+                    if p.name not in mapping:
+                        mapping[p.name] = p.renamed(recorder.names.fresh())
+        return [_relocated(b.rename(mapping), recorder._source, recorder.module_path)
+                for b in self.bsyms]
+
+
+_NO_DECOMPOSITION = object()
+
+
+def _relocated(bsym: BoundSymbol, source: SourceLocation | None, module_path: str) -> BoundSymbol:
+    return bsym.with_changes(source=source, module_path=module_path,
+                             subsymbols=[_relocated(s, source, module_path) for s in bsym.subsymbols])
+
+
+def _signature(leaves: list[Any]) -> tuple[Any, ...]:
+    """What a decomposition may depend on: tensor metadata (and which arguments are the same
+    tensor), and the values of everything else."""
+    first_seen: dict[int, int] = {}
+    out: list[Any] = []
+    for i, x in enumerate(leaves):
+        if isinstance(x, torch.Tensor):
+            out.append(("T", tuple(x.shape), x.stride(), x.dtype, x.device.type,
+                        first_seen.setdefault(id(x), i)))
+        else:
+            out.append((type(x).__name__, repr(x)))
+    return tuple(out)
+
+
+@dataclass
 class _Frame:
     """A bound-symbol list being filled, and whether anything in it mutated."""
 
@@ -107,6 +154,7 @@ class Recorder:
         self._source: SourceLocation | None = None
         self._device_override: torch.device | None = None
         self.data_dependent: list[BoundSymbol] = []
+        self._decompositions: dict[Any, Any] = {}
         self.function_mode = _FunctionMode(self)
         self.dispatch_mode = _DispatchMode(self)
 
@@ -131,7 +179,18 @@ class Recorder:
         return proxy
 
     def proxify(self, tree: Any) -> Any:
-        return pytree.tree_map_only(torch.Tensor, self.proxy_of, tree)
+        """Tensors -> proxies inside args/outputs. A hand-written walk over the containers
+        torch passes (tuples, lists, dicts): it runs for every op, and pytree is slower."""
+        kind = type(tree)
+        if kind is tuple or kind is list:
+            return kind(self.proxify(x) for x in tree)
+        if kind is dict:
+            return {k: self.proxify(v) for k, v in tree.items()}
+        if isinstance(tree, torch.Tensor):
+            return self.proxy_of(tree)
+        if isinstance(tree, (tuple, list, dict)):  # namedtuples, ModelOutputs, return types
+            return pytree.tree_map_only(torch.Tensor, self.proxy_of, tree)
+        return tree
 
     def _new_proxy(self, t: torch.Tensor, requires_grad: bool) -> TensorProxy:
         proxy = TensorProxy(
@@ -287,37 +346,59 @@ class Recorder:
 
     def _decompose(self, bsym: BoundSymbol, func: Any, args: Any, kwargs: Any) -> None:
         """Record `func`'s decomposition as `bsym.subsymbols`, on metadata-only copies of its
-        inputs: no compute, no RNG draws, no side effects, whatever the tensors are."""
+        inputs: no compute, no RNG draws, no side effects, whatever the tensors are.
+
+        A decomposition depends only on its inputs' metadata and its other arguments, so the
+        one recorded for a signature is reused (renamed) for the next call with the same
+        signature: a 12-layer model decomposes each op once, not twelve times."""
         decomp = _decomposition(func)
         if decomp is None:
             bsym.tags.add(BsymTag.NON_CORE)
             return
-        shadow_args, shadow_kwargs = pytree.tree_map_only(torch.Tensor, self._shadow, (args, kwargs))
+        leaves = pytree.tree_leaves((args, kwargs))
+        key = (func, _signature(leaves))
+        template = self._decompositions.get(key)
+        if template is None:
+            template = self._record_decomposition(bsym, decomp, args, kwargs)
+            self._decompositions[key] = template
+        if template is _NO_DECOMPOSITION:
+            bsym.tags.add(BsymTag.NON_CORE)
+            return
+        inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
+        bsym.subsymbols = template.instantiate(inputs, bsym.flat_tensor_outs, self)
+
+    def _record_decomposition(self, bsym: BoundSymbol, decomp: Callable[..., Any], args: Any,
+                              kwargs: Any) -> Any:
         device = next((p.device for p in bsym.flat_tensor_outs), None)
         frame = _Frame()
         outer_device, self._device_override = self._device_override, device
         try:
-            with self._collecting(frame), self.dispatch_mode:
-                result = decomp(*shadow_args, **shadow_kwargs)
+            # Meta kernels only: FakeTensorMode (with fake=True) steps aside, as it would
+            # cost far more than the decomposition's shape logic.
+            with unset_fake_temporarily():
+                shadow_args, shadow_kwargs = pytree.tree_map_only(
+                    torch.Tensor, self._shadow, (args, kwargs))
+                with self._collecting(frame), self.dispatch_mode:
+                    result = decomp(*shadow_args, **shadow_kwargs)
         except Exception:  # a decomposition that needs values or a backend: keep the op whole
-            bsym.tags.add(BsymTag.NON_CORE)
-            return
+            return _NO_DECOMPOSITION
         finally:
             self._device_override = outer_device
         if result is NotImplemented:
-            bsym.tags.add(BsymTag.NON_CORE)
-            return
+            return _NO_DECOMPOSITION
         produced = [self._proxies.get(id(t)) for t in pytree.tree_leaves(result)
                     if isinstance(t, torch.Tensor)]
-        inputs = {p.name for p in bsym.flat_proxy_args}
+        input_names = {p.name for p in bsym.flat_proxy_args}
         mapping = {
             got.name: want for got, want in zip(produced, bsym.flat_tensor_outs, strict=False)
-            if got is not None and got.name not in inputs and got.name != want.name
+            if got is not None and got.name not in input_names and got.name != want.name
         }
-        bsym.subsymbols = [s.rename(mapping) for s in frame.bsyms]
+        inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
+        return _Decomposition([s.rename(mapping) for s in frame.bsyms],
+                              [p.name for p in inputs], [p.name for p in bsym.flat_tensor_outs])
 
     def _shadow(self, t: torch.Tensor) -> torch.Tensor:
-        if isinstance(t, torch._subclasses.FakeTensor) or t.device.type == "meta":
+        if t.device.type == "meta" and not isinstance(t, torch._subclasses.FakeTensor):
             return t
         shadow = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
         self.bind(shadow, self.proxy_of(t))

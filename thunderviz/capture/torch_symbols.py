@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from thunderviz.core.symbol import Symbol, SymbolKind
+from thunderviz.prims.aten import meta_outputs
 
 __all__ = ["torch_symbol", "functional_method_name"]
 
@@ -41,21 +42,29 @@ def _tensor_attr_name(func: Callable[..., Any]) -> str | None:
 @functools.cache
 def torch_symbol(func: Callable[..., Any]) -> Symbol | None:
     """The Symbol for a torch-level callable, or None when it has no printable public name
-    (its ATen subsymbols then stand in for it)."""
+    (its ATen subsymbols then stand in for it).
+
+    Its `meta` runs `func` itself on meta tensors standing in for the proxies, so grad rules
+    can call torch-level symbols (e.g. `scaled_dot_product_attention`) while building traces.
+    """
+    meta = functools.partial(meta_outputs, func)
     method = _tensor_attr_name(func)
     if method is not None:
         if method.startswith("__") and method.endswith("__") and method != "__setitem__":
             return Symbol(name=f"torch.Tensor.{method}", id=f"torch.Tensor.{method}", fn=func,
-                          kind=SymbolKind.OPERATOR, operator=method.strip("_"), label=method.strip("_"))
-        return Symbol(name=method, id=f"torch.Tensor.{method}", fn=func, kind=SymbolKind.METHOD)
+                          kind=SymbolKind.OPERATOR, operator=method.strip("_"), label=method.strip("_"),
+                          meta=meta)
+        return Symbol(name=method, id=f"torch.Tensor.{method}", fn=func, kind=SymbolKind.METHOD,
+                      meta=meta)
     if getattr(func, "__name__", None) == "__get__" and hasattr(func, "__self__"):
         prop = getattr(func.__self__, "__name__", None)
         if prop in _PROPERTIES_THAT_COMPUTE:
-            return Symbol(name=prop, id=f"torch.Tensor.{prop}", fn=func, kind=SymbolKind.ATTRIBUTE)
+            return Symbol(name=prop, id=f"torch.Tensor.{prop}", fn=func, kind=SymbolKind.ATTRIBUTE,
+                          meta=meta)
         return None
     public = _public_names().get(id(func))
     if public is not None:
-        return Symbol(name=public, id=public, fn=func)
+        return Symbol(name=public, id=public, fn=func, meta=meta)
     return None
 
 
