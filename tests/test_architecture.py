@@ -1,0 +1,54 @@
+"""The layering of docs/architecture.md holds: lower layers never import higher ones, and no
+module hides an import inside a function."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "thunderviz"
+# Bottom to top. A module may import its own layer and any layer listed before it.
+LAYERS = ["core", "prims", "capture", "transforms", "autodiff", "executor", "debug", "viz",
+          "widgets"]
+TOP_LEVEL = {"__init__", "models", "__main__"}  # the public facade and user-level examples
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "thunderviz" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def modules() -> list[pathlib.Path]:
+    return sorted(p for p in ROOT.rglob("*.py") if "static" not in p.parts)
+
+
+def imports(path: pathlib.Path) -> tuple[list[str], list[tuple[int, str]]]:
+    tree = ast.parse(path.read_text())
+    top, nested = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            target = top if node.col_offset == 0 else nested
+            for n in names:
+                target.append(n if target is top else (node.lineno, n))
+    return top, nested
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_layers_only_import_downwards(path):
+    rel = path.relative_to(ROOT)
+    own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+    top, nested = imports(path)
+    assert not nested, f"function-local imports in {rel}: {nested}"
+    if own in TOP_LEVEL:
+        return
+    assert own in LAYERS, f"{rel} is in no layer of docs/architecture.md"
+    for name in top:
+        layer = layer_of(name)
+        if layer is None or layer in TOP_LEVEL:
+            continue
+        assert LAYERS.index(layer) <= LAYERS.index(own), f"{rel} ({own}) imports {name} ({layer})"
