@@ -8,6 +8,10 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.thunderviz-installed
 VIEWER := thunderviz/widgets/static/viewer.js
 LABEXT := thunderviz/labextension/package.json
+# `make extension` links the build into the venv (what `jupyter labextension develop` does),
+# so `jupyter lab` from the venv serves the current build. The browser tests do not need the
+# link: their server reads the build folder through LabApp.extra_labextensions_path.
+LABEXT_LINK := $(VENV)/share/jupyter/labextensions/thunderviz
 # Keep npm / yarn / Jupyter caches inside the checkout, not in $HOME.
 export npm_config_cache := $(CURDIR)/.cache/npm
 export YARN_GLOBAL_FOLDER := $(CURDIR)/.cache/yarn
@@ -38,8 +42,9 @@ $(VIEWER): $(wildcard frontend/src/*) frontend/package.json
 
 frontend: $(VIEWER)
 
-$(LABEXT): $(VIEWER) $(wildcard extension/src/*) extension/package.json $(STAMP)
+$(LABEXT): $(VIEWER) $(wildcard extension/src/* extension/style/*) extension/package.json extension/yarn.lock extension/tsconfig.json extension/rspack.config.js $(STAMP)
 	cd extension && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" jlpm install && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" jlpm build
+	rm -rf $(LABEXT_LINK) && mkdir -p $(dir $(LABEXT_LINK)) && ln -s $(CURDIR)/thunderviz/labextension $(LABEXT_LINK)
 
 extension: $(LABEXT)
 
@@ -67,4 +72,4 @@ lint: setup
 	$(PY) -m ruff check thunderviz tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) .cache frontend/node_modules extension/node_modules extension/lib thunderviz/labextension $(VIEWER)
+	rm -rf $(VENV) .cache frontend/node_modules extension/node_modules extension/.yarn extension/lib thunderviz/labextension $(VIEWER)
