@@ -1,0 +1,89 @@
+// Gradient-flow overlay: gradient norms on a log colour scale, and a distinct look for
+// each non-"ok" status, so vanishing, exploding and missing gradients stand out.
+
+import { toNumber } from "./document.js";
+
+/** Look of each status. `dash` doubles the colour so the overlay also reads in greyscale. */
+export const GRAD_STATUS_STYLE = {
+  zero: { color: "#9e9e9e", dash: "4,3", label: "zero" },
+  nan: { color: "#d62728", dash: "", label: "NaN" },
+  inf: { color: "#e377c2", dash: "", label: "Inf" },
+  no_grad: { color: "#b0b7bf", dash: "1,3", label: "no grad" },
+  unused: { color: "#8d6e63", dash: "1,3", label: "unused" },
+  detached: { color: "#7b1fa2", dash: "6,3", label: "detached" },
+  integer: { color: "#607d8b", dash: "2,2", label: "integer" },
+};
+
+/** When a node has several tensors, the most alarming status wins. */
+const STATUS_PRIORITY = ["nan", "inf", "zero", "detached", "unused", "no_grad", "integer", "ok"];
+
+export function worstStatus(statuses) {
+  let best = "ok";
+  for (const s of statuses) {
+    if (STATUS_PRIORITY.indexOf(s) !== -1 && STATUS_PRIORITY.indexOf(s) < STATUS_PRIORITY.indexOf(best)) best = s;
+  }
+  return best;
+}
+
+/** Viridis, sampled: perceptually even and readable for colour-blind users. */
+const PALETTE = ["#440154", "#414487", "#2a788e", "#22a884", "#7ad151", "#fde725"];
+
+/** [min, max] of the finite positive "ok" norms, or null when there are none. */
+export function normRange(gradFlow) {
+  let min = Infinity;
+  let max = -Infinity;
+  for (const entry of Object.values(gradFlow || {})) {
+    if (!entry || entry.status !== "ok") continue;
+    const norm = toNumber(entry.norm);
+    if (Number.isFinite(norm) && norm > 0) {
+      min = Math.min(min, norm);
+      max = Math.max(max, norm);
+    }
+  }
+  return min <= max ? { min, max } : null;
+}
+
+/** Position of `norm` in `range` on a log scale, in [0, 1]. */
+export function logPosition(norm, range) {
+  if (!range || !(norm > 0)) return 0;
+  const lo = Math.log10(range.min);
+  const hi = Math.log10(range.max);
+  if (hi - lo < 1e-12) return 1;
+  return Math.min(1, Math.max(0, (Math.log10(norm) - lo) / (hi - lo)));
+}
+
+/** Interpolated palette colour at t in [0, 1], as "#rrggbb". */
+export function paletteColor(t) {
+  const x = Math.min(1, Math.max(0, t)) * (PALETTE.length - 1);
+  const i = Math.min(PALETTE.length - 2, Math.floor(x));
+  const f = x - i;
+  const a = hexToRgb(PALETTE[i]);
+  const b = hexToRgb(PALETTE[i + 1]);
+  const mix = a.map((v, k) => Math.round(v + (b[k] - v) * f));
+  return "#" + mix.map((v) => v.toString(16).padStart(2, "0")).join("");
+}
+
+function hexToRgb(hex) {
+  return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+}
+
+/**
+ * Overlay look of one tensor's grad flow, or null when it has no entry.
+ * @returns {{status: string, color: string, dash: string, norm: number} | null}
+ */
+export function gradFlowStyle(entry, range) {
+  if (!entry || typeof entry !== "object") return null;
+  const status = typeof entry.status === "string" ? entry.status : "ok";
+  const norm = toNumber(entry.norm);
+  if (status !== "ok") {
+    const look = GRAD_STATUS_STYLE[status] || GRAD_STATUS_STYLE.no_grad;
+    return { status, color: look.color, dash: look.dash, norm };
+  }
+  if (Number.isNaN(norm)) return { status: "nan", ...GRAD_STATUS_STYLE.nan, norm };
+  if (!Number.isFinite(norm)) return { status: "inf", ...GRAD_STATUS_STYLE.inf, norm };
+  if (norm === 0) return { status: "zero", ...GRAD_STATUS_STYLE.zero, norm };
+  return { status: "ok", color: paletteColor(logPosition(norm, range)), dash: "", norm };
+}
+
+/** Stops for the legend's colour bar. */
+export const paletteStops = () => PALETTE.map((color, i) => ({ offset: i / (PALETTE.length - 1), color }));

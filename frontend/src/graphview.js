@@ -1,0 +1,442 @@
+// One graph pane: toolbar, the laid-out SVG, clicks, zoom/pan, and the classes that show
+// selection, highlights, the current step and the gradient-flow overlay.
+// The pane owns no state of its own beyond zoom: its owner tells it what is expanded and
+// what to mark, and hears back through onSelect / onToggle.
+
+import { h, replace, scrollWithin } from "./dom.js";
+import { fitVisibleGraph, nodesFor, moduleId, DEFAULT_LIMITS } from "./visible.js";
+import { graphToDot, tensorLabel } from "./dot.js";
+import { layoutDot, timings } from "./layout.js";
+import { parseSvg } from "./sanitize.js";
+import { gradFlowStyle, normRange, worstStatus, paletteStops, GRAD_STATUS_STYLE } from "./gradflow.js";
+import { formatNumber } from "./format.js";
+
+/** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
+const FAST_LAYOUT_NODES = 500;
+const MARK_CLASSES = ["tv-selected", "tv-highlight", "tv-current-step"];
+
+export class GraphView {
+  /**
+   * @param {object} options
+   * @param {any} options.ti trace index
+   * @param {string} options.title
+   * @param {(id: string) => void} options.onSelect
+   * @param {(id: string) => void} options.onToggle
+   * @param {(expanded: Set<string>) => void} [options.onSetExpanded] toolbar "default" / "collapse all"
+   * @param {() => Set<string>} [options.defaultExpansion]
+   * @param {() => Set<string>} [options.currentExpansion]
+   * @param {Record<string, any>} [options.gradFlow] grad_flow of the document, for the overlay toggle
+   * @param {(on: boolean) => void} [options.onGradFlowToggle]
+   * @param {Partial<typeof DEFAULT_LIMITS>} [options.limits]
+   */
+  constructor(options) {
+    this.options = options;
+    this.ti = options.ti;
+    this.graph = null;
+    this.dot = null;
+    this.zoom = null; // null: fit on the next layout
+    this.token = 0;
+    this.nodeEls = new Map(); // visible node id -> <g>
+    this.clusterEls = new Map(); // cluster id -> <g>
+    this.edgeEls = []; // [{el, edge}]
+    this.marked = [];
+    this.lastMarks = null;
+    this.gradFlowOn = false;
+    this.overlayEls = [];
+
+    this.message = h("div", { class: "tv-message" });
+    this.busy = h("div", { class: "tv-busy" });
+    this.canvas = h("div", { class: "tv-graph-canvas" });
+    this.legend = h("div", { class: "tv-legend", attrs: { hidden: true } });
+    this.el = h(
+      "div",
+      { class: "tv-graph-pane", data: { graph: this.ti.kind, ready: "false" } },
+      this.buildToolbar(),
+      this.message,
+      this.canvas,
+      this.busy,
+      this.legend,
+    );
+    this.bindEvents();
+  }
+
+  buildToolbar() {
+    const { options } = this;
+    const button = (label, title, action, onClick) =>
+      h("button", { title, data: { "graph-action": action }, on: { click: onClick } }, label);
+    const items = [
+      h("span", { class: "tv-pane-title" }, options.title),
+      button("−", "Zoom out (Ctrl+wheel)", "zoom-out", () => this.setZoom((this.zoom || 1) / 1.25)),
+      button("+", "Zoom in (Ctrl+wheel)", "zoom-in", () => this.setZoom((this.zoom || 1) * 1.25)),
+      button("Fit", "Fit the width of the pane", "fit", () => this.fit()),
+    ];
+    if (options.onSetExpanded) {
+      items.push(
+        button("Default", "Default collapse", "default", () => options.onSetExpanded(options.defaultExpansion())),
+        button("Collapse all", "Collapse every module and op", "collapse-all", () => options.onSetExpanded(new Set())),
+      );
+      const deepest = Math.max(0, ...this.ti.depth.values());
+      if (deepest > 0) items.push(this.levelControl(deepest));
+    }
+    if (options.gradFlow && Object.keys(options.gradFlow).length) {
+      const box = h("input", { attrs: { type: "checkbox" }, data: { "graph-action": "grad-flow" } });
+      box.addEventListener("change", () => options.onGradFlowToggle && options.onGradFlowToggle(box.checked));
+      this.gradFlowBox = box;
+      items.push(h("label", { title: "Colour by gradient norm" }, box, "grad flow"));
+    }
+    return h("div", { class: "tv-toolbar" }, items);
+  }
+
+  /**
+   * "symbols: level N": open every op above level N to show its subsymbols (module
+   * expansions are kept; the node limit still applies).
+   */
+  levelControl(deepest) {
+    const select = h(
+      "select",
+      { title: "Show subsymbols down to this level", data: { "graph-action": "level" } },
+      Array.from({ length: deepest + 1 }, (_, level) => h("option", { attrs: { value: level } }, `level ${level}`)),
+    );
+    select.addEventListener("change", () => {
+      const level = Number(select.value);
+      const current = this.options.currentExpansion ? this.options.currentExpansion() : new Set();
+      const next = new Set([...current].filter((id) => !this.ti.ops.has(id)));
+      for (const [id, depth] of this.ti.depth) if (depth < level && this.ti.children.has(id)) next.add(id);
+      this.options.onSetExpanded(next);
+    });
+    return h("label", {}, "symbols ", select);
+  }
+
+  bindEvents() {
+    const idOf = (target) => {
+      const g = target.closest && target.closest("g.node, g.cluster");
+      return g ? g.getAttribute("data-tv-id") : null;
+    };
+    this.canvas.addEventListener("click", (event) => {
+      if (this.dragMoved) return;
+      const id = idOf(event.target);
+      if (id === null) return;
+      if (event.target.closest(".tv-toggle")) this.options.onToggle(id);
+      else this.options.onSelect(id);
+    });
+    this.canvas.addEventListener("dblclick", (event) => {
+      const g = event.target.closest && event.target.closest("g.node");
+      if (g && g.classList.contains("tv-expandable") && !event.target.closest(".tv-toggle")) {
+        this.options.onToggle(g.getAttribute("data-tv-id"));
+      }
+    });
+    // drag to pan; Ctrl/Cmd + wheel to zoom (plain wheel keeps scrolling the pane)
+    this.canvas.addEventListener("pointerdown", (event) => {
+      if (event.button !== 0 || event.target.closest("g.node, .tv-toggle")) return;
+      this.drag = { x: event.clientX, y: event.clientY, left: this.canvas.scrollLeft, top: this.canvas.scrollTop };
+      this.dragMoved = false;
+    });
+    this.canvas.addEventListener("pointermove", (event) => {
+      if (!this.drag) return;
+      const dx = event.clientX - this.drag.x;
+      const dy = event.clientY - this.drag.y;
+      if (!this.dragMoved && Math.abs(dx) + Math.abs(dy) < 4) return;
+      this.dragMoved = true;
+      this.canvas.classList.add("tv-dragging");
+      this.canvas.scrollLeft = this.drag.left - dx;
+      this.canvas.scrollTop = this.drag.top - dy;
+    });
+    const endDrag = () => {
+      this.drag = null;
+      this.canvas.classList.remove("tv-dragging");
+      setTimeout(() => (this.dragMoved = false), 0);
+    };
+    this.canvas.addEventListener("pointerup", endDrag);
+    this.canvas.addEventListener("pointerleave", endDrag);
+    this.canvas.addEventListener(
+      "wheel",
+      (event) => {
+        if (!event.ctrlKey && !event.metaKey) return;
+        event.preventDefault();
+        this.setZoom((this.zoom || 1) * (event.deltaY < 0 ? 1.15 : 1 / 1.15));
+      },
+      { passive: false },
+    );
+  }
+
+  /**
+   * Show the graph for this expansion; lays out only when the visible graph changed.
+   * @param {Set<string>} expanded
+   * @returns {Promise<void>}
+   */
+  async setExpanded(expanded) {
+    const limits = { ...DEFAULT_LIMITS, ...(this.options.limits || {}) };
+    const fitted = fitVisibleGraph(this.ti, expanded, limits);
+    if (!fitted.graph) {
+      this.graph = null;
+      this.dot = null;
+      this.message.textContent =
+        `This trace has ${fitted.count.toLocaleString("en")} nodes even with everything collapsed, more than the ` +
+        `${limits.maxNodes.toLocaleString("en")} the layout is given. Use the trace text panel.`;
+      replace(this.canvas);
+      this.el.setAttribute("data-tv-ready", "true");
+      return;
+    }
+    this.message.textContent = fitted.dropped.length
+      ? `Kept ${fitted.dropped.length} expansion(s) collapsed: expanding them would show ` +
+        `${fitted.count.toLocaleString("en")} nodes, more than the ${limits.maxNodes.toLocaleString("en")} ` +
+        `the layout is given.`
+      : "";
+    const fast = fitted.graph.nodes.length > FAST_LAYOUT_NODES;
+    const { dot, items } = graphToDot(fitted.graph, this.ti, { labels: !fast, fast });
+    if (dot === this.dot) return;
+    const token = ++this.token;
+    this.el.setAttribute("data-tv-ready", "false");
+    this.busy.textContent = `laying out ${fitted.graph.nodes.length} nodes…`;
+    let result;
+    try {
+      result = await layoutDot(dot);
+    } catch (err) {
+      if (token !== this.token) return;
+      this.busy.textContent = "";
+      this.message.textContent = `Layout failed: ${err && err.message ? err.message : err}`;
+      this.el.setAttribute("data-tv-ready", "true");
+      return;
+    }
+    if (token !== this.token) return; // a newer request superseded this one
+    this.busy.textContent = "";
+    this.graph = fitted.graph;
+    this.dot = dot;
+    this.install(parseSvg(result.svg), items);
+    this.el.setAttribute("data-tv-nodes", String(fitted.graph.nodes.length));
+    this.el.setAttribute("data-tv-layout-ms", String(Math.round(result.ms)));
+    if (timings.init !== null) this.el.setAttribute("data-tv-wasm-init-ms", String(Math.round(timings.init)));
+    this.el.setAttribute("data-tv-ready", "true");
+    if (this.lastMarks) this.mark(this.lastMarks);
+    if (this.gradFlowOn) this.applyGradFlow();
+  }
+
+  /** Put a laid-out SVG in place and tag its elements with our ids. */
+  install(svg, items) {
+    this.nodeEls.clear();
+    this.clusterEls.clear();
+    this.edgeEls = [];
+    this.marked = [];
+    this.overlayEls = [];
+    for (const g of svg.querySelectorAll("g.node, g.cluster, g.edge")) {
+      const title = g.querySelector(":scope > title");
+      const item = title ? items.get(title.textContent) : undefined;
+      g.removeAttribute("id"); // Graphviz's ids ("node1") would repeat across panes
+      if (!item) continue;
+      if (item.type === "edge") {
+        this.edgeEls.push({ el: g, edge: item.edge });
+        if (title) title.textContent = item.edge.tensors.map((t) => `${t}: ${tensorLabel(this.ti.tensors[t])}`).join("\n");
+        continue;
+      }
+      g.setAttribute("data-tv-id", item.id);
+      if (item.type === "node") {
+        const node = this.graph.nodeById.get(item.id);
+        g.setAttribute("data-tv-type", node.type);
+        this.nodeEls.set(item.id, g);
+        if (title) title.textContent = this.tooltip(node);
+        if (node.expandable) splitToggle(g.querySelector(":scope > text"));
+      } else {
+        this.clusterEls.set(item.id, g);
+        if (title) title.textContent = `${item.id} (click ▾ to collapse)`;
+        splitToggle(g.querySelector(":scope > text"));
+      }
+    }
+    for (const el of svg.querySelectorAll("[id]")) el.removeAttribute("id");
+    this.svg = svg;
+    this.natural = viewBoxSize(svg);
+    replace(this.canvas, svg);
+    if (this.zoom === null) this.fit();
+    else this.setZoom(this.zoom);
+  }
+
+  tooltip(node) {
+    if (node.type === "op") {
+      const op = this.ti.ops.get(node.opId);
+      return `${op.name} (${op.id})${node.module ? `\nmodule: ${node.module}` : ""}${readsAndReturns(node)}` +
+        (node.expandable ? "\ndouble-click or ▸ to expand" : "");
+    }
+    if (node.type === "module") return `${node.module}: ${node.count} ops${readsAndReturns(node)}\ndouble-click or ▸ to expand`;
+    if (node.type === "input") return `${node.id}: ${tensorLabel(this.ti.tensors[node.id])}`;
+    if (node.type === "inputs") return node.tensors.join(", ");
+    return node.label;
+  }
+
+  /** Zoom to fit the pane's width (never above 100%, never below 30%). */
+  fit() {
+    const width = this.canvas.clientWidth;
+    if (!this.natural || !width) return this.setZoom(1);
+    this.setZoom(Math.max(0.3, Math.min(1, (width - 8) / this.natural.width)));
+  }
+
+  setZoom(zoom) {
+    this.zoom = Math.max(0.1, Math.min(4, zoom));
+    if (!this.svg || !this.natural) return;
+    this.svg.setAttribute("width", `${Math.round(this.natural.width * this.zoom)}px`);
+    this.svg.setAttribute("height", `${Math.round(this.natural.height * this.zoom)}px`);
+  }
+
+  /**
+   * Apply selection / highlight / current-step classes.
+   * @param {{selected: string, highlights: import("./links.js").Highlights, current: string[], scrollTo?: string | string[]}} marks
+   *   scrollTo: ids to bring into view (the first one drawn here wins); applied once
+   */
+  mark(marks) {
+    this.lastMarks = { ...marks, scrollTo: this.graph ? undefined : marks.scrollTo };
+    for (const el of this.marked) el.classList.remove(...MARK_CLASSES);
+    this.marked = [];
+    if (!this.graph) return;
+    const add = (el, cls) => {
+      if (!el) return;
+      el.classList.add(cls);
+      this.marked.push(el);
+    };
+    const markId = (id, cls) => {
+      if (this.clusterEls.has(id)) add(this.clusterEls.get(id), cls);
+      for (const node of nodesFor(this.graph, this.ti, id)) add(this.nodeEls.get(node), cls);
+    };
+    const { highlights } = marks;
+    for (const op of highlights.ops) if (this.ti.ops.has(op)) markId(op, "tv-highlight");
+    for (const path of highlights.modules) markId(moduleId(path), "tv-highlight");
+    for (const { el, edge } of this.edgeEls) {
+      if (edge.tensors.some((t) => highlights.tensors.has(t))) add(el, "tv-highlight");
+      if (marks.selected && edge.tensors.includes(marks.selected)) add(el, "tv-selected");
+    }
+    for (const op of marks.current) if (this.ti.ops.has(op)) markId(op, "tv-current-step");
+    if (marks.selected) markId(marks.selected, "tv-selected");
+    if (marks.scrollTo) this.scrollTo(marks.scrollTo);
+  }
+
+  /**
+   * Scroll the pane (only the pane) to the first of `ids` that is drawn here.
+   * @param {string | string[]} ids
+   */
+  scrollTo(ids) {
+    if (!this.graph) return;
+    for (const id of Array.isArray(ids) ? ids : [ids]) {
+      const node = nodesFor(this.graph, this.ti, id)[0];
+      const el = node !== undefined ? this.nodeEls.get(node) : this.clusterEls.get(id);
+      if (el) {
+        scrollWithin(this.canvas, el);
+        return;
+      }
+    }
+  }
+
+  setGradFlow(on) {
+    this.gradFlowOn = on;
+    if (this.gradFlowBox) this.gradFlowBox.checked = on;
+    this.applyGradFlow();
+  }
+
+  /** Colour edges and nodes by grad_flow with inline styles, which clearing restores exactly. */
+  applyGradFlow() {
+    for (const el of this.overlayEls) {
+      for (const prop of ["stroke", "fill", "stroke-width", "stroke-dasharray"]) el.style.removeProperty(prop);
+    }
+    this.overlayEls = [];
+    const flow = this.options.gradFlow || {};
+    if (!this.gradFlowOn || !this.graph) {
+      this.legend.hidden = true;
+      return;
+    }
+    const range = normRange(flow);
+    const style = (el, props) => {
+      for (const [k, v] of Object.entries(props)) if (v) el.style.setProperty(k, v);
+      this.overlayEls.push(el);
+    };
+    const outgoing = new Map();
+    for (const { el, edge } of this.edgeEls) {
+      const looks = edge.tensors.map((t) => gradFlowStyle(flow[t], range)).filter(Boolean);
+      if (!outgoing.has(edge.from)) outgoing.set(edge.from, []);
+      outgoing.get(edge.from).push(...looks);
+      if (!looks.length) continue;
+      const look = pickLook(looks);
+      for (const path of el.querySelectorAll(":scope > path")) {
+        style(path, { stroke: look.color, "stroke-width": "2px", "stroke-dasharray": look.dash });
+      }
+      for (const head of el.querySelectorAll(":scope > polygon")) style(head, { stroke: look.color, fill: look.color });
+    }
+    for (const [id, el] of this.nodeEls) {
+      const node = this.graph.nodeById.get(id);
+      const own = node.type === "input" ? [gradFlowStyle(flow[id], range)] : [];
+      const params = (node.params || []).map((p) => gradFlowStyle(flow[p], range));
+      const looks = [...(outgoing.get(id) || []), ...own, ...params].filter(Boolean);
+      if (!looks.length) continue;
+      const shape = el.querySelector(":scope > polygon, :scope > path, :scope > ellipse");
+      const look = pickLook(looks);
+      const okLooks = looks.filter((l) => l.status === "ok");
+      const fill = okLooks.length ? pickLook(okLooks).color : null;
+      if (shape) style(shape, { fill: fill || "", stroke: look.status === "ok" ? "" : look.color, "stroke-dasharray": look.dash });
+      // the overlay fill replaces the theme's, so pick the label colour to match it
+      if (fill) for (const text of el.querySelectorAll(":scope > text")) style(text, { fill: isDark(fill) ? "#ffffff" : "#111111" });
+    }
+    this.renderLegend(range);
+  }
+
+  renderLegend(range) {
+    const stops = paletteStops().map((s) => `${s.color} ${Math.round(s.offset * 100)}%`).join(", ");
+    const bar = h("div", { class: "tv-legend-bar" });
+    bar.style.background = `linear-gradient(to right, ${stops})`;
+    const statuses = Object.entries(GRAD_STATUS_STYLE).map(([, look]) => {
+      const swatch = h("span", { class: "tv-swatch" });
+      swatch.style.borderTopColor = look.color;
+      swatch.style.borderTopStyle = look.dash ? "dashed" : "solid";
+      return h("span", {}, swatch, look.label);
+    });
+    replace(
+      this.legend,
+      h("div", {}, "gradient norm (log scale)"),
+      bar,
+      h("div", { class: "tv-legend-scale" }, h("span", {}, range ? formatNumber(range.min) : "–"), h("span", {}, range ? formatNumber(range.max) : "–")),
+      h("div", { class: "tv-legend-items" }, statuses),
+    );
+    this.legend.hidden = false;
+  }
+}
+
+/** Tooltip lines for what a node reads or returns without drawn edges. */
+function readsAndReturns(node) {
+  const lines = [];
+  const list = (names) => (names.length > 8 ? `${names.slice(0, 8).join(", ")}, … (${names.length})` : names.join(", "));
+  if (node.params && node.params.length) lines.push(`params: ${list(node.params)}`);
+  if (node.saved && node.saved.length) lines.push(`saved: ${list(node.saved)}`);
+  if (node.returns && node.returns.length) lines.push(`returns: ${list(node.returns)}`);
+  return lines.map((l) => "\n" + l).join("");
+}
+
+/**
+ * Make the leading ▸ / ▾ of a label its own <tspan class="tv-toggle">, so clicking the
+ * glyph expands or collapses while clicking the rest of the label selects.
+ */
+function splitToggle(text) {
+  if (!text) return;
+  const content = text.textContent;
+  if (!/^[▸▾] /.test(content)) return;
+  const ns = text.namespaceURI;
+  const glyph = text.ownerDocument.createElementNS(ns, "tspan");
+  glyph.setAttribute("class", "tv-toggle");
+  glyph.textContent = content[0];
+  const rest = text.ownerDocument.createElementNS(ns, "tspan");
+  rest.textContent = content.slice(1);
+  while (text.firstChild) text.removeChild(text.firstChild);
+  text.appendChild(glyph);
+  text.appendChild(rest);
+}
+
+/** The most alarming look; among "ok" ones, the largest norm. */
+function pickLook(looks) {
+  const status = worstStatus(looks.map((l) => l.status));
+  const candidates = looks.filter((l) => l.status === status);
+  return candidates.reduce((a, b) => (b.norm > a.norm ? b : a), candidates[0]);
+}
+
+function isDark(hex) {
+  const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  return 0.299 * r + 0.587 * g + 0.114 * b < 110;
+}
+
+function viewBoxSize(svg) {
+  const box = (svg.getAttribute("viewBox") || "").split(/[\s,]+/).map(Number);
+  if (box.length === 4 && box.every(Number.isFinite)) return { width: box[2], height: box[3] };
+  return { width: parseFloat(svg.getAttribute("width")) || 100, height: parseFloat(svg.getAttribute("height")) || 100 };
+}

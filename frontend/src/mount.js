@@ -1,0 +1,41 @@
+// mountViewer: the entry point for static pages (HTML export, the JupyterLab extension).
+// It wraps the document in an in-memory model and runs the same render() as the widget.
+
+import { createModel } from "./model.js";
+import { render, errorBox } from "./viewer.js";
+
+/**
+ * @param {HTMLElement} el where to draw
+ * @param {any} doc a view document (object, or its JSON text)
+ * @param {{tab?: string, selected?: string, expanded?: string[], current_step?: number,
+ *          height?: string|number, theme?: "light"|"dark"|"auto", limits?: object,
+ *          onChange?: (name: string, value: any) => void}} [options]
+ * @returns {{model: ReturnType<typeof createModel>, destroy: () => void}}
+ */
+export function mountViewer(el, doc, options = {}) {
+  if (!el || typeof el.appendChild !== "function") throw new TypeError("mountViewer: el must be a DOM element");
+  const initial = { document: doc, live: false };
+  for (const key of ["tab", "selected", "expanded", "current_step", "highlight"]) {
+    if (options[key] !== undefined) initial[key] = options[key];
+  }
+  const model = createModel(initial);
+  if (options.onChange) {
+    for (const name of ["selected", "tab", "expanded", "current_step"]) {
+      model.on(`change:${name}`, () => options.onChange(name, model.get(name)));
+    }
+  }
+  let cleanup = () => {};
+  try {
+    cleanup = render({ model, el, options }) || cleanup;
+  } catch (err) {
+    // render() reports document problems itself; this is the last line of defence
+    el.appendChild(errorBox(`The viewer failed to start: ${err && err.message ? err.message : err}`));
+  }
+  return {
+    model,
+    destroy() {
+      cleanup();
+      cleanup = () => {};
+    },
+  };
+}

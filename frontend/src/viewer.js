@@ -1,0 +1,403 @@
+// Wiring: render({model, el}) builds the tabs and panels for model.get("document") and keeps
+// them in step with the model's traits. All state that Python can see lives in the model;
+// a click sets a trait and save_changes(), and the change event updates the view, so the
+// same path serves clicks, Python and the in-memory model of static pages.
+
+import { h, replace, clear } from "./dom.js";
+import { installStyle } from "./style.js";
+import { validateDocument, parseDocument, indexDocument, TRACE_TITLES } from "./document.js";
+import { DEFAULT_LIMITS, defaultExpanded, buildVisibleGraph, isModuleId, modulePathOf } from "./visible.js";
+import { linkedHighlights, addExplicitHighlights } from "./links.js";
+import { navigateSteps, emptyBreakpoints } from "./stepper.js";
+import { GraphView } from "./graphview.js";
+import { TraceText } from "./tracetext.js";
+import { DetailsPanel } from "./details.js";
+import { StepPanel } from "./steps.js";
+import { SavedPanel } from "./saved.js";
+import { TransformsPanel } from "./transforms.js";
+
+/** Traits render() listens to (the Python widget defines the same names). */
+const TRAITS = ["document", "selected", "highlight", "current_step", "steps", "tab", "expanded", "live"];
+
+/**
+ * anywidget entry point. Returns a cleanup function.
+ * @param {{model: any, el: HTMLElement, options?: {height?: string|number, theme?: string, limits?: object}}} args
+ */
+export function render({ model, el, options = {} }) {
+  const root = h("div", { class: "tv-root" });
+  if (options.theme === "light" || options.theme === "dark") root.classList.add(`tv-theme-${options.theme}`);
+  const height = options.height ?? model.get("height");
+  if (height !== undefined && height !== null && height !== "") {
+    root.style.setProperty("--tv-height", typeof height === "number" ? `${height}px` : String(height));
+  }
+  installStyle(root);
+  const content = h("div", { class: "tv-content" });
+  content.style.display = "contents";
+  root.appendChild(content);
+  el.appendChild(root);
+
+  let app = null;
+  const build = () => {
+    if (app) app.destroy();
+    app = null;
+    clear(content);
+    const { doc, error } = parseDocument(model.get("document"));
+    const check = error ? { ok: false, error } : validateDocument(doc);
+    if (!check.ok) {
+      content.appendChild(errorBox(check.error));
+      return;
+    }
+    try {
+      app = new App(model, content, doc, options);
+    } catch (err) {
+      clear(content);
+      content.appendChild(errorBox(`The viewer failed on this document: ${err && err.message ? err.message : err}`));
+      console.error(err); // eslint-disable-line no-console
+    }
+  };
+
+  const handlers = new Map();
+  for (const trait of TRAITS) {
+    const handler = trait === "document" ? build : () => app && app.changed(trait);
+    handlers.set(trait, handler);
+    model.on(`change:${trait}`, handler);
+  }
+  const onMessage = (message) => app && app.message(message);
+  model.on("msg:custom", onMessage);
+  build();
+
+  return () => {
+    for (const [trait, handler] of handlers) if (model.off) model.off(`change:${trait}`, handler);
+    if (model.off) model.off("msg:custom", onMessage);
+    if (app) app.destroy();
+    root.remove();
+  };
+}
+
+export function errorBox(text) {
+  const [first, ...rest] = String(text).split(/(?<=\.) /);
+  return h("div", { class: "tv-error", attrs: { role: "alert" } }, h("strong", {}, first), rest.length ? " " + rest.join(" ") : "");
+}
+
+class App {
+  constructor(model, container, doc, options) {
+    this.model = model;
+    this.options = options;
+    this.limits = { ...DEFAULT_LIMITS, ...(options.limits || {}) };
+    this.index = indexDocument(doc);
+    this.local = { breakpoints: emptyBreakpoints(), gradFlow: false, reason: "" };
+    this.views = []; // every GraphView of the document's traces, in any tab
+    this.tabObjects = new Map();
+    this.active = null;
+
+    const select = (id) => this.select(id);
+    this.details = new DetailsPanel({
+      index: this.index,
+      select,
+      toggle: (id) => this.toggle(id),
+      isExpanded: (id) => this.expanded().has(id),
+      breakOn: (id) => this.breakOn(id),
+    });
+    this.stepPanel = new StepPanel({
+      index: this.index,
+      action: (action) => this.stepAction(action),
+      setBreakpoints: (bp) => this.setBreakpoints(bp),
+      select,
+      jump: (i) => this.jump(i),
+    });
+
+    this.tabs = this.defineTabs();
+    this.tabButtons = new Map(
+      this.tabs.map((tab) => [tab.id, h("button", { data: { tab: tab.id }, on: { click: () => this.setTrait("tab", tab.id) } }, tab.label)]),
+    );
+    this.flash = h("div", { class: "tv-message", attrs: { "aria-live": "polite" }, data: { flash: "" } });
+    this.body = h("div", { class: "tv-body" });
+    container.appendChild(
+      h("div", { class: "tv-header" }, h("span", { class: "tv-title", title: String(doc.title ?? "") }, String(doc.title ?? "thunderviz")), h("div", { class: "tv-tabs", attrs: { role: "tablist" } }, [...this.tabButtons.values()])),
+    );
+    container.appendChild(this.flash);
+    container.appendChild(this.body);
+
+    const current = model.get("expanded");
+    if (!Array.isArray(current) || current.length === 0) {
+      const defaults = [...this.defaultExpansion()];
+      if (defaults.length) this.setTrait("expanded", defaults);
+    }
+    this.showTab();
+  }
+
+  destroy() {
+    this.destroyed = true;
+  }
+
+  defineTabs() {
+    const { kinds } = this.index;
+    const tabs = [];
+    if (kinds.includes("forward") && kinds.includes("backward")) {
+      tabs.push({ id: "forward_backward", label: "Forward ↔ Backward", create: () => this.fwdBwdTab() });
+    }
+    for (const kind of kinds) tabs.push({ id: kind, label: TRACE_TITLES[kind] || kind, create: () => this.traceTab(kind) });
+    if (this.index.saved.length) tabs.push({ id: "saved", label: "Saved tensors", create: () => this.savedTab() });
+    if (this.index.transforms.length) tabs.push({ id: "transforms", label: "Transforms", create: () => this.transformsTab() });
+    return tabs;
+  }
+
+  // ---- traits -------------------------------------------------------------------------
+
+  setTrait(name, value) {
+    this.model.set(name, value);
+    this.model.save_changes();
+  }
+
+  expanded() {
+    const list = this.model.get("expanded");
+    return new Set(Array.isArray(list) ? list.filter((x) => typeof x === "string") : []);
+  }
+
+  steps() {
+    const fromModel = this.model.get("steps");
+    return Array.isArray(fromModel) && fromModel.length ? fromModel : this.index.steps;
+  }
+
+  currentStep() {
+    const n = Number(this.model.get("current_step"));
+    return Number.isInteger(n) ? n : -1;
+  }
+
+  changed(trait) {
+    if (this.destroyed) return;
+    if (trait === "tab") this.showTab();
+    else this.refresh(new Set([trait]));
+  }
+
+  message(message) {
+    if (message && typeof message === "object" && (message.type === "message" || message.type === "error")) {
+      this.say(String(message.text ?? message.message ?? ""));
+    }
+  }
+
+  say(text) {
+    this.flash.textContent = text;
+    clearTimeout(this.flashTimer);
+    if (text) this.flashTimer = setTimeout(() => (this.flash.textContent = ""), 8000);
+  }
+
+  // ---- actions --------------------------------------------------------------------------
+
+  select(id) {
+    this.setTrait("selected", typeof id === "string" ? id : "");
+  }
+
+  /** Expand or collapse a module ("module:<path>" or a path) or an op with subsymbols. */
+  toggle(id) {
+    const key = isModuleId(id) ? modulePathOf(id) : id;
+    const expanded = this.expanded();
+    if (expanded.has(key)) {
+      expanded.delete(key);
+    } else {
+      expanded.add(key);
+      for (const ti of this.index.traces.values()) {
+        if (!ti.ops.has(key) && !ti.modules.has(key)) continue;
+        const count = buildVisibleGraph(ti, expanded, this.limitsFor(ti.kind)).nodes.length;
+        if (count > this.limits.maxNodes) {
+          this.say(`Not expanding ${key || "(root)"}: it would show ${count.toLocaleString("en")} nodes; the layout is given at most ${this.limits.maxNodes.toLocaleString("en")}. Expand a smaller module.`);
+          return;
+        }
+      }
+    }
+    this.setTrait("expanded", [...expanded]);
+  }
+
+  setExpanded(set) {
+    this.setTrait("expanded", [...set]);
+  }
+
+  stepAction(action) {
+    const target = this.model.get("selected") || "";
+    if (this.model.get("live")) {
+      const message = { type: "step", action };
+      if (action === "run_to") message.target = target;
+      this.model.send(message);
+      return;
+    }
+    const result = navigateSteps(this.index, this.steps(), this.currentStep(), action, { breakpoints: this.local.breakpoints, target });
+    this.local.reason = result.reason;
+    if (result.current !== this.currentStep()) this.setTrait("current_step", result.current);
+    else this.refresh(new Set(["current_step"]));
+  }
+
+  jump(i) {
+    this.local.reason = "";
+    this.setTrait("current_step", i);
+  }
+
+  setBreakpoints(breakpoints) {
+    this.local.breakpoints = breakpoints;
+    if (this.model.get("live")) this.model.send({ type: "breakpoints", breakpoints });
+    this.refresh(new Set(["breakpoints"]));
+  }
+
+  breakOn(id) {
+    const bp = this.local.breakpoints;
+    if (isModuleId(id)) {
+      const path = modulePathOf(id);
+      if (!bp.modules.includes(path)) this.setBreakpoints({ ...bp, modules: [...bp.modules, path] });
+    } else if (!bp.ops.includes(id)) {
+      this.setBreakpoints({ ...bp, ops: [...bp.ops, id] });
+    }
+  }
+
+  setGradFlow(on) {
+    this.local.gradFlow = on;
+    for (const view of this.views) if (view.options.gradFlow) view.setGradFlow(on);
+  }
+
+  // ---- tabs -----------------------------------------------------------------------------
+
+  showTab() {
+    const wanted = this.model.get("tab");
+    const tab = this.tabs.find((t) => t.id === wanted) || this.tabs[0];
+    for (const [id, button] of this.tabButtons) {
+      button.classList.toggle("tv-active", id === tab.id);
+      button.setAttribute("aria-selected", String(id === tab.id));
+    }
+    if (!this.tabObjects.has(tab.id)) this.tabObjects.set(tab.id, tab.create());
+    this.active = this.tabObjects.get(tab.id);
+    // Only the active tab is in the DOM: hidden tabs cannot be measured (zoom-to-fit), and
+    // test selectors then match one pane.
+    replace(this.body, this.active.el);
+    if (this.active.detailsSlot) replace(this.active.detailsSlot, this.details.el);
+    this.refresh(null);
+  }
+
+  graphView(kind, title) {
+    const ti = this.index.traces.get(kind);
+    const view = new GraphView({
+      ti,
+      title,
+      limits: this.limitsFor(kind),
+      onSelect: (id) => this.select(id),
+      onToggle: (id) => this.toggle(id),
+      onSetExpanded: (set) => this.setExpanded(this.mergeExpansion(ti, set)),
+      defaultExpansion: () => this.defaultExpansion(),
+      currentExpansion: () => this.expanded(),
+      gradFlow: kind === "forward" ? this.index.gradFlow : null,
+      onGradFlowToggle: (on) => this.setGradFlow(on),
+    });
+    if (this.local.gradFlow && view.options.gradFlow) view.setGradFlow(true);
+    this.views.push(view);
+    return view;
+  }
+
+  /** Graph limits for one trace; the backward counts saved-tensor inputs instead of drawing them. */
+  limitsFor(kind) {
+    if (kind !== "backward") return this.limits;
+    return { ...this.limits, isSaved: (name) => this.index.savedByName.has(name) };
+  }
+
+  /**
+   * The default expansion: the union of each trace's own breadth-first default. Module paths
+   * are shared, so forward and backward open the same modules and read side by side.
+   */
+  defaultExpansion() {
+    const union = new Set();
+    for (const ti of this.index.traces.values()) for (const id of defaultExpanded(ti, this.limits)) union.add(id);
+    return union;
+  }
+
+  /** A toolbar "collapse all" in one pane leaves other traces' op expansions alone. */
+  mergeExpansion(ti, set) {
+    const others = [...this.expanded()].filter((id) => !ti.ops.has(id) && !ti.modules.has(id));
+    return new Set([...others, ...set]);
+  }
+
+  side(withSteps) {
+    const detailsSlot = h("div", {});
+    const stepsSlot = withSteps ? h("div", {}) : null;
+    return { detailsSlot, stepsSlot, sideEl: h("div", { class: "tv-col tv-side" }, stepsSlot, detailsSlot) };
+  }
+
+  hasStepping() {
+    return this.steps().length > 0 || Boolean(this.model.get("live"));
+  }
+
+  fwdBwdTab() {
+    const forward = this.graphView("forward", "Forward");
+    const backward = this.graphView("backward", "Backward");
+    const side = this.side(true);
+    const el = h("div", { class: "tv-panel-tab tv-layout-fwdbwd", data: { panel: "forward_backward" } },
+      h("div", { class: "tv-col" }, forward.el), h("div", { class: "tv-col" }, backward.el), side.sideEl);
+    return { el, views: [forward, backward], texts: [], detailsSlot: side.detailsSlot, stepsSlot: side.stepsSlot };
+  }
+
+  traceTab(kind) {
+    const view = this.graphView(kind, TRACE_TITLES[kind] || kind);
+    const text = new TraceText(this.index.traces.get(kind), (id) => this.select(id));
+    const side = this.side(kind === "backward");
+    const el = h("div", { class: "tv-panel-tab tv-layout-trace", data: { panel: kind } },
+      h("div", { class: "tv-col" }, view.el), h("div", { class: "tv-col" }, text.el), side.sideEl);
+    return { el, views: [view], texts: [text], detailsSlot: side.detailsSlot, stepsSlot: side.stepsSlot, kind };
+  }
+
+  savedTab() {
+    const saved = new SavedPanel(this.index.saved, (id) => this.select(id));
+    const side = this.side(false);
+    const el = h("div", { class: "tv-panel-tab tv-layout-saved", data: { panel: "saved" } }, h("div", { class: "tv-col" }, saved.el), side.sideEl);
+    return { el, views: [], texts: [], saved, detailsSlot: side.detailsSlot, stepsSlot: null };
+  }
+
+  transformsTab() {
+    const panel = new TransformsPanel(this.index.transforms, { limits: this.limits });
+    const el = h("div", { class: "tv-panel-tab tv-layout-transforms", data: { panel: "transforms" } }, panel.el);
+    return { el, views: [], texts: [], detailsSlot: null, stepsSlot: null, transforms: panel };
+  }
+
+  // ---- refresh --------------------------------------------------------------------------
+
+  /**
+   * Bring the active tab up to date.
+   * @param {Set<string> | null} changed trait names that changed; null = everything
+   */
+  refresh(changed) {
+    const tab = this.active;
+    if (!tab || this.destroyed) return;
+    const all = changed === null;
+    const has = (name) => all || changed.has(name);
+
+    if (has("expanded")) {
+      const expanded = this.expanded();
+      for (const view of tab.views) view.setExpanded(expanded);
+    }
+
+    const selected = String(this.model.get("selected") || "");
+    const highlights = addExplicitHighlights(linkedHighlights(this.index, selected), this.index, this.model.get("highlight"));
+    const steps = this.steps();
+    const current = this.currentStep();
+    const step = current >= 0 && current < steps.length ? steps[current] : null;
+    const currentOps = [];
+    if (step && typeof step.op === "string") {
+      currentOps.push(step.op);
+      const found = this.index.opById.get(step.op);
+      if (found && found.op.fwd_op) currentOps.push(found.op.fwd_op);
+    }
+    let scrollTo;
+    if (has("selected") && selected) scrollTo = [selected, ...highlights.ops];
+    else if (has("current_step") && currentOps.length) scrollTo = currentOps;
+    const marks = { selected, highlights, current: currentOps, scrollTo };
+    for (const view of tab.views) view.mark(marks);
+    for (const text of tab.texts) text.mark(marks);
+    if (tab.saved) tab.saved.mark(marks);
+
+    if (tab.detailsSlot) {
+      this.details.render({ selected, step, preferKind: tab.kind || null });
+    }
+    if (tab.stepsSlot) {
+      if (this.hasStepping()) {
+        if (this.stepPanel.el.parentNode !== tab.stepsSlot) replace(tab.stepsSlot, this.stepPanel.el);
+        this.stepPanel.render({ steps, current, live: Boolean(this.model.get("live")), selected, reason: this.local.reason, breakpoints: this.local.breakpoints });
+      } else {
+        clear(tab.stepsSlot);
+      }
+    }
+  }
+}
