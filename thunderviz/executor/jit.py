@@ -72,6 +72,9 @@ class JittedFunction:
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         self.rematerialize = rematerialize
         self._cache: dict[Any, CompiledEntry] = {}
+        # The module tree, walked once: parameters/buffers/training flags are read from it
+        # on every call, and `module.parameters()` re-walks the tree each time.
+        self._submodules = list(self.module.modules()) if self.module is not None else []
         self.last: CompiledEntry | None = None
         self.cache_misses = 0
         functools.update_wrapper(self, fn if not self.module else type(fn).forward, updated=())
@@ -97,15 +100,24 @@ class JittedFunction:
         return dict(zip(entry.forward.kwargs, flat[entry.n_args:], strict=True))
 
     def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        state = [] if self.module is None else [*self.module.parameters(), *self.module.buffers()]
-        return [*pytree.tree_leaves(args), *state, *pytree.tree_leaves(kwargs)]
+        """The trace's inputs in order: positional leaves, parameters, buffers (each once, in
+        `named_parameters()` / `named_buffers()` order), keyword leaves."""
+        state: list[Any] = []
+        for attr in ("_parameters", "_buffers"):
+            seen: set[int] = set()
+            for m in self._submodules:
+                for t in getattr(m, attr).values():
+                    if t is not None and id(t) not in seen:
+                        seen.add(id(t))
+                        state.append(t)
+        return [*_leaves(args), *state, *_leaves(kwargs)]
 
     def _key(self, flat: list[Any], kwargs: dict[str, Any]) -> Any:
         def one(x: Any) -> Any:
             if isinstance(x, torch.Tensor):
                 return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad)
             return (type(x).__name__, x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
-        training = tuple(m.training for m in self.module.modules()) if self.module is not None else ()
+        training = tuple(m.training for m in self._submodules)
         return (tuple(one(x) for x in flat), tuple(kwargs), training, torch.is_grad_enabled())
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
@@ -147,6 +159,12 @@ class JittedFunction:
         if name in ("fn", "module") or self.__dict__.get("module") is None:
             raise AttributeError(name)
         return getattr(self.__dict__["module"], name)
+
+
+def _leaves(tree: Any) -> list[Any]:
+    if type(tree) in (tuple, list) and all(isinstance(x, torch.Tensor) for x in tree):
+        return list(tree)  # the common case, without pytree's overhead
+    return pytree.tree_leaves(tree)
 
 
 def jit(fn: Callable[..., Any], *, rematerialize: bool = False) -> JittedFunction:

@@ -58,18 +58,31 @@ def infer_device(args: Any, kwargs: dict[str, Any]) -> torch.device:
     return torch.device(dev) if dev is not None else torch.device("cpu")
 
 
-def meta_outputs(op: _OpOverload, args: Any, kwargs: dict[str, Any]) -> Any:
-    """Run `op` on meta tensors standing in for the proxies; returns meta results + device."""
+def meta_outputs(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """Run `op` on meta tensors standing in for the proxies; returns (meta results, device).
 
-    def to_meta(x: Any) -> Any:
-        return x.meta() if isinstance(x, TensorProxy) else x
+    Results are cached by the call's signature (tensor shapes and dtypes, other argument
+    values): the meta kernels behind many ops are Python reference implementations, and a
+    model repeats the same few dozen signatures layer after layer."""
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    key = (op, str(spec), tuple(
+        ("T", x.shape, x.dtype) if isinstance(x, TensorProxy) else (type(x).__name__, repr(x))
+        for x in leaves))
+    device = infer_device(args, kwargs)
+    cached = _META_CACHE.get(key)
+    if cached is None:
+        meta_leaves = [x.meta() if isinstance(x, TensorProxy) else x for x in leaves]
+        meta_args, meta_kwargs = pytree.tree_unflatten(meta_leaves, spec)
+        if "device" in meta_kwargs:
+            meta_kwargs["device"] = torch.device("meta")
+        cached = op(*meta_args, **meta_kwargs)
+        if len(_META_CACHE) > 20_000:  # bounded: one process may trace many models
+            _META_CACHE.clear()
+        _META_CACHE[key] = cached
+    return cached, device
 
-    meta_args = pytree.tree_map(to_meta, args)
-    meta_kwargs = pytree.tree_map(to_meta, kwargs)
-    if "device" in meta_kwargs:
-        meta_kwargs["device"] = torch.device("meta")
-    out = op(*meta_args, **meta_kwargs)
-    return out, infer_device(args, kwargs)
+
+_META_CACHE: dict[Any, Any] = {}
 
 
 class _Packet:
