@@ -51,6 +51,8 @@ class AutodiffResult:
     cotangent_outputs: list[TensorProxy]  # forward outputs that take a cotangent, in order
     construction: StepRecorder | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # forward proxy name -> the backward proxy holding its accumulated cotangent
+    cotangent_of: dict[str, str] = field(default_factory=dict)
 
     @property
     def saved_bytes(self) -> int:
@@ -92,7 +94,8 @@ def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = No
     for t, provs in ((augmented, (prov.result, split_prov.result)), (backward, (prov.result, split_prov.result))):
         t.provenance = [*trace.provenance, *provs]
     return AutodiffResult(trace, augmented, backward, saved, grad_inputs,
-                          [out for out, _ in seeded], recorder, timings)
+                          [out for out, _ in seeded], recorder, timings,
+                          cotangent_of={name: ct.name for name, ct in cts.items()})
 
 
 def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:

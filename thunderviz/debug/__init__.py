@@ -1,0 +1,24 @@
+"""The debugger: per-tensor statistics, a backward stepper with breakpoints, gradient flow,
+comparison against torch.autograd, and the Session that ties them to a program."""
+
+from thunderviz.debug.grad_flow import GRAD_STATUSES, cotangent_map, grad_flow
+from thunderviz.debug.interpret import StepError
+from thunderviz.debug.reference import autograd_grads, trace_arg_values
+from thunderviz.debug.session import Session
+from thunderviz.debug.stats import TensorStats, tensor_stats
+from thunderviz.debug.stepper import BackwardStepper, GradComparison, StepRecord
+
+__all__ = [
+    "GRAD_STATUSES",
+    "BackwardStepper",
+    "GradComparison",
+    "Session",
+    "StepError",
+    "StepRecord",
+    "TensorStats",
+    "autograd_grads",
+    "cotangent_map",
+    "grad_flow",
+    "tensor_stats",
+    "trace_arg_values",
+]

@@ -1,0 +1,123 @@
+"""The independent reference: the same program's gradients from torch.autograd.
+
+Nothing here uses thunderviz's traces or grad rules: the function or module runs eagerly on
+copies of its inputs and parameters, and `torch.autograd.grad` differentiates it. The user's
+tensors, parameters (and their `.grad`) and buffers are left as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.proxies import sanitize_name
+
+__all__ = ["autograd_grads", "trace_arg_values", "trace_arg_kinds"]
+
+
+def trace_arg_values(fn: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> list[Any]:
+    """The values of `thunderviz.trace(fn, *args, **kwargs)`'s arguments in trace order:
+    the leaves of the positional inputs, then (for a module) its parameters and buffers in
+    `named_parameters()` / `named_buffers()` order, then the leaves of each keyword input."""
+    kwargs = kwargs or {}
+    values: list[Any] = []
+    for a in args:
+        values.extend(pytree.tree_leaves(a))
+    if isinstance(fn, torch.nn.Module):
+        values.extend(p for _, p in fn.named_parameters())
+        values.extend(b for _, b in fn.named_buffers())
+    for v in kwargs.values():
+        values.extend(pytree.tree_leaves(v))
+    return values
+
+
+def trace_arg_kinds(fn: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> list[str]:
+    """"input" / "param" / "buffer" per trace argument, in the order of `trace_arg_values`."""
+    kwargs = kwargs or {}
+    kinds = ["input"] * sum(len(pytree.tree_leaves(a)) for a in args)
+    if isinstance(fn, torch.nn.Module):
+        kinds += ["param"] * sum(1 for _ in fn.named_parameters())
+        kinds += ["buffer"] * sum(1 for _ in fn.named_buffers())
+    kinds += ["input"] * sum(len(pytree.tree_leaves(v)) for v in kwargs.values())
+    return kinds
+
+
+def _default_names(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[str]:
+    names = [f"input{i}" for i in range(sum(len(pytree.tree_leaves(a)) for a in args))]
+    if isinstance(fn, torch.nn.Module):
+        names += [sanitize_name(n) for n, _ in fn.named_parameters()]
+        names += [sanitize_name(n) for n, _ in fn.named_buffers()]
+    for k, v in kwargs.items():
+        n = len(pytree.tree_leaves(v))
+        names += [k] if n == 1 else [f"{k}_{i}" for i in range(n)]
+    return names
+
+
+def _copy(x: Any) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return x
+    c = x.detach().clone()
+    if x.requires_grad and (c.is_floating_point() or c.is_complex()):
+        c.requires_grad_(True)
+    return c
+
+
+def autograd_grads(fn: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
+                   names: Sequence[str] | None = None,
+                   cotangents: Sequence[torch.Tensor] | None = None) -> dict[str, torch.Tensor | None]:
+    """d(output)/d(each trace argument) by torch.autograd, keyed by `names` (one per trace
+    argument, e.g. `[p.name for p in trace.flat_args]`; by default "input<i>", the
+    parameter and buffer paths with dots as underscores, and the keyword names).
+
+    Arguments that require grad are differentiated: float inputs passed with
+    `requires_grad=True`, and the parameters that require grad. `cotangents`: one per output
+    tensor that requires grad; by default ones for scalar outputs. None where autograd
+    finds no path.
+    """
+    kwargs = kwargs or {}
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    run_args = [pytree.tree_map(_copy, a) for a in args]
+    run_kwargs = {k: pytree.tree_map(_copy, v) for k, v in kwargs.items()}
+    state: dict[str, torch.Tensor] = {}
+    if module is not None:
+        state.update({n: _copy(p) for n, p in module.named_parameters()})
+        state.update({n: b.detach().clone() for n, b in module.named_buffers()})
+    values: list[Any] = []
+    for a in run_args:
+        values.extend(pytree.tree_leaves(a))
+    values.extend(state.values())
+    for v in run_kwargs.values():
+        values.extend(pytree.tree_leaves(v))
+    keys = list(names) if names is not None else _default_names(fn, args, kwargs)
+    if len(keys) != len(values):
+        raise ValueError(f"got {len(keys)} names for {len(values)} trace arguments")
+
+    with torch.enable_grad():
+        if module is not None:
+            out = torch.func.functional_call(module, state, tuple(run_args), run_kwargs,
+                                             tie_weights=True, strict=False)
+        else:
+            out = fn(*run_args, **run_kwargs)
+        seen: set[int] = set()
+        outs = []
+        for o in pytree.tree_leaves(out):
+            if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in seen:
+                seen.add(id(o))
+                outs.append(o)
+        wrt = [(i, v) for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.requires_grad]
+        result: dict[str, torch.Tensor | None] = dict.fromkeys(keys)
+        if not outs or not wrt:
+            return result
+        if cotangents is None:
+            if any(o.numel() != 1 for o in outs):
+                raise ValueError("the program has non-scalar outputs: pass cotangents")
+            cts = [torch.ones_like(o) for o in outs]
+        else:
+            cts = list(cotangents)[: len(outs)]
+        grads = torch.autograd.grad(outs, [v for _, v in wrt], cts, allow_unused=True)
+    for (i, _), g in zip(wrt, grads, strict=True):
+        result[keys[i]] = g
+    return result

@@ -1,0 +1,177 @@
+"""A debugging session: one program traced, differentiated, steppable and drawable.
+
+`Session(model, x, y)` traces the program, derives its augmented forward and backward
+traces, records how the VJP and the default passes (DCE, CSE) built or changed them, and
+hands out a `BackwardStepper` on real values. `session.document()` is the view document
+(docs/view-format.md) that the widget, the `.tvz` file and the static picture are made of.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from thunderviz.autodiff.api import differentiate
+from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.capture import trace
+from thunderviz.core.trace import Trace
+from thunderviz.debug.grad_flow import cotangent_map, grad_flow
+from thunderviz.debug.reference import autograd_grads, trace_arg_kinds, trace_arg_values
+from thunderviz.debug.stats import TensorStats
+from thunderviz.debug.stepper import BackwardStepper, GradComparison, StepRecord
+from thunderviz.transforms import CSE, DCE, StepRecorder, Transform, TransformRun, record_transform
+from thunderviz.viz.document import build_document
+
+__all__ = ["Session"]
+
+
+class Session:
+    """Trace `fn_or_module(*args, **kwargs)` and get everything the debugger shows.
+
+    fake: trace with FakeTensors (no values: no autodiff, no stepping).
+    backward: derive the augmented forward and backward traces (needs grad rules for every
+        op on the path to the parameters).
+    depth: how many levels of subsymbols the printed Python shows as comments.
+    record_transforms: record DCE and CSE over the forward trace (and the VJP construction)
+        so the transform stepper can replay them.
+    cotangents: for programs with non-scalar outputs, one cotangent per output (see
+        `BackwardStepper`).
+    """
+
+    def __init__(self, fn_or_module: Any, *args: Any, fake: bool = False, backward: bool = True,
+                 depth: int = 1, record_transforms: bool = True, title: str | None = None,
+                 cotangents: Any = None, **kwargs: Any) -> None:
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
+            raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
+        self.fn = fn_or_module
+        self.args = args
+        self.kwargs = kwargs
+        self.fake = fake
+        self.depth = depth
+        self.cotangents = cotangents
+        self.title = title or _title_of(fn_or_module)
+        self.forward: Trace = trace(fn_or_module, *args, fake=fake, **kwargs)
+        kinds = trace_arg_kinds(fn_or_module, args, kwargs)
+        self.arg_kinds: dict[str, str] = {
+            p.name: k for p, k in zip(self.forward.flat_args, kinds, strict=False)}
+        for name in self.forward.constants:
+            self.arg_kinds.setdefault(name, "constant")
+        self.result: AutodiffResult | None = None
+        self.vjp_run: TransformRun | None = None
+        if backward and not fake:
+            recorder = StepRecorder("vjp", self.forward) if record_transforms else None
+            self.result = differentiate(self.forward, recorder=recorder)
+            if self.result.construction is not None:
+                self.vjp_run = self.result.construction.run
+        self.transform_runs: list[TransformRun] = []
+        if record_transforms:
+            if self.vjp_run is not None:
+                self.transform_runs.append(self.vjp_run)
+            self.record_transform(DCE())
+            self.record_transform(CSE())
+        self._stepper: BackwardStepper | None = None
+        self._recording: BackwardStepper | None = None
+        self.steps: list[StepRecord] = []
+        self.forward_stats: dict[str, TensorStats] = {}
+        self._cotangents: dict[str, str] | None = None
+
+    # --- parts ---------------------------------------------------------------------------
+    @property
+    def augmented_forward(self) -> Trace | None:
+        return self.result.augmented_forward if self.result is not None else None
+
+    @property
+    def backward(self) -> Trace | None:
+        return self.result.backward if self.result is not None else None
+
+    def forward_values(self) -> list[Any]:
+        """The forward trace's argument values, in trace order (inputs, params, buffers,
+        keyword values)."""
+        return trace_arg_values(self.fn, self.args, self.kwargs)
+
+    def _require_values(self, what: str) -> AutodiffResult:
+        if self.fake:
+            raise RuntimeError(f"{what} needs real values; this session traced with fake=True. "
+                               "Make a Session without fake=True (on smaller inputs if memory is short).")
+        if self.result is None:
+            raise RuntimeError(f"{what} needs the backward trace; this session was made with "
+                               "backward=False.")
+        return self.result
+
+    @property
+    def stepper(self) -> BackwardStepper:
+        """The interactive stepper (made on first use; `new_stepper()` for a fresh one)."""
+        if self._stepper is None:
+            self._stepper = self.new_stepper()
+        return self._stepper
+
+    def new_stepper(self, cotangents: Any = None, *, record_forward: bool = False) -> BackwardStepper:
+        result = self._require_values("stepping through the backward")
+        return BackwardStepper(result, self.forward_values(),
+                               cotangents if cotangents is not None else self.cotangents,
+                               record_forward=record_forward)
+
+    def record_transform(self, transform: Transform, trace_: Trace | None = None) -> TransformRun:
+        """Run `transform` on the forward trace (or `trace_`), recording every step."""
+        run = record_transform(transform, trace_ if trace_ is not None else self.forward)
+        self.transform_runs.append(run)
+        return run
+
+    def record_backward(self) -> list[StepRecord]:
+        """Run the whole backward once, keeping every step's statistics (and every forward
+        tensor's) for a static export. The interactive `stepper` is not moved."""
+        self._recording = self.new_stepper(record_forward=True)
+        self.steps = self._recording.record_all()
+        self.forward_stats = dict(self._recording.forward_stats)
+        return self.steps
+
+    def grad_flow(self) -> dict[str, dict[str, Any]]:
+        """Gradient norm and status per forward tensor (from the recorded run, else from the
+        interactive stepper's position). Empty without a backward."""
+        if self.result is None or self.fake:
+            return {}
+        source = self._recording or self._stepper
+        if source is None:
+            return {}
+        if self._cotangents is None:
+            self._cotangents = cotangent_map(self.result)
+        return grad_flow(self.result, source, cotangents=self._cotangents)
+
+    def autograd_reference(self, cotangents: Any = None) -> dict[str, torch.Tensor | None]:
+        """torch.autograd's gradients of the same program, keyed by forward argument name
+        (`cotangents` as for `BackwardStepper`, in `result.cotangent_outputs` order)."""
+        result = self._require_values("the autograd reference")
+        cts = cotangents if cotangents is not None else self.cotangents
+        if isinstance(cts, torch.Tensor):
+            cts = [cts]
+        elif isinstance(cts, dict):
+            cts = [cts[p.name] for p in result.cotangent_outputs]
+        return autograd_grads(self.fn, self.args, self.kwargs,
+                              names=[p.name for p in self.forward.flat_args],
+                              cotangents=list(cts) if cts is not None else None)
+
+    def compare_with_autograd(self) -> list[GradComparison]:
+        """Our final gradients against torch.autograd's (runs a fresh stepper to the end)."""
+        stepper = self.new_stepper()
+        return stepper.compare_with_autograd(self.autograd_reference(stepper.cotangents))
+
+    def document(self, **options: Any) -> dict[str, Any]:
+        """The view document (docs/view-format.md). Options go to `build_document`."""
+        return build_document(self, **options)
+
+    def __repr__(self) -> str:
+        parts = [f"forward: {len(self.forward.bound_symbols)} ops"]
+        if self.result is not None:
+            parts.append(f"backward: {len(self.result.backward.bound_symbols)} ops")
+            parts.append(f"saved: {len(self.result.saved_for_backward)} tensors, "
+                         f"{self.result.saved_bytes} B")
+        if self.steps:
+            parts.append(f"{len(self.steps)} recorded steps")
+        return f"<thunderviz.Session {self.title}: {'; '.join(parts)}>"
+
+
+def _title_of(fn: Any) -> str:
+    if isinstance(fn, torch.nn.Module):
+        return type(fn).__name__
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__

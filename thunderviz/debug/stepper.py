@@ -1,0 +1,633 @@
+"""Stepping through a backward trace: one bound symbol at a time, with breakpoints.
+
+`BackwardStepper(result, forward_inputs)` runs the augmented forward on real inputs to get
+the saved-for-backward tensors, then interprets the backward trace bound symbol by bound
+symbol. After every step it records a `StepRecord` (statistics of what the step produced
+and of the parameter gradients it finished), so any step can be looked at, stepped back
+over, or exported.
+
+Stopping rules (the same as the viewer's offline stepper, so a live and a recorded session
+behave alike): every breakpoint is checked on the step that just ran, so the values it
+produced can be inspected right away. `current` is always the next bound symbol to run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.core.proxies import Proxy
+from thunderviz.core.symbol import BoundSymbol, BsymTag, SourceLocation
+from thunderviz.debug.interpret import (
+    MISSING,
+    StepError,
+    is_unpack,
+    number_default,
+    run_bsym,
+    where_of,
+)
+from thunderviz.debug.reference import autograd_grads
+from thunderviz.debug.stats import TensorStats, tensor_stats
+
+__all__ = ["BackwardStepper", "StepRecord", "StepError", "GradComparison", "module_within"]
+
+
+def module_within(path: str, ancestor: str) -> bool:
+    """`path` is `ancestor` or inside it ("" contains everything)."""
+    return ancestor == "" or path == ancestor or path.startswith(ancestor + ".")
+
+
+@dataclass
+class StepRecord:
+    """What one executed backward bound symbol did.
+
+    `index` is its position in the backward trace (op id `backward:<index>`); `outputs` the
+    statistics of the tensors it produced; `grads` the statistics of forward-argument
+    gradients it finished (keyed by the forward argument's name); `note` why a run stopped
+    here, if it did. `source` is the user's line (for the saved-tensor unpack: the line that
+    produced the first NaN/Inf saved value), `fwd_bsym` the forward op it belongs to.
+    """
+
+    index: int
+    bsym: BoundSymbol
+    outputs: dict[str, TensorStats] = field(default_factory=dict)
+    grads: dict[str, TensorStats] = field(default_factory=dict)
+    produced: tuple[str, ...] = ()
+    note: str = ""
+    source: SourceLocation | None = None
+    fwd_bsym: BoundSymbol | None = None
+
+    @property
+    def op_id(self) -> str:
+        return f"backward:{self.index}"
+
+    @property
+    def module_path(self) -> str:
+        return _module_of(self.bsym)
+
+    @property
+    def has_nan_or_inf(self) -> bool:
+        return any(s.has_nan_or_inf for s in (*self.outputs.values(), *self.grads.values()))
+
+    @property
+    def bad_outputs(self) -> list[str]:
+        """Names of produced tensors (or finished gradients) that hold NaN or Inf."""
+        return [n for n, s in (*self.outputs.items(), *self.grads.items()) if s.has_nan_or_inf]
+
+    @property
+    def max_norm(self) -> float:
+        """Largest norm among outputs and finished grads (a NaN norm counts as +inf)."""
+        best = -math.inf
+        for s in (*self.outputs.values(), *self.grads.values()):
+            if s.norm is None:
+                continue
+            best = max(best, math.inf if math.isnan(s.norm) else s.norm)
+        return best
+
+    def to_json(self) -> dict[str, Any]:
+        """The `Step` record of docs/view-format.md."""
+        out: dict[str, Any] = {
+            "index": self.index, "op": self.op_id,
+            "outputs": {n: s.to_json() for n, s in self.outputs.items()},
+            "grads": {n: s.to_json() for n, s in self.grads.items()},
+        }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    def __repr__(self) -> str:
+        where = f" at {self.source.short()}" if self.source is not None else ""
+        note = f" ({self.note})" if self.note else ""
+        return f"<step {self.index}: {self.bsym.sym.id} -> {', '.join(self.produced)}{where}{note}>"
+
+
+class GradComparison(NamedTuple):
+    name: str
+    max_abs_diff: float
+    allclose: bool
+
+
+def _module_of(bsym: BoundSymbol) -> str:
+    if bsym.module_path:
+        return bsym.module_path
+    return bsym.fwd_bsym.module_path if bsym.fwd_bsym is not None else ""
+
+
+# Tolerances per dtype for compare_with_autograd (torch.testing's defaults).
+_TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5),
+               torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+
+
+class BackwardStepper:
+    """Run `result.backward` one bound symbol at a time.
+
+    `forward_inputs`: the values of the forward trace's arguments in trace-argument order
+    (the user's positional inputs, then parameters, then buffers, then keyword inputs'
+    values). `cotangents`: one per forward output that takes a cotangent
+    (`result.cotangent_outputs`), as a sequence in that order, a dict by forward output
+    name, or a single tensor; by default ones for scalar outputs.
+    `record_forward=True` interprets the augmented forward too and keeps statistics of
+    every forward tensor in `forward_stats`.
+    """
+
+    def __init__(self, result: AutodiffResult, forward_inputs: Sequence[Any],
+                 cotangents: Any = None, *, record_forward: bool = False) -> None:
+        self.result = result
+        self.trace = result.backward
+        self.bsyms: list[BoundSymbol] = list(result.backward.bound_symbols)
+        fwd_args = result.forward.flat_args
+        forward_inputs = list(forward_inputs)
+        if len(forward_inputs) != len(fwd_args):
+            raise ValueError(
+                f"BackwardStepper needs one value per forward argument ({len(fwd_args)}: "
+                f"{', '.join(p.name for p in fwd_args)}), got {len(forward_inputs)}. Pass the "
+                "user's inputs, then the module's parameters and buffers, then keyword values.")
+        self.forward_inputs = forward_inputs
+        self.forward_stats: dict[str, TensorStats] = {}
+        self.forward_values = self._run_forward(record_forward)
+        self.cotangents = self._cotangent_values(cotangents)
+        self._grad_of: dict[str, list[str]] = {}  # backward name -> forward args it is the grad of
+        for p, g in zip(fwd_args, result.grad_inputs, strict=True):
+            if g is not None:
+                self._grad_of.setdefault(g.name, []).append(p.name)
+        self._index_of = {id(b): i for i, b in enumerate(self.bsyms)}
+        self._forward_top = {id(b): b for b in result.forward.bound_symbols}
+        self._forward_sub_top = {id(s): b for b in result.forward.bound_symbols for s in b.walk()}
+        self._aug_producer = {p.name: b for b in result.augmented_forward.bound_symbols
+                              for p in b.flat_proxy_outs}
+        # breakpoints
+        self._bp_indices: set[int] = set()
+        self._bp_forward: dict[int, BoundSymbol] = {}
+        self._bp_modules: list[str] = []
+        self._bp_nan = False
+        self._bp_norm: float | None = None
+        self.stop_reason = ""
+        self.reset()
+
+    # --- running the forward --------------------------------------------------------------
+    def _forward_args(self) -> tuple[list[Any], dict[str, Any]]:
+        fwd = self.result.forward
+        values = list(self.forward_inputs)
+        mutated = {b.args[0].name for b in self.result.augmented_forward.bound_symbols
+                   if BsymTag.MUTATION_EPILOGUE in b.tags and b.args and isinstance(b.args[0], Proxy)}
+        names = [p.name for p in fwd.flat_args]
+        for i, name in enumerate(names):  # never write back into the caller's buffers
+            if name in mutated and isinstance(values[i], torch.Tensor):
+                values[i] = values[i].detach().clone()
+        n = len(fwd.args)
+        return values[:n], dict(zip(fwd.kwargs, values[n:], strict=True))
+
+    def _run_forward(self, record: bool) -> dict[str, Any]:
+        aug = self.result.augmented_forward
+        pos, kw = self._forward_args()
+        if not record:
+            with torch.no_grad():
+                out, saved = aug.python_callable()(*pos, **kw)
+            primal, saved_names = aug.output
+            env = {p.name: v for p, v in zip(aug.flat_args, [*pos, *kw.values()], strict=True)}
+            flat_p = pytree.tree_leaves(primal)
+            flat_v = pytree.tree_leaves(out)
+            if len(flat_p) == len(flat_v):
+                env.update({p.name: v for p, v in zip(flat_p, flat_v, strict=True) if isinstance(p, Proxy)})
+            env.update({p.name: v for p, v in zip(saved_names, saved, strict=True)})
+            return env
+        env = dict(aug.constants)
+        env.update({p.name: v for p, v in zip(aug.flat_args, [*pos, *kw.values()], strict=True)})
+        for p in aug.flat_args:
+            if isinstance(env.get(p.name), torch.Tensor):
+                self.forward_stats[p.name] = tensor_stats(env[p.name])
+
+        def write(name: str, value: Any) -> None:
+            env[name] = value
+            if isinstance(value, torch.Tensor):
+                self.forward_stats[name] = tensor_stats(value)
+
+        with torch.no_grad():
+            for bsym in aug.bound_symbols:
+                try:
+                    run_bsym(bsym, self._reader(env), write)
+                except StepError:
+                    raise
+                except Exception as e:
+                    raise StepError(f"the augmented forward failed at {bsym.sym.id} "
+                                    f"{where_of(bsym)}: {type(e).__name__}: {e}", bsym) from e
+        return env
+
+    def _cotangent_values(self, cotangents: Any) -> list[Any]:
+        outs = self.result.cotangent_outputs
+        if cotangents is None:
+            values = []
+            for p in outs:
+                v = self.forward_values.get(p.name)
+                if not isinstance(v, torch.Tensor) or v.numel() != 1:
+                    shapes = [q.type_string() for q in outs]
+                    raise ValueError(
+                        "the forward returns non-scalar outputs that take a cotangent "
+                        f"({', '.join(f'{q.name}: {s}' for q, s in zip(outs, shapes, strict=True))}); "
+                        "pass cotangents=[...] (one tensor per output, in that order) or a dict "
+                        "by output name")
+                values.append(torch.ones_like(v))
+            return values
+        if isinstance(cotangents, torch.Tensor):
+            cotangents = [cotangents]
+        if isinstance(cotangents, Mapping):
+            missing = [p.name for p in outs if p.name not in cotangents]
+            if missing:
+                raise ValueError(f"cotangents missing for forward outputs {missing}")
+            return [cotangents[p.name] for p in outs]
+        cotangents = list(cotangents)
+        if len(cotangents) != len(outs):
+            raise ValueError(f"expected {len(outs)} cotangents (for {[p.name for p in outs]}), "
+                             f"got {len(cotangents)}")
+        return cotangents
+
+    # --- state ---------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to before the first backward step."""
+        bwd = self.trace
+        self._env: dict[str, Any] = dict(bwd.constants)
+        if len(bwd.args) >= 2:
+            saved_unpack = self.bsyms[0] if self.bsyms and is_unpack(self.bsyms[0]) else None
+            saved_names = [p.name for p in pytree.tree_leaves(saved_unpack.output)] if saved_unpack else []
+            missing = [n for n in saved_names if n not in self.forward_values]
+            if missing:
+                raise StepError(f"the augmented forward did not produce saved tensors {missing}")
+            self._env[bwd.args[0].name] = tuple(self.forward_values[n] for n in saved_names)
+            self._env[bwd.args[1].name] = tuple(self.cotangents)
+        self._index = 0
+        self._undo: list[list[tuple[str, Any]]] = []
+        self.history: list[StepRecord] = []
+        self._stats: dict[str, TensorStats] = {}
+        self.stop_reason = ""
+
+    @property
+    def index(self) -> int:
+        """How many backward bound symbols have run (= the index of `current`)."""
+        return self._index
+
+    @property
+    def done(self) -> bool:
+        return self._index >= len(self.bsyms)
+
+    @property
+    def current(self) -> BoundSymbol | None:
+        """The next bound symbol to run, or None at the end."""
+        return None if self.done else self.bsyms[self._index]
+
+    def __len__(self) -> int:
+        return len(self.bsyms)
+
+    def value(self, name: str) -> Any:
+        """The value of a proxy by name: backward values computed so far, saved tensors,
+        forward values the stepper knows (inputs, outputs, saved; all with record_forward)."""
+        if name in self._env:
+            return self._env[name]
+        if name in self.forward_values:
+            return self.forward_values[name]
+        raise KeyError(f"{name!r} has no value yet (step {self._index} of {len(self.bsyms)}): "
+                       "it is computed by a later step, or it is not a name of this program")
+
+    def has_value(self, name: str) -> bool:
+        return name in self._env or name in self.forward_values
+
+    def stats_of(self, name: str) -> TensorStats | None:
+        """Statistics of a value a step has produced (as recorded), or of a forward value
+        (with record_forward); None if unknown."""
+        found = self._stats.get(name)
+        return found if found is not None else self.forward_stats.get(name)
+
+    @property
+    def grads(self) -> dict[str, Any]:
+        """Gradient per forward argument (None where none flows or not computed yet)."""
+        out: dict[str, Any] = {}
+        for p, g in zip(self.result.forward.flat_args, self.result.grad_inputs, strict=True):
+            out[p.name] = self._env.get(g.name) if g is not None else None
+        return out
+
+    # --- running -------------------------------------------------------------------------
+    def _reader(self, env: dict[str, Any]) -> Callable[[Proxy], Any]:
+        def read(p: Proxy) -> Any:
+            v = env.get(p.name, MISSING)
+            if v is MISSING:
+                v = self.forward_values.get(p.name, MISSING) if env is self._env else MISSING
+            if v is MISSING:
+                v = number_default(p)
+            if v is MISSING:
+                raise StepError(f"{p.name} is read before any step produced it")
+            return v
+        return read
+
+    def _execute(self) -> StepRecord:
+        i = self._index
+        bsym = self.bsyms[i]
+        undo: list[tuple[str, Any]] = []
+        produced: list[str] = []
+        env = self._env
+
+        def write(name: str, value: Any) -> None:
+            undo.append((name, env.get(name, MISSING)))
+            env[name] = value
+            produced.append(name)
+
+        try:
+            with torch.no_grad():
+                run_bsym(bsym, self._reader(env), write)
+        except Exception as e:
+            for name, old in reversed(undo):
+                if old is MISSING:
+                    env.pop(name, None)
+                else:
+                    env[name] = old
+            if isinstance(e, StepError) and e.index is not None:
+                raise
+            raise StepError(f"backward step {i} ({bsym.sym.id}) failed {where_of(bsym)}: "
+                            f"{type(e).__name__}: {e}", bsym, i) from e
+        self._undo.append(undo)
+        self._index += 1
+        record = self._record(i, bsym, produced)
+        self.history.append(record)
+        self._stats.update(record.outputs)
+        return record
+
+    def _record(self, i: int, bsym: BoundSymbol, produced: list[str]) -> StepRecord:
+        outputs: dict[str, TensorStats] = {}
+        grads: dict[str, TensorStats] = {}
+        for name in dict.fromkeys(produced):
+            v = self._env[name]
+            if isinstance(v, torch.Tensor):
+                st = tensor_stats(v)
+                outputs[name] = st
+                for arg in self._grad_of.get(name, ()):
+                    grads[arg] = st
+        fwd = bsym.fwd_bsym
+        source = bsym.source or (fwd.source if fwd is not None else None)
+        if source is None and is_unpack(bsym):
+            for name, st in outputs.items():
+                if st.has_nan_or_inf and name in self._aug_producer:
+                    made = self._aug_producer[name]
+                    source, fwd = made.source, made.fwd_bsym or self._forward_sub_top.get(id(made))
+                    break
+        return StepRecord(i, bsym, outputs, grads, tuple(dict.fromkeys(produced)), "", source, fwd)
+
+    def step(self) -> StepRecord | None:
+        """Run the next bound symbol. Returns its record (None when already at the end)."""
+        if self.done:
+            self.stop_reason = "end of backward"
+            return None
+        record = self._execute()
+        reason = self._break_reason(record, self._previous_module())
+        record.note = reason or ""
+        self.stop_reason = reason or ("end of backward" if self.done else "")
+        return record
+
+    def _previous_module(self) -> str | None:
+        """Module of the step before the one just run (None at the first step)."""
+        return self.history[-2].module_path if len(self.history) >= 2 else None
+
+    def _run(self, stop_after: Callable[[StepRecord], str | None],
+             stop_before: Callable[[BoundSymbol], str | None] | None = None,
+             breakpoints: bool = True, end_reason: str = "end of backward") -> StepRecord | None:
+        last = None
+        while not self.done:
+            if last is not None and stop_before is not None:
+                reason = stop_before(self.bsyms[self._index])
+                if reason:
+                    self.stop_reason = reason
+                    return last
+            last = self._execute()
+            reason = self._break_reason(last, self._previous_module()) if breakpoints else None
+            reason = reason or stop_after(last)
+            if reason:
+                last.note = reason
+                self.stop_reason = reason
+                return last
+        self.stop_reason = end_reason
+        return last
+
+    def continue_(self) -> StepRecord | None:
+        """Run until a breakpoint fires (on the step that just ran) or the backward ends."""
+        return self._run(lambda r: None)
+
+    def finish(self) -> StepRecord | None:
+        """Run to the end, ignoring breakpoints."""
+        return self._run(lambda r: None, breakpoints=False)
+
+    def step_over(self) -> StepRecord | None:
+        """Run the current op and everything after it in the same module (and its
+        submodules); stop before the first op outside it. At the root module: one step."""
+        if self.done:
+            return self.step()
+        module = _module_of(self.bsyms[self._index])
+        if module == "":
+            return self.step()
+        return self._run(lambda r: None,
+                         stop_before=lambda b: None if module_within(_module_of(b), module)
+                         else f"stepped over {module}")
+
+    def run_to(self, target: BoundSymbol | int | str, *, ignore_breakpoints: bool = False
+               ) -> StepRecord | None:
+        """Run until `target` has run: a backward bound symbol or its index (or op id
+        "backward:12"), or a forward op (bound symbol or "forward:3"): the first backward
+        step that belongs to it. A backward target that already ran is stepped back to."""
+        indices, forward = self._resolve(target)
+        if indices and not forward:
+            k = min(indices)
+            if k < self._index:
+                while self._index > k + 1:
+                    self.back()
+                self.stop_reason = "reached target"
+                return self.history[-1] if self.history else None
+        def hit(r: StepRecord) -> str | None:
+            return "reached target" if self._matches(r, indices, forward) else None
+        return self._run(hit, breakpoints=not ignore_breakpoints, end_reason="target not reached")
+
+    def back(self) -> StepRecord | None:
+        """Undo the last step: forget the values it produced. Returns the new last record."""
+        if not self._undo:
+            self.stop_reason = "at the start"
+            return None
+        for name, old in reversed(self._undo.pop()):
+            if old is MISSING:
+                self._env.pop(name, None)
+            else:
+                self._env[name] = old
+        self._index -= 1
+        for name in self.history.pop().outputs:
+            self._stats.pop(name, None)
+        self.stop_reason = ""
+        return self.history[-1] if self.history else None
+
+    def first_nan(self) -> StepRecord | None:
+        """The first step whose outputs (or finished gradients) hold NaN or Inf. Looks at the
+        steps already run, then runs on (ignoring other breakpoints) until one is found or
+        the backward ends; the stepper stays there. None when there is no NaN/Inf."""
+        for r in self.history:
+            if r.has_nan_or_inf:
+                return r
+        rec = self._run(lambda r: "first NaN/Inf" if r.has_nan_or_inf else None, breakpoints=False,
+                        end_reason="no NaN/Inf in the backward")
+        return rec if rec is not None and rec.has_nan_or_inf else None
+
+    def record_all(self) -> list[StepRecord]:
+        """Run every step from the start (ignoring breakpoints) and return the records."""
+        self.reset()
+        self.finish()
+        return list(self.history)
+
+    # --- breakpoints ---------------------------------------------------------------------
+    def _resolve(self, target: BoundSymbol | int | str) -> tuple[set[int], dict[int, BoundSymbol]]:
+        if isinstance(target, bool):
+            raise TypeError("a breakpoint target is a bound symbol, a backward index or an op id")
+        if isinstance(target, int):
+            if not 0 <= target < len(self.bsyms):
+                raise IndexError(f"backward index {target} is outside 0..{len(self.bsyms) - 1}")
+            return {target}, {}
+        if isinstance(target, str):
+            kind, _, path = target.partition(":")
+            try:
+                top = int(path.split(".")[0])
+            except ValueError:
+                raise ValueError(f"{target!r} is not an op id like 'backward:12' or 'forward:3'") from None
+            if kind == "backward":
+                return self._resolve(top)
+            if kind == "forward":
+                fwd = self.result.forward.bound_symbols
+                if not 0 <= top < len(fwd):
+                    raise IndexError(f"{target!r}: the forward trace has {len(fwd)} ops")
+                return set(), {id(fwd[top]): fwd[top]}
+            raise ValueError(f"breakpoints take backward or forward op ids, not {target!r}")
+        if isinstance(target, BoundSymbol):
+            if id(target) in self._index_of:
+                return {self._index_of[id(target)]}, {}
+            top = self._forward_top.get(id(target)) or self._forward_sub_top.get(id(target))
+            if top is not None:
+                return set(), {id(top): top}
+            if target.fwd_bsym is not None and id(target.fwd_bsym) in self._forward_top:
+                return set(), {id(target.fwd_bsym): target.fwd_bsym}
+            raise ValueError(f"{target!r} is neither in the backward nor in the forward trace")
+        raise TypeError(f"cannot break on {target!r}: pass a BoundSymbol, an index or an op id")
+
+    @staticmethod
+    def _matches(r: StepRecord, indices: set[int], forward: dict[int, BoundSymbol]) -> bool:
+        return r.index in indices or (r.bsym.fwd_bsym is not None and id(r.bsym.fwd_bsym) in forward)
+
+    def break_on_op(self, target: BoundSymbol | int | str, enabled: bool = True) -> None:
+        """Stop after `target` runs: a backward op (bound symbol, index, "backward:i") or a
+        forward op (every backward step derived from it)."""
+        indices, forward = self._resolve(target)
+        if enabled:
+            self._bp_indices |= indices
+            self._bp_forward.update(forward)
+        else:
+            self._bp_indices -= indices
+            for k in forward:
+                self._bp_forward.pop(k, None)
+
+    def break_on_module(self, path: str, enabled: bool = True) -> None:
+        """Stop after the first step that enters module `path` (or a submodule of it)."""
+        if enabled and path not in self._bp_modules:
+            self._bp_modules.append(path)
+        elif not enabled and path in self._bp_modules:
+            self._bp_modules.remove(path)
+
+    def break_on_nan(self, enabled: bool = True) -> None:
+        """Stop after the first step whose outputs or finished gradients hold NaN/Inf."""
+        self._bp_nan = bool(enabled)
+
+    def break_on_grad_norm(self, threshold: float | None) -> None:
+        """Stop after a step that produces a gradient (or finishes a parameter gradient)
+        whose norm exceeds `threshold` (None: off). The saved-tensor unpack is not a gradient
+        and never fires it."""
+        self._bp_norm = None if threshold is None else float(threshold)
+
+    def clear_breakpoints(self) -> None:
+        self._bp_indices.clear()
+        self._bp_forward.clear()
+        self._bp_modules.clear()
+        self._bp_nan = False
+        self._bp_norm = None
+
+    @property
+    def breakpoints(self) -> dict[str, Any]:
+        """The breakpoints in the viewer's form: {ops, modules, nan_inf, grad_norm_above}."""
+        fwd_index = {id(b): i for i, b in enumerate(self.result.forward.bound_symbols)}
+        ops = [f"backward:{i}" for i in sorted(self._bp_indices)]
+        ops += [f"forward:{fwd_index[k]}" for k in self._bp_forward]
+        return {"ops": ops, "modules": list(self._bp_modules), "nan_inf": self._bp_nan,
+                "grad_norm_above": self._bp_norm}
+
+    def set_breakpoints(self, spec: Mapping[str, Any]) -> None:
+        """Replace all breakpoints from the viewer's form (see `breakpoints`)."""
+        self.clear_breakpoints()
+        for op in spec.get("ops", ()) or ():
+            self.break_on_op(op)
+        for path in spec.get("modules", ()) or ():
+            if isinstance(path, str):
+                self.break_on_module(path.removeprefix("module:"))
+        self.break_on_nan(bool(spec.get("nan_inf", False)))
+        norm = spec.get("grad_norm_above")
+        self.break_on_grad_norm(norm if isinstance(norm, (int, float)) and not isinstance(norm, bool) else None)
+
+    def _break_reason(self, r: StepRecord, previous_module: str | None) -> str | None:
+        if self._bp_nan and r.has_nan_or_inf:
+            return "NaN/Inf in " + ", ".join(r.bad_outputs)
+        if self._matches(r, self._bp_indices, self._bp_forward):
+            return f"breakpoint on {r.op_id}"
+        module = r.module_path
+        for path in self._bp_modules:
+            if module_within(module, path) and not (
+                    previous_module is not None and module_within(previous_module, path)):
+                return f"breakpoint on module {path or '(root)'}"
+        if self._bp_norm is not None and not (is_unpack(r.bsym) and r.index == 0):
+            if r.max_norm > self._bp_norm:
+                return f"norm > {self._bp_norm:g}"
+        return None
+
+    # --- checking against torch.autograd -------------------------------------------------
+    def compare_with_autograd(self, reference_grads: Mapping[str, Any], *,
+                              rtol: float | None = None, atol: float | None = None
+                              ) -> list[GradComparison]:
+        """Compare the final gradients with `reference_grads` (forward argument name ->
+        tensor or None, e.g. from `autograd_grads`). Runs the backward to the end first."""
+        if not self.done:
+            self.finish()
+        ours = self.grads
+        out = []
+        for name, ref in reference_grads.items():
+            if name not in ours:
+                raise KeyError(f"{name!r} is not a forward argument; they are {list(ours)}")
+            out.append(_compare(name, ours[name], ref, rtol, atol))
+        return out
+
+    def autograd_reference(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """torch.autograd's gradients for the same program, keyed by forward argument name
+        (see `thunderviz.debug.reference.autograd_grads`)."""
+        names = [p.name for p in self.result.forward.flat_args]
+        return autograd_grads(fn, args, kwargs, names=names, cotangents=list(self.cotangents))
+
+
+def _compare(name: str, ours: Any, ref: Any, rtol: float | None, atol: float | None) -> GradComparison:
+    def nothing(x: Any) -> bool:
+        return x is None or (isinstance(x, torch.Tensor) and x.numel() > 0 and not torch.any(x != 0))
+    if ours is None or ref is None:
+        if nothing(ours) and nothing(ref):
+            return GradComparison(name, 0.0, True)
+        other = ours if ours is not None else ref
+        return GradComparison(name, float(other.detach().abs().max()), False)
+    ours_d = ours.detach().to("cpu", torch.float64)
+    ref_d = ref.detach().to("cpu", torch.float64)
+    if ours_d.shape != ref_d.shape:
+        return GradComparison(name, math.inf, False)
+    diff = (ours_d - ref_d).abs()
+    max_diff = float(diff.max()) if diff.numel() else 0.0
+    r, a = _TOLERANCES.get(ref.dtype, (1.3e-6, 1e-5))
+    close = bool(torch.allclose(ours_d, ref_d, rtol=r if rtol is None else rtol,
+                                atol=a if atol is None else atol, equal_nan=True))
+    return GradComparison(name, max_diff, close)
+

@@ -1,0 +1,141 @@
+"""`.tvz` files: a view document as UTF-8 JSON (docs/view-format.md).
+
+Loading reads JSON and nothing else: no pickle, no eval, no code. A file that is not a
+thunderviz document, is malformed, or was written by a newer thunderviz is refused with a
+`TvzError` that says which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from thunderviz.viz.document import FORMAT, VERSION
+
+__all__ = ["TvzError", "save", "load", "validate", "dumps", "loads"]
+
+_REQUIRED = ("format", "version", "traces")
+_LIST_SECTIONS = ("saved", "steps", "transforms")
+
+
+class TvzError(ValueError):
+    """A .tvz file (or document) that thunderviz will not read, and why."""
+
+
+def _where(source: str | None) -> str:
+    return f"{source}: " if source else ""
+
+
+def validate(doc: Any, source: str | None = None) -> dict[str, Any]:
+    """Check the structure a reader relies on; returns `doc`. Raises TvzError."""
+    at = _where(source)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise TvzError(f'{at}not a thunderviz file: expected a JSON object with "format": '
+                       f'"{FORMAT}"' + (f', got "format": {doc.get("format")!r}'
+                                        if isinstance(doc, dict) and "format" in doc else ""))
+    for key in _REQUIRED:
+        if key not in doc:
+            raise TvzError(f"{at}not a valid thunderviz file: missing key {key!r}")
+    version = doc["version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise TvzError(f'{at}not a valid thunderviz file: "version" must be a positive integer, '
+                       f"got {version!r}")
+    if version > VERSION:
+        raise TvzError(f"{at}this file was written by a newer thunderviz (format version "
+                       f"{version}); this thunderviz reads format version {VERSION}. "
+                       "Upgrade thunderviz (pip install -U thunderviz) to open it.")
+    traces = doc["traces"]
+    if not isinstance(traces, dict) or not traces:
+        raise TvzError(f'{at}not a valid thunderviz file: "traces" must be a non-empty object '
+                       "(at least one trace)")
+    seen: set[str] = set()
+    for kind, tr in traces.items():
+        if not isinstance(tr, dict):
+            raise TvzError(f"{at}trace {kind!r} is not an object")
+        ops = tr.get("ops")
+        if not isinstance(ops, list):
+            raise TvzError(f'{at}trace {kind!r} has no "ops" list (missing key "ops")')
+        for i, op in enumerate(ops):
+            if not isinstance(op, dict) or not isinstance(op.get("id"), str) or not op["id"]:
+                raise TvzError(f'{at}trace {kind!r}: op #{i} has no string "id"')
+            if op["id"] in seen:
+                raise TvzError(f"{at}op id {op['id']!r} appears twice")
+            seen.add(op["id"])
+        if "tensors" in tr and not isinstance(tr["tensors"], dict):
+            raise TvzError(f'{at}trace {kind!r}: "tensors" must be an object')
+    for key in _LIST_SECTIONS:
+        if doc.get(key) is not None and not isinstance(doc[key], list):
+            raise TvzError(f'{at}"{key}" must be a list')
+    if doc.get("grad_flow") is not None and not isinstance(doc["grad_flow"], dict):
+        raise TvzError(f'{at}"grad_flow" must be an object')
+    return doc
+
+
+def _document_of(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    make = getattr(obj, "document", None)
+    if callable(make):
+        return make()
+    raise TypeError(f"save() takes a Session or a view document (dict), not {type(obj).__name__}")
+
+
+def dumps(obj: Any) -> str:
+    """The .tvz text of a Session or document (validated; strict JSON, no NaN)."""
+    doc = validate(_document_of(obj))
+    try:
+        return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError as e:  # a NaN/Inf float slipped in: the document must write strings
+        raise TvzError(f"the document is not strict JSON: {e}") from e
+    except TypeError as e:
+        raise TvzError(f"the document holds a value JSON cannot represent: {e}") from e
+
+
+def save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """Write a Session's view document (or a document dict) to `path` as .tvz."""
+    text = dumps(obj)
+    p = Path(path)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def _reject_constant(name: str) -> Any:
+    raise TvzError(f"not a valid thunderviz file: {name} is not JSON (numbers that are NaN or "
+                   'infinite are written as the strings "nan", "inf", "-inf")')
+
+
+def loads(data: str | bytes, source: str | None = None) -> dict[str, Any]:
+    """Parse and validate .tvz content."""
+    at = _where(source)
+    if isinstance(data, bytes):
+        if data[:1] == b"\x80" or (data[:1] in (b"(", b"c") and data.rstrip().endswith(b".")):
+            raise TvzError(f"{at}not a thunderviz file: it looks like a Python pickle. thunderviz "
+                           "files are JSON and are never unpickled.")
+        if data[:2] == b"PK":
+            raise TvzError(f"{at}not a thunderviz file: it is a zip archive (a torch.save file?), "
+                           "not JSON")
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise TvzError(f"{at}not a thunderviz file: not UTF-8 text (byte {e.start})") from None
+    try:
+        doc = json.loads(data, parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        raise TvzError(f"{at}not a thunderviz file: malformed JSON at line {e.lineno}, column "
+                       f"{e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise TvzError(f"{at}not a thunderviz file: JSON nested too deeply") from None
+    return validate(doc, source)
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a .tvz file; returns the view document."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise TvzError(f"{p}: cannot read: {e.strerror or e}") from None
+    return loads(data, str(p))
