@@ -105,19 +105,27 @@ def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:
 def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str],
              units: list[_Unit]) -> None:
     """Append `bsym` as units at the level rules exist, growing `needs` as grads flow."""
-    wants = (
+    touches_grad = (
         not (bsym.tags & {BsymTag.NO_GRAD, BsymTag.MUTATION_EPILOGUE})
         and any(p.name in needs for p in bsym.flat_tensor_args)
-        and bool(_float_outs(bsym))
     )
-    if not wants:
+    if not touches_grad:
         units.append(_Unit(bsym, top, None))
         return
     rule = rules.get(bsym.sym.id)
-    if rule is not None:
+    if rule is not None and _float_outs(bsym):
         units.append(_Unit(bsym, top, rule if rule.differentiable else None))
         if rule.differentiable:
             needs.update(p.name for p in _float_outs(bsym))
+        return
+    if bsym.executes_subsymbols:
+        # a functionalized call (`y[i] = v`): its outputs, if any, are not where its new
+        # values live; its subsymbols are the code, and are differentiated as such
+        for sub in bsym.subsymbols:
+            _flatten(sub, top, rules, needs, units)
+        return
+    if not _float_outs(bsym):
+        units.append(_Unit(bsym, top, None))
         return
     if bsym.subsymbols:
         made = {p.name for s in bsym.subsymbols for b in s.walk() for p in b.flat_proxy_outs}

@@ -309,6 +309,12 @@ class Recorder:
         return out
 
     def _bsym(self, func: Any, p_args: Any, p_kwargs: Any, output: Any) -> BoundSymbol:
+        if self._device_override is not None:
+            # inside a decomposition recorded on meta tensors: factory calls there name the
+            # meta device, which must read as the device the real op runs on
+            p_args, p_kwargs = pytree.tree_map_only(
+                torch.device, lambda d: self._device_override if d.type == "meta" else d,
+                (p_args, p_kwargs))
         return BoundSymbol(sym=aten_symbol(func), args=tuple(p_args), kwargs=dict(p_kwargs),
                            output=output, source=self._source, module_path=self.module_path)
 
@@ -439,7 +445,11 @@ class Recorder:
             self._decompose(bsym, functional, args, kwargs)
         self._append(bsym)
         frame = self._frames[-1]
-        frame.mutated = True
+        # Writing into a temporary the same call created (rms_norm's C++ kernel does) keeps
+        # the call functional from the outside; only a write into an older tensor counts.
+        made_here = {p.name for b in frame.bsyms for p in b.flat_proxy_outs}
+        if any(id(t) in self._views or self.proxy_of(t).name not in made_here for t in mutated):
+            frame.mutated = True
         for t, value in zip(mutated, new_values, strict=True):
             if id(t) in self._views:
                 frame.mutated_views = True

@@ -1,12 +1,129 @@
-"""Grad rules for views, shape changes and indexing."""
+"""Grad rules for views, shape changes and indexing.
+
+Most of these move values around without changing them, so the gradient moves the
+cotangent back: a view is undone (reshape to the input's shape, the inverse permutation), a
+selection is scattered into zeros (`slice_backward`, `index_put(..., accumulate=True)`),
+and a scatter gathers. Broadcasting (`expand`) needs nothing: `put_grad` sums back down.
+"""
 
 from __future__ import annotations
 
-from thunderviz.autodiff.joint import get_grad, put_grad
+import sys
+from typing import Any
+
+import torch
+
+from thunderviz.autodiff.errors import AutodiffError
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.symbol import Symbol
 from thunderviz.prims import aten
 
 RULES = RuleSet("shape")
+
+_INT64_MAX = sys.maxsize  # what ATen means by "to the end" in slice
+
+
+def op_args(op: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Every argument of the ATen op `op` in schema order, defaults filled in.
+
+    Rules call the op again with exactly the `*args, **kwargs` they got (the trace keeps the
+    call as it was recorded, defaults left out) and read the arguments from this.
+    """
+    schema = op.fn._schema
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if i < len(args) and not arg.kwarg_only:
+            out.append(args[i])
+        elif arg.name in kwargs:
+            out.append(kwargs[arg.name])
+        elif arg.has_default_value():
+            out.append(arg.default_value)
+        else:
+            raise TypeError(f"{op.id}: missing argument {arg.name!r}")
+    return tuple(out)
+
+
+def _norm_dim(dim: int, ndim: int) -> int:
+    """A dim index in [0, ndim): negative dims count from the end (0-dim tensors take 0/-1)."""
+    return dim % max(ndim, 1)
+
+
+def _zeros(g, shape):
+    """Zeros of `shape` with g's dtype and device (made in backward: nothing to save)."""
+    return aten.new_zeros.default(g, list(shape))
+
+
+# --- views and reshapes ------------------------------------------------------------------
+
+@RULES.grad(aten.view.default)
+def view(a, size):
+    out = aten.view.default(a, size)
+    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
+    return out
+
+
+@RULES.grad(aten._unsafe_view.default)
+def unsafe_view(a, size):
+    out = aten._unsafe_view.default(a, size)
+    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
+    return out
+
+
+@RULES.grad(aten.reshape.default)
+def reshape(a, shape):
+    out = aten.reshape.default(a, shape)
+    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
+    return out
+
+
+@RULES.grad(aten._reshape_alias.default)
+def reshape_alias(a, size, stride):
+    out = aten._reshape_alias.default(a, size, stride)
+    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
+    return out
+
+
+def _atleast_rule(op):
+    """atleast_1d/2d/3d (seen inside decompositions: Python refs call these
+    CompositeImplicit ops): only size-1 dims are added, so the gradient reshapes back."""
+
+    def atleast(a):
+        out = op(a)
+        put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
+        return out
+
+    atleast.__name__ = atleast.__qualname__ = op.id.split(".")[1]
+    RULES.grad(op)(atleast)
+
+
+for _op in (aten.atleast_1d.default, aten.atleast_2d.default, aten.atleast_3d.default):
+    _atleast_rule(_op)
+
+
+@RULES.grad(aten.expand.default)
+def expand(a, *args, **kwargs):
+    out = aten.expand.default(a, *args, **kwargs)
+    put_grad(a, get_grad(out))  # put_grad sums the broadcast dims away
+    return out
+
+
+@RULES.grad(aten.permute.default)
+def permute(a, dims):
+    out = aten.permute.default(a, dims)
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[_norm_dim(d, len(dims))] = i
+    put_grad(a, aten.permute.default(get_grad(out), inverse))
+    return out
+
+
+@RULES.grad(aten.transpose.int)
+def transpose(a, dim0, dim1):
+    out = aten.transpose.int(a, dim0, dim1)
+    put_grad(a, aten.transpose.int(get_grad(out), dim0, dim1))
+    return out
 
 
 @RULES.grad(aten.t.default)
@@ -16,8 +133,445 @@ def t(a):
     return out
 
 
-@RULES.grad(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
-def view(a, shape):
-    out = aten.view.default(a, shape)
-    put_grad(a, aten.view.default(get_grad(out), list(a.shape)))
+def _unsqueeze_back(g, a, dims):
+    """Put back the size-1 dims `dims` (of `a`) that a squeeze removed."""
+    for d in sorted(dims):
+        g = aten.unsqueeze.default(g, d)
+    return g
+
+
+def _squeezed_dims(a, dims):
+    return {_norm_dim(d, a.ndim) for d in dims if a.ndim > 0 and a.shape[_norm_dim(d, a.ndim)] == 1}
+
+
+@RULES.grad(aten.squeeze.default)
+def squeeze(a):
+    out = aten.squeeze.default(a)
+    put_grad(a, _unsqueeze_back(get_grad(out), a, [i for i, s in enumerate(a.shape) if s == 1]))
+    return out
+
+
+@RULES.grad(aten.squeeze.dim)
+def squeeze_dim(a, dim):
+    out = aten.squeeze.dim(a, dim)
+    put_grad(a, _unsqueeze_back(get_grad(out), a, _squeezed_dims(a, [dim])))
+    return out
+
+
+@RULES.grad(aten.squeeze.dims)
+def squeeze_dims(a, dim):
+    out = aten.squeeze.dims(a, dim)
+    put_grad(a, _unsqueeze_back(get_grad(out), a, _squeezed_dims(a, dim)))
+    return out
+
+
+@RULES.grad(aten.unsqueeze.default)
+def unsqueeze(a, dim):
+    out = aten.unsqueeze.default(a, dim)
+    put_grad(a, aten.squeeze.dim(get_grad(out), _norm_dim(dim, out.ndim)))
+    return out
+
+
+@RULES.grad(aten.as_strided.default)
+def as_strided(*args, **kwargs):
+    """Gradients flow back through the element positions the view reads, summed where the
+    view reads one element several times. Positions are those of `a` as a contiguous
+    tensor (a trace does not know strides; its tensors are made contiguous)."""
+    out = aten.as_strided.default(*args, **kwargs)
+    a, size, stride, storage_offset = op_args(aten.as_strided.default, args, kwargs)
+    g = get_grad(out)
+    positions = _strided_positions(g, a, size, stride, storage_offset)
+    flat = aten.index_put.default(_zeros(g, [a.numel]), [positions], g, True)
+    put_grad(a, aten.view.default(flat, list(a.shape)))
+    return out
+
+
+def _strided_positions(like, a, size, stride, storage_offset):
+    """Int64 tensor of `size`: which element of flattened `a` each view element reads."""
+    arange = aten.arange.default(a.numel, dtype=torch.int64, device=like.device)
+    return aten.as_strided.default(arange, list(size), list(stride), storage_offset or 0)
+
+
+@RULES.grad(aten.unfold.default)
+def unfold(a, dimension, size, step):
+    out = aten.unfold.default(a, dimension, size, step)
+    put_grad(a, aten.unfold_backward.default(get_grad(out), list(a.shape), dimension, size, step))
+    return out
+
+
+# --- slicing and selecting ---------------------------------------------------------------
+
+@RULES.grad(aten.slice.Tensor)
+def slice_(*args, **kwargs):
+    out = aten.slice.Tensor(*args, **kwargs)
+    a, dim, start, end, step = op_args(aten.slice.Tensor, args, kwargs)
+    g = get_grad(out)
+    put_grad(a, aten.slice_backward.default(g, list(a.shape), dim, 0 if start is None else start,
+                                            _INT64_MAX if end is None else end, step))
+    return out
+
+
+@RULES.grad(aten.select.int)
+def select(a, dim, index):
+    out = aten.select.int(a, dim, index)
+    put_grad(a, aten.select_backward.default(get_grad(out), list(a.shape), dim, index))
+    return out
+
+
+@RULES.grad(aten.diagonal.default)
+def diagonal(*args, **kwargs):
+    out = aten.diagonal.default(*args, **kwargs)
+    a, offset, dim1, dim2 = op_args(aten.diagonal.default, args, kwargs)
+    put_grad(a, aten.diagonal_backward.default(get_grad(out), list(a.shape), offset, dim1, dim2))
+    return out
+
+
+@RULES.grad(aten.flip.default)
+def flip(a, dims):
+    out = aten.flip.default(a, dims)
+    put_grad(a, aten.flip.default(get_grad(out), dims))
+    return out
+
+
+@RULES.grad(aten.roll.default)
+def roll(*args, **kwargs):
+    out = aten.roll.default(*args, **kwargs)
+    a, shifts, dims = op_args(aten.roll.default, args, kwargs)
+    shifts = [shifts] if isinstance(shifts, int) else shifts
+    put_grad(a, aten.roll.default(get_grad(out), [-s for s in shifts], dims))
+    return out
+
+
+@RULES.grad(aten.tril.default)
+def tril(*args, **kwargs):
+    out = aten.tril.default(*args, **kwargs)
+    a, diagonal = op_args(aten.tril.default, args, kwargs)
+    put_grad(a, aten.tril.default(get_grad(out), diagonal))
+    return out
+
+
+@RULES.grad(aten.triu.default)
+def triu(*args, **kwargs):
+    out = aten.triu.default(*args, **kwargs)
+    a, diagonal = op_args(aten.triu.default, args, kwargs)
+    put_grad(a, aten.triu.default(get_grad(out), diagonal))
+    return out
+
+
+@RULES.grad(aten.constant_pad_nd.default)
+def constant_pad_nd(a, pad, *args, **kwargs):
+    out = aten.constant_pad_nd.default(a, pad, *args, **kwargs)
+    put_grad(a, aten.constant_pad_nd.default(get_grad(out), [-p for p in pad]))
+    return out
+
+
+@RULES.grad(aten.repeat.default)
+def repeat(a, repeats):
+    out = aten.repeat.default(a, repeats)
+    g = get_grad(out)
+    lead = len(repeats) - a.ndim
+    # out dim i (aligned with a) is [repeats[i] copies of a's dim]: split and sum the copies
+    split_shape: list[int] = list(repeats[:lead])
+    for r, s in zip(repeats[lead:], a.shape, strict=True):
+        split_shape += [r, s]
+    copies = list(range(lead)) + [lead + 2 * i for i in range(a.ndim)]
+    if copies:
+        g = aten.sum.dim_IntList(aten.reshape.default(g, split_shape), copies)
+    put_grad(a, g)
+    return out
+
+
+# --- joining and splitting ---------------------------------------------------------------
+
+def _skipped_by_cat(t, out_ndim: int) -> bool:
+    """cat ignores 1-d empty tensors (legacy behavior) whatever the other inputs' rank."""
+    return t.ndim == 1 and t.shape[0] == 0 and out_ndim != 1
+
+
+@RULES.grad(aten.cat.default)
+def cat(*args, **kwargs):
+    out = aten.cat.default(*args, **kwargs)
+    tensors, dim = op_args(aten.cat.default, args, kwargs)
+    g = get_grad(out)
+    d = _norm_dim(dim, out.ndim)
+    kept = [t for t in tensors if not _skipped_by_cat(t, out.ndim)]
+    for t in tensors:
+        if _skipped_by_cat(t, out.ndim) and requires_grad(t):
+            put_grad(t, _zeros(g, [0]))
+    if len(kept) == 1:
+        put_grad(kept[0], g)
+        return out
+    pieces = aten.split_with_sizes.default(g, [t.shape[d] for t in kept], d)
+    for t, piece in zip(kept, pieces, strict=True):
+        if requires_grad(t):
+            put_grad(t, piece)
+    return out
+
+
+@RULES.grad(aten.stack.default)
+def stack(*args, **kwargs):
+    out = aten.stack.default(*args, **kwargs)
+    tensors, dim = op_args(aten.stack.default, args, kwargs)
+    g = get_grad(out)
+    pieces = aten.unbind.int(g, _norm_dim(dim, out.ndim))
+    for t, piece in zip(tensors, pieces, strict=True):
+        if requires_grad(t):
+            put_grad(t, piece)
+    return out
+
+
+def _cat_piece_grads(a, outs, dim):
+    """Split-like ops: the input's gradient is the pieces' cotangents put back together."""
+    grads = [get_grad(o) for o in outs]
+    d = _norm_dim(dim, a.ndim)
+    put_grad(a, grads[0] if len(grads) == 1 else aten.cat.default(grads, d))
+
+
+@RULES.grad(aten.split.Tensor)
+def split(*args, **kwargs):
+    outs = aten.split.Tensor(*args, **kwargs)
+    a, _, dim = op_args(aten.split.Tensor, args, kwargs)
+    _cat_piece_grads(a, outs, dim)
+    return outs
+
+
+@RULES.grad(aten.split_with_sizes.default)
+def split_with_sizes(*args, **kwargs):
+    outs = aten.split_with_sizes.default(*args, **kwargs)
+    a, _, dim = op_args(aten.split_with_sizes.default, args, kwargs)
+    _cat_piece_grads(a, outs, dim)
+    return outs
+
+
+@RULES.grad(aten.unsafe_split.Tensor)
+def unsafe_split(*args, **kwargs):
+    outs = aten.unsafe_split.Tensor(*args, **kwargs)
+    a, _, dim = op_args(aten.unsafe_split.Tensor, args, kwargs)
+    _cat_piece_grads(a, outs, dim)
+    return outs
+
+
+@RULES.grad(aten.tensor_split.sections)
+def tensor_split_sections(*args, **kwargs):
+    outs = aten.tensor_split.sections(*args, **kwargs)
+    a, _, dim = op_args(aten.tensor_split.sections, args, kwargs)
+    _cat_piece_grads(a, outs, dim)
+    return outs
+
+
+@RULES.grad(aten.tensor_split.indices)
+def tensor_split_indices(*args, **kwargs):
+    outs = aten.tensor_split.indices(*args, **kwargs)
+    a, _, dim = op_args(aten.tensor_split.indices, args, kwargs)
+    _cat_piece_grads(a, outs, dim)
+    return outs
+
+
+@RULES.grad(aten.unbind.int)
+def unbind(*args, **kwargs):
+    outs = aten.unbind.int(*args, **kwargs)
+    a, dim = op_args(aten.unbind.int, args, kwargs)
+    grads = [get_grad(o) for o in outs]
+    put_grad(a, aten.stack.default(grads, _norm_dim(dim, a.ndim)))
+    return outs
+
+
+# --- gather / scatter / index --------------------------------------------------------------
+
+def _pad_to(x, shape):
+    """Zero-pad `x` at the end of each dim up to `shape` (scatter reads only the first
+    index.shape elements of src; the rest of src gets a zero gradient)."""
+    if tuple(x.shape) == tuple(shape):
+        return x
+    pad: list[int] = []
+    for have, want in zip(reversed(x.shape), reversed(shape), strict=True):
+        pad += [0, want - have]
+    return aten.constant_pad_nd.default(x, pad, 0)
+
+
+@RULES.grad(aten.gather.default)
+def gather(a, dim, index, **kwargs):
+    out = aten.gather.default(a, dim, index, **kwargs)
+    g = get_grad(out)
+    put_grad(a, aten.scatter_add.default(_zeros(g, a.shape), dim, index, g))
+    return out
+
+
+@RULES.grad(aten.scatter.src)
+def scatter_src(a, dim, index, src):
+    out = aten.scatter.src(a, dim, index, src)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.scatter.value(g, dim, index, 0))
+    if requires_grad(src):
+        put_grad(src, _pad_to(aten.gather.default(g, dim, index), src.shape))
+    return out
+
+
+@RULES.grad(aten.scatter.value)
+def scatter_value(a, dim, index, value):
+    out = aten.scatter.value(a, dim, index, value)
+    put_grad(a, aten.scatter.value(get_grad(out), dim, index, 0))
+    return out
+
+
+@RULES.grad(aten.scatter_add.default)
+def scatter_add(a, dim, index, src):
+    out = aten.scatter_add.default(a, dim, index, src)
+    g = get_grad(out)
+    put_grad(a, g)
+    if requires_grad(src):
+        put_grad(src, _pad_to(aten.gather.default(g, dim, index), src.shape))
+    return out
+
+
+@RULES.grad(aten.index_select.default)
+def index_select(a, dim, index):
+    out = aten.index_select.default(a, dim, index)
+    g = get_grad(out)
+    put_grad(a, aten.index_add.default(_zeros(g, a.shape), dim, index, g))
+    return out
+
+
+@RULES.grad(aten.index_add.default)
+def index_add(a, dim, index, source, **kwargs):
+    out = aten.index_add.default(a, dim, index, source, **kwargs)
+    alpha = kwargs.get("alpha", 1)
+    g = get_grad(out)
+    put_grad(a, g)
+    if requires_grad(source):
+        gs = aten.index_select.default(g, dim, index)
+        if source.ndim == 0:
+            gs = aten.view.default(gs, [])
+        put_grad(source, gs if alpha == 1 else aten.mul.Tensor(gs, alpha))
+    return out
+
+
+@RULES.grad(aten.index_fill.int_Scalar)
+def index_fill(a, dim, index, value):
+    out = aten.index_fill.int_Scalar(a, dim, index, value)
+    put_grad(a, aten.index_fill.int_Scalar(get_grad(out), dim, index, 0))
+    return out
+
+
+@RULES.grad(aten.index_fill.int_Tensor)
+def index_fill_tensor(a, dim, index, value):
+    out = aten.index_fill.int_Tensor(a, dim, index, value)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.index_fill.int_Scalar(g, dim, index, 0))
+    if requires_grad(value):
+        # the filled places, each counted once however often `index` names it
+        filled = aten.sub.Tensor(g, aten.index_fill.int_Scalar(g, dim, index, 0))
+        put_grad(value, aten.sum.default(filled))
+    return out
+
+
+def _refuse_bool_masks(op: str, indices) -> None:
+    """A boolean mask selects a data-dependent number of elements: the shape functions the
+    rules run on (meta tensors) cannot know it."""
+    if any(isinstance(i, TensorProxy) and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        raise AutodiffError(
+            f"{op} with a boolean mask index: the number of selected elements depends on the "
+            "mask's values, which thunderviz's rules cannot see. Index with integer positions "
+            "instead (x[mask.nonzero(as_tuple=True)]), or keep the shape with torch.where / "
+            "masked_fill.")
+
+
+@RULES.grad(aten.index.Tensor)
+def index(a, indices):
+    """Advanced indexing: the cotangent is added back at the indexed places (repeated
+    indices accumulate)."""
+    _refuse_bool_masks("indexing (x[mask])", indices)
+    out = aten.index.Tensor(a, indices)
+    g = get_grad(out)
+    put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
+    return out
+
+
+@RULES.grad(aten._unsafe_index.Tensor)
+def unsafe_index(a, indices):
+    _refuse_bool_masks("indexing (x[mask])", indices)
+    out = aten._unsafe_index.Tensor(a, indices)
+    g = get_grad(out)
+    put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
+    return out
+
+
+def _index_put_grads(a, indices, values, accumulate, g):
+    if requires_grad(a):
+        put_grad(a, g if accumulate else aten.index_put.default(g, indices, _zeros(g, []), False))
+    if requires_grad(values):
+        put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
+
+
+@RULES.grad(aten.index_put.default)
+def index_put(*args, **kwargs):
+    a, indices, values, accumulate = op_args(aten.index_put.default, args, kwargs)
+    _refuse_bool_masks("index_put (x[mask] = v)", indices)
+    out = aten.index_put.default(*args, **kwargs)
+    _index_put_grads(a, indices, values, accumulate, get_grad(out))
+    return out
+
+
+@RULES.grad(aten._unsafe_index_put.default)
+def unsafe_index_put(*args, **kwargs):
+    a, indices, values, accumulate = op_args(aten._unsafe_index_put.default, args, kwargs)
+    _refuse_bool_masks("index_put (x[mask] = v)", indices)
+    out = aten._unsafe_index_put.default(*args, **kwargs)
+    _index_put_grads(a, indices, values, accumulate, get_grad(out))
+    return out
+
+
+# --- writing into a tensor (what functionalized mutation and setitem become) -----------------
+# (copy, fill and alias are elementwise rules)
+
+@RULES.grad(aten.select_scatter.default)
+def select_scatter(a, src, dim, index):
+    out = aten.select_scatter.default(a, src, dim, index)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.select_scatter.default(g, _zeros(g, src.shape), dim, index))
+    if requires_grad(src):
+        put_grad(src, aten.select.int(g, dim, index))
+    return out
+
+
+@RULES.grad(aten.slice_scatter.default)
+def slice_scatter(*args, **kwargs):
+    out = aten.slice_scatter.default(*args, **kwargs)
+    a, src, dim, start, end, step = op_args(aten.slice_scatter.default, args, kwargs)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.slice_scatter.default(g, _zeros(g, src.shape), dim, start, end, step))
+    if requires_grad(src):
+        put_grad(src, aten.slice.Tensor(g, dim, start, end, step))
+    return out
+
+
+@RULES.grad(aten.diagonal_scatter.default)
+def diagonal_scatter(*args, **kwargs):
+    out = aten.diagonal_scatter.default(*args, **kwargs)
+    a, src, offset, dim1, dim2 = op_args(aten.diagonal_scatter.default, args, kwargs)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.diagonal_scatter.default(g, _zeros(g, src.shape), offset, dim1, dim2))
+    if requires_grad(src):
+        put_grad(src, aten.diagonal.default(g, offset, dim1, dim2))
+    return out
+
+
+@RULES.grad(aten.as_strided_scatter.default)
+def as_strided_scatter(*args, **kwargs):
+    """Positions as in `as_strided`: those of `a` as a contiguous tensor."""
+    out = aten.as_strided_scatter.default(*args, **kwargs)
+    a, src, size, stride, storage_offset = op_args(aten.as_strided_scatter.default, args, kwargs)
+    g = get_grad(out)
+    positions = _strided_positions(g, a, size, stride, storage_offset)
+    flat = aten.reshape.default(g, [a.numel])
+    if requires_grad(a):
+        kept = aten.index_put.default(flat, [positions], _zeros(g, []), False)
+        put_grad(a, aten.view.default(kept, list(a.shape)))
+    if requires_grad(src):
+        put_grad(src, aten.index.Tensor(flat, [positions]))
     return out

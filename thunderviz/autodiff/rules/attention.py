@@ -1,0 +1,104 @@
+"""The grad rule of `torch.nn.functional.scaled_dot_product_attention`, as one op.
+
+A torch-level rule: the forward stays the user's fused call (flash / memory-efficient /
+math kernel, whatever torch picks on the device), and the backward recomputes the attention
+probabilities from q, k and v, so only q, k, v (and a mask) are saved, never the L x S
+matrix. With P = softmax(q k^T * scale + mask):
+
+    dv = P^T g        dP = g v^T        dS = P * (dP - rowsum(dP * P))
+    dq = dS k * scale      dk = dS^T q * scale      d(float mask) = dS
+
+Grouped-query attention (`enable_gqa=True`, k/v with fewer heads than q) repeats each k/v
+head for its group of q heads; their gradients sum over the group.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from thunderviz.autodiff.errors import AutodiffError
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.capture.torch_symbols import torch_symbol
+from thunderviz.prims import aten
+
+RULES = RuleSet("attention")
+
+SDPA = torch_symbol(F.scaled_dot_product_attention)
+
+
+def _sdpa_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+               enable_gqa=False):
+    return query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
+
+
+def _mT(x):
+    return aten.transpose.int(x, -2, -1)
+
+
+def _repeat_heads(x, groups: int):
+    """(..., Hk, S, E) -> (..., Hk * groups, S, E), each head repeated `groups` times in a
+    row (as repeat_interleave on dim -3)."""
+    *batch, hk, s, e = x.shape
+    x = aten.expand.default(aten.unsqueeze.default(x, -3), [*batch, hk, groups, s, e])
+    return aten.reshape.default(x, [*batch, hk * groups, s, e])
+
+
+def _sum_heads(g, groups: int):
+    """The gradient of `_repeat_heads`: sum each group of repeated heads."""
+    *batch, h, s, e = g.shape
+    g = aten.reshape.default(g, [*batch, h // groups, groups, s, e])
+    return aten.sum.dim_IntList(g, [-3])
+
+
+@RULES.grad(F.scaled_dot_product_attention)
+def scaled_dot_product_attention(*args, **kwargs):
+    q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _sdpa_args(*args, **kwargs)
+    if dropout_p:
+        raise AutodiffError(
+            f"scaled_dot_product_attention with dropout_p={dropout_p}: thunderviz cannot "
+            "differentiate attention dropout (its random mask is drawn inside the fused "
+            "kernel and is not in the trace). Use dropout_p=0.0 (e.g. model.eval(), or "
+            "dropout on the attention output instead).")
+    out = SDPA(*args, **kwargs)
+    g = get_grad(out)
+
+    compute = q.dtype if q.dtype in (torch.float32, torch.float64) else torch.float32
+    up = lambda x: x if x.dtype == compute else aten._to_copy.default(x, dtype=compute)  # noqa: E731
+    qc, kc, vc, gc = up(q), up(k), up(v), up(g)
+    groups = 1
+    if enable_gqa and q.ndim >= 3 and q.shape[-3] != k.shape[-3]:
+        groups = q.shape[-3] // k.shape[-3]
+        kc, vc = _repeat_heads(kc, groups), _repeat_heads(vc, groups)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+
+    scores = aten.mul.Tensor(aten.matmul.default(qc, _mT(kc)), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:
+        keep = aten.tril.default(aten.ones.default([L, S], dtype=torch.bool, device=q.device))
+        scores = aten.where.ScalarOther(keep, scores, -math.inf)
+    elif mask is not None and mask.dtype == torch.bool:
+        scores = aten.where.ScalarOther(mask, scores, -math.inf)
+    elif mask is not None:
+        scores = aten.add.Tensor(scores, mask)
+    if mask is None:  # no row can be masked out entirely (a causal row keeps its diagonal)
+        probs = aten._softmax.default(scores, -1, False)
+    else:  # a user mask may mask a whole row: its probabilities are 0, not nan
+        probs = aten._safe_softmax.default(scores, -1)
+
+    d_probs = aten.matmul.default(gc, _mT(vc))
+    d_scores = aten._softmax_backward_data.default(d_probs, probs, -1, probs.dtype)
+    if requires_grad(q):
+        put_grad(q, aten.mul.Tensor(aten.matmul.default(d_scores, kc), scale))
+    if requires_grad(k):
+        dk = aten.mul.Tensor(aten.matmul.default(_mT(d_scores), qc), scale)
+        put_grad(k, dk if groups == 1 else _sum_heads(dk, groups))
+    if requires_grad(v):
+        dv = aten.matmul.default(_mT(probs), gc)
+        put_grad(v, dv if groups == 1 else _sum_heads(dv, groups))
+    if requires_grad(mask):
+        put_grad(mask, d_scores)  # put_grad sums over the dims the mask was broadcast along
+    return out
