@@ -435,10 +435,24 @@ def test_sdpa_three_dim_inputs():
 
 def test_sdpa_keeps_the_fused_call_and_saves_no_attention_matrix():
     q, k, v = (t.float().requires_grad_() for t in _qkv(L=16, S=16, e=4, ev=4))
-    result = tv.autodiff(tv.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v))
-    assert "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)" in \
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()
+    result = tv.autodiff(tv.trace(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), q, k, v))
+    assert "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=" in \
         result.augmented_forward.python()
-    assert sorted(s.name for s in result.saved_for_backward) == ["k", "q", "v"]
+    assert sorted(s.name for s in result.saved_for_backward if s.bytes > 16 * 16) == ["k", "q", "v"]
+
+
+def test_sdpa_on_cpu_uses_the_flash_kernel_and_its_backward_like_eager():
+    q, k, v = (t.float().requires_grad_() for t in _qkv(L=16, S=16, e=4, ev=4))
+    result = tv.autodiff(tv.trace(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v))
+    assert "aten._scaled_dot_product_flash_attention_for_cpu(" in result.augmented_forward.python()
+    assert "flash_attention_for_cpu_backward" in result.backward.python()
+    saved = {s.name: s for s in result.saved_for_backward}
+    assert max(s.bytes for s in saved.values()) == q.numel() * 4  # nothing L x S
+    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+              *(t.detach().double() for t in (q, k, v)))
 
 
 def test_sdpa_dropout_is_refused_with_a_clear_error():

@@ -1,9 +1,10 @@
 """The grad rule of `torch.nn.functional.scaled_dot_product_attention`, as one op.
 
-A torch-level rule: the forward stays the user's fused call (flash / memory-efficient /
-math kernel, whatever torch picks on the device), and the backward recomputes the attention
-probabilities from q, k and v, so only q, k, v (and a mask) are saved, never the L x S
-matrix. With P = softmax(q k^T * scale + mask):
+A torch-level rule. On the CPU, without a mask tensor or grouped heads, it runs the flash
+kernel eager uses and that kernel's own backward (saving q, k, v, the output and the rows'
+logsumexp, like eager). Everywhere else the forward stays the user's fused call (whatever
+kernel torch picks on the device), and the backward recomputes the attention probabilities
+from q, k and v, so only q, k, v (and a mask) are saved, never the L x S matrix. With P = softmax(q k^T * scale + mask):
 
     dv = P^T g        dP = g v^T        dS = P * (dP - rowsum(dP * P))
     dq = dS k * scale      dk = dS^T q * scale      d(float mask) = dS
@@ -54,6 +55,31 @@ def _sum_heads(g, groups: int):
     return aten.sum.dim_IntList(g, [-3])
 
 
+def _cpu_flash_applies(q, k, v, mask, enable_gqa) -> bool:
+    """Where eager CPU attention runs its flash kernel, and its fused backward is available:
+    4-D, one dtype, one head size, no mask tensor, no grouped heads."""
+    return (q.device.type == "cpu" and mask is None and not enable_gqa and q.ndim == 4
+            and q.dtype == k.dtype == v.dtype and q.dtype in (torch.float32, torch.float64,
+                                                             torch.bfloat16)
+            and k.shape[-3] == q.shape[-3] and v.shape[-3] == q.shape[-3]
+            and q.shape[-1] == k.shape[-1] == v.shape[-1])
+
+
+def _cpu_flash(q, k, v, is_causal, scale):
+    """The CPU flash kernel and its own backward, as eager uses them: the forward also
+    returns the rows' logsumexp, which is saved (B x H x L floats) instead of recomputing
+    the softmax statistics; the L x S probabilities are never saved."""
+    out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
+        q, k, v, 0.0, is_causal, scale=scale)
+    g = get_grad(out)
+    dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
+        g, q, k, v, out, logsumexp, 0.0, is_causal, scale=scale)
+    put_grad(q, dq)
+    put_grad(k, dk)
+    put_grad(v, dv)
+    return out
+
+
 @RULES.grad(F.scaled_dot_product_attention)
 def scaled_dot_product_attention(*args, **kwargs):
     q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _sdpa_args(*args, **kwargs)
@@ -63,6 +89,8 @@ def scaled_dot_product_attention(*args, **kwargs):
             "differentiate attention dropout (its random mask is drawn inside the fused "
             "kernel and is not in the trace). Use dropout_p=0.0 (e.g. model.eval(), or "
             "dropout on the attention output instead).")
+    if _cpu_flash_applies(q, k, v, mask, enable_gqa):
+        return _cpu_flash(q, k, v, is_causal, scale)
     out = SDPA(*args, **kwargs)
     g = get_grad(out)
 
