@@ -26,9 +26,10 @@ def main() -> int:
     cfg = GPTConfig(vocab_size=256, block_size=32, n_layer=2, n_head=4, d_model=64)
     model = GPT(cfg)
     idx = torch.randint(0, cfg.vocab_size, (4, 32))
+    targets = torch.randint(0, cfg.vocab_size, (4, 32))
 
     t0 = time.perf_counter()
-    forward = tv.trace(model, idx, idx)
+    forward = tv.trace(model, idx, targets)
     result = tv.autodiff(forward)
     took = (time.perf_counter() - t0) * 1e3
 
@@ -60,7 +61,7 @@ def main() -> int:
     for step in range(3):
         for m, opt in ((eager, opt_e), (jitted, opt_j)):
             opt.zero_grad()
-            loss = m(idx, idx)
+            loss = m(idx, targets)
             loss.backward()
             opt.step()
             if m is eager:
@@ -69,7 +70,34 @@ def main() -> int:
     diff = max((a - b).abs().max().item() for a, b in
                zip(eager.parameters(), jitted.module.parameters(), strict=True))
     print(f"largest parameter difference after 3 steps: {diff:.2e}")
+
+    print("\n--- the debugger ---")
+    os.makedirs(OUT, exist_ok=True)
+    session = tv.Session(model, idx, targets, title="demo GPT")
+    session.record_backward()  # real values at every backward step, for offline stepping
+    worst = max(session.compare_with_autograd(), key=lambda c: c.max_abs_diff)
+    print(f"backward stepped through {len(session.backward.bound_symbols)} bound symbols; "
+          f"largest gradient difference from torch.autograd: {worst.max_abs_diff:.2e} ({worst.name})")
+    document = session.document()
+    paths = {
+        "debugger (open in a browser, works offline)": tv.export_html(session, os.path.join(OUT, "demo.html")),
+        "saved traces (open in JupyterLab)": tv.save(document, os.path.join(OUT, "demo.tvz")),
+        "forward graph, SVG": _write(os.path.join(OUT, "demo_forward.svg"), tv.static_svg(document)),
+        "forward graph, PNG": _write(os.path.join(OUT, "demo_forward.png"), tv.static_png(document)),
+        "backward graph, SVG": _write(os.path.join(OUT, "demo_backward.svg"),
+                                      tv.static_svg(document, trace_kind="backward")),
+    }
+    for what, path in paths.items():
+        print(f"{what}: {path}")
+    print("\nnotebooks: .venv/bin/jupyter lab examples/quickstart.ipynb "
+          "(also find_the_nan.ipynb, custom_transform.ipynb)")
     return 0
+
+
+def _write(path: str, data: str | bytes) -> str:
+    with open(path, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    return path
 
 
 if __name__ == "__main__":

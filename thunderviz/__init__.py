@@ -8,6 +8,7 @@ from thunderviz.autodiff.api import differentiate as autodiff
 from thunderviz.autodiff.api import grad, register_grad, value_and_grad, vjp
 from thunderviz.capture import CaptureError, trace
 from thunderviz.core import BoundSymbol, NumberProxy, Proxy, TensorProxy, Trace, TraceTag
+from thunderviz.debug import BackwardStepper, Session, grad_flow, tensor_stats
 from thunderviz.executor import (
     JittedFunction,
     clear_grads,
@@ -17,11 +18,27 @@ from thunderviz.executor import (
     last_traces,
     populate_grads,
 )
+from thunderviz.viz import TvzError, build_document, load, save, static_png, static_svg
+from thunderviz.widgets import DebuggerWidget, export_html, load_ipython_extension, show
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AutodiffError",
+    "BackwardStepper",
+    "DebuggerWidget",
+    "export_html",
+    "load_ipython_extension",
+    "show",
+    "Session",
+    "TvzError",
+    "build_document",
+    "grad_flow",
+    "load",
+    "save",
+    "static_png",
+    "static_svg",
+    "tensor_stats",
     "JittedFunction",
     "clear_grads",
     "extract_grads",

@@ -57,14 +57,16 @@ LABEXTENSION_DIR = Path(
 # cell (nbclient, a real kernel), so both kinds of test see the same program. `tanh` runs
 # at the root module, so the graph has op nodes outside any (collapsible) module.
 #
-# TODO(lead): wire the two marked lines to the real API once it lands (the view builder
-# and the display call are not in thunderviz yet; thunderviz.trace and thunderviz.autodiff
-# are). The program must leave the view document (a dict, docs/view-format.md, or an
-# object with .to_json()) in `document`; SHOW_VIEW must display it as a notebook output
-# that carries application/vnd.thunderviz.view+json (the widget's static fallback).
+# The program leaves the view document (docs/view-format.md) in `document`: a Session with
+# its backward recorded (steps, statistics, gradient flow). SHOW_VIEW displays the debugger
+# widget for the same session: in a notebook that is two outputs, the static twin (the view
+# MIME application/vnd.thunderviz.view+json, SVG, text) and the widget view
+# (thunderviz/widgets/widget.py explains why).
 REAL_PROGRAM = """\
 import torch
 import thunderviz
+from thunderviz.debug import Session
+from thunderviz.widgets import show
 
 
 class MLP(torch.nn.Module):
@@ -81,17 +83,17 @@ class MLP(torch.nn.Module):
 torch.manual_seed(0)
 model = MLP()
 x = torch.randn(3, 4)
-forward = thunderviz.trace(model, x)
-result = thunderviz.autodiff(forward)
-document = thunderviz.viz.build_document(result, title="MLP")  # TODO(lead): real view builder
+session = Session(model, x, title="MLP", cotangents=torch.ones(3, 2))
+session.record_backward()
+document = session.document()
 """
-SHOW_VIEW = "thunderviz.show(result)  # TODO(lead): the real display call\n"
+SHOW_VIEW = "show(session)\n"
 
 
 def _not_wired(helper: str, error: BaseException) -> None:
     pytest.fail(
-        f"{helper} failed; is it wired to the thunderviz API yet (TODO(lead) in "
-        f"tests/browser/conftest.py)? {type(error).__name__}: {error}",
+        f"{helper} failed (REAL_PROGRAM / SHOW_VIEW in tests/browser/conftest.py use "
+        f"thunderviz's Session, show and save): {type(error).__name__}: {error}",
         pytrace=False,
     )
 
@@ -113,11 +115,11 @@ def make_real_document() -> dict:
 def save_real_tvz(path: Path) -> dict:
     """Write the real document to ``path`` with ``thunderviz.save``; return the document
     as read back from the file (plain JSON)."""
-    import thunderviz
+    import thunderviz.viz
 
     document = make_real_document()
     try:
-        thunderviz.save(document, path)  # TODO(lead): the real save call
+        thunderviz.viz.save(document, path)
     except (AttributeError, TypeError) as error:
         _not_wired("save_real_tvz()", error)
     return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -1,0 +1,155 @@
+"""`export_html(...)`: the debugger as one self-contained HTML file that opens offline.
+
+    export_html(model, "mlp.html", x, y)     # trace, differentiate, record the backward, write
+    export_html(session, "run.html")         # a Session (its backward is recorded first)
+    export_html("run.tvz", "run.html")       # a saved view
+
+The page holds everything: the viewer bundle (static/viewer.js, inlined as text and imported
+from a blob: URL, as frontend/README.md describes), the view document as JSON in a
+`<script type="application/json">` (with `<`, `>` and `&` written as \\u escapes, so no string
+of the program can end the tag), and a static SVG of the forward in `<noscript>`. No kernel,
+no server, no network: graphs, expand/collapse, details and the recorded backward steps work
+from `file://`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from thunderviz.viz.static import static_svg
+from thunderviz.viz.tvz import validate
+from thunderviz.widgets.show import document_of, make_session
+from thunderviz.widgets.widget import (
+    DebuggerWidget,
+    default_cotangents,
+    is_steppable,
+    viewer_bundle,
+)
+
+__all__ = ["export_html", "render_html", "json_for_script"]
+
+_PAGE = """\
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="{generator}">
+<title>{title}</title>
+<style>
+  html, body {{ margin: 0; padding: 0; }}
+  body {{ padding: 12px; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }}
+  .tvx-static {{ overflow: auto; }}
+  .tvx-static svg {{ max-width: 100%; height: auto; }}
+</style>
+</head>
+<body>
+<div id="tv-app" data-tv-export="{version}"></div>
+<noscript><div class="tvx-static"><p>The interactive view needs JavaScript. A static picture of the
+forward trace:</p>
+{svg}</div></noscript>
+<script type="application/json" id="tv-doc">{document}</script>
+<script type="application/json" id="tv-options">{options}</script>
+<script type="text/plain" id="tv-bundle">{bundle}</script>
+<script type="module">
+const text = document.getElementById("tv-bundle").textContent;
+const url = URL.createObjectURL(new Blob([text], {{ type: "text/javascript" }}));
+const viewer = await import(url);
+const doc = JSON.parse(document.getElementById("tv-doc").textContent);
+const options = JSON.parse(document.getElementById("tv-options").textContent);
+window.thunderviz = {{ viewer, handle: viewer.mountViewer(document.getElementById("tv-app"), doc, options) }};
+</script>
+</body>
+</html>
+"""
+
+_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                   "\u2029": "\\u2029"}
+
+
+def json_for_script(value: Any) -> str:
+    """JSON text safe inside `<script type="application/json">`: strict JSON (no NaN), with
+    `<`, `>`, `&` and the JS line separators as \\u escapes (JSON.parse reads them back)."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_ESCAPES[m.group(0)], text)
+
+
+def _inline_bundle() -> str:
+    bundle = viewer_bundle()
+    lowered = bundle.lower()
+    if "</script" in lowered or "<!--" in bundle:
+        raise RuntimeError("static/viewer.js contains '</script' or '<!--' and cannot be inlined "
+                           "in a <script> element; rebuild it (`make frontend`) with a bundler "
+                           "setting that escapes them")
+    return bundle
+
+
+def _static_picture(doc: dict[str, Any]) -> str:
+    """The forward's static SVG for <noscript>, as inline HTML SVG: no XML prolog, doctype,
+    comments or namespace URLs (the HTML parser puts <svg> in the SVG namespace itself)."""
+    traces = doc.get("traces") or {}
+    kind = "forward" if "forward" in traces else next(iter(traces))
+    try:
+        svg = static_svg(doc, kind)
+    except (RuntimeError, ValueError, OSError) as e:
+        return f"<p>(no picture: {html.escape(str(e))})</p>"
+    at = svg.find("<svg")
+    svg = svg[at:] if at >= 0 else svg
+    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
+    svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
+    if "</noscript" in svg.lower():  # user text is XML-escaped by Graphviz; never expected
+        return "<p>(no picture)</p>"
+    return svg.strip()
+
+
+def render_html(doc: dict[str, Any], *, title: str | None = None, tab: str = "",
+                height: str | int = "calc(100vh - 24px)", static: bool = True) -> str:
+    """The page for a view document (see the module docstring)."""
+    doc = validate(doc)
+    name = title if title is not None else str(doc.get("title") or "thunderviz")
+    options: dict[str, Any] = {"height": height}
+    if tab:
+        options["tab"] = tab
+    return _PAGE.format(
+        generator=html.escape(str(doc.get("created_by") or "thunderviz")),
+        title=html.escape(f"{name} · thunderviz"),
+        version=int(doc.get("version", 1)),
+        svg=_static_picture(doc) if static else "",
+        document=json_for_script(doc),
+        options=json_for_script(options),
+        bundle=_inline_bundle(),
+    )
+
+
+def export_html(obj: Any, path: str | os.PathLike[str], *args: Any, fake: bool = False,
+                backward: bool = True, depth: int = 1, title: str | None = None, tab: str = "",
+                record: bool = True, static: bool = True, **kwargs: Any) -> Path:
+    """Write the debugger for `obj` to `path` as one self-contained HTML file.
+
+    obj: a function or nn.Module (with its inputs as *args / **kwargs), a Session, a
+    DebuggerWidget, a thunderviz.jit function (after a call), a view document or a .tvz path.
+    record: record every backward step first (`Session.record_backward`), so the page can
+    step through the backward offline. static: add the static SVG in <noscript>.
+    Returns the path written.
+    """
+    if isinstance(obj, DebuggerWidget):
+        if args or kwargs:
+            raise TypeError("export_html(widget, path) takes no inputs")
+        doc = obj.document
+    else:
+        session = make_session(obj, args, kwargs, fake=fake, backward=backward, depth=depth)
+        if session is None:
+            doc = document_of(obj)
+        else:
+            if record and is_steppable(session) and not session.steps:
+                default_cotangents(session)
+                session.record_backward()
+            doc = session.document()
+    out = Path(path)
+    out.write_text(render_html(doc, title=title, tab=tab, static=static), encoding="utf-8")
+    return out
