@@ -3,6 +3,9 @@
 `torch.matmul`, `F.linear` and `einsum` have no rules of their own: they decompose into
 these (`t`/`addmm`/`mm`/`view` for linear, `expand`/`bmm`/`_unsafe_view` for batched
 matmul, `dot`/`mv` for vectors).
+
+For out = a @ b with cotangent g: da = g @ bᵀ and db = aᵀ @ g. The `add*` forms
+(c*beta + alpha * a @ b) scale g by beta for c and by alpha for the product.
 """
 
 from __future__ import annotations
@@ -23,55 +26,48 @@ def _mT(x):
     return aten.transpose.int(x, -2, -1)
 
 
+def _product_grads(a, b, g, product, transpose) -> None:
+    """da = g @ bᵀ, db = aᵀ @ g, for `product` mm or bmm with its `transpose`."""
+    if requires_grad(a):
+        put_grad(a, product(g, transpose(b)))
+    if requires_grad(b):
+        put_grad(b, product(transpose(a), g))
+
+
+def _added_term_grad(c, g, kwargs) -> None:
+    if requires_grad(c):
+        put_grad(c, _scaled(g, kwargs.get("beta", 1)))
+
+
 @RULES.grad(aten.mm.default)
 def mm(a, b):
     out = aten.mm.default(a, b)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, aten.mm.default(g, aten.t.default(b)))
-    if requires_grad(b):
-        put_grad(b, aten.mm.default(aten.t.default(a), g))
+    _product_grads(a, b, get_grad(out), aten.mm.default, aten.t.default)
     return out
 
 
 @RULES.grad(aten.addmm.default)
 def addmm(bias, a, b, **kwargs):
     out = aten.addmm.default(bias, a, b, **kwargs)
-    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
     g = get_grad(out)
-    if requires_grad(bias):
-        put_grad(bias, _scaled(g, beta))
-    ga = _scaled(g, alpha)
-    if requires_grad(a):
-        put_grad(a, aten.mm.default(ga, aten.t.default(b)))
-    if requires_grad(b):
-        put_grad(b, aten.mm.default(aten.t.default(a), ga))
+    _added_term_grad(bias, g, kwargs)
+    _product_grads(a, b, _scaled(g, kwargs.get("alpha", 1)), aten.mm.default, aten.t.default)
     return out
 
 
 @RULES.grad(aten.bmm.default)
 def bmm(a, b):
     out = aten.bmm.default(a, b)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, aten.bmm.default(g, _mT(b)))
-    if requires_grad(b):
-        put_grad(b, aten.bmm.default(_mT(a), g))
+    _product_grads(a, b, get_grad(out), aten.bmm.default, _mT)
     return out
 
 
 @RULES.grad(aten.baddbmm.default)
 def baddbmm(c, a, b, **kwargs):
     out = aten.baddbmm.default(c, a, b, **kwargs)
-    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
     g = get_grad(out)
-    if requires_grad(c):
-        put_grad(c, _scaled(g, beta))
-    ga = _scaled(g, alpha)
-    if requires_grad(a):
-        put_grad(a, aten.bmm.default(ga, _mT(b)))
-    if requires_grad(b):
-        put_grad(b, aten.bmm.default(_mT(a), ga))
+    _added_term_grad(c, g, kwargs)
+    _product_grads(a, b, _scaled(g, kwargs.get("alpha", 1)), aten.bmm.default, _mT)
     return out
 
 
@@ -79,15 +75,11 @@ def baddbmm(c, a, b, **kwargs):
 def addbmm(c, a, b, **kwargs):
     """c + sum_i a[i] @ b[i]: every batch shares the output's cotangent."""
     out = aten.addbmm.default(c, a, b, **kwargs)
-    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
     g = get_grad(out)
-    if requires_grad(c):
-        put_grad(c, _scaled(g, beta))
-    ga = aten.expand.default(aten.unsqueeze.default(_scaled(g, alpha), 0), [a.shape[0], *g.shape])
-    if requires_grad(a):
-        put_grad(a, aten.bmm.default(ga, _mT(b)))
-    if requires_grad(b):
-        put_grad(b, aten.bmm.default(_mT(a), ga))
+    _added_term_grad(c, g, kwargs)
+    ga = aten.expand.default(aten.unsqueeze.default(_scaled(g, kwargs.get("alpha", 1)), 0),
+                             [a.shape[0], *g.shape])
+    _product_grads(a, b, ga, aten.bmm.default, _mT)
     return out
 
 
@@ -106,27 +98,25 @@ def _outer(u, v):
     return aten.mul.Tensor(aten.unsqueeze.default(u, 1), aten.unsqueeze.default(v, 0))
 
 
-@RULES.grad(aten.mv.default)
-def mv(m, v):
-    out = aten.mv.default(m, v)
-    g = get_grad(out)
+def _matrix_vector_grads(m, v, g) -> None:
+    """out = m @ v: dm = g ⊗ v, dv = mᵀ @ g."""
     if requires_grad(m):
         put_grad(m, _outer(g, v))
     if requires_grad(v):
         put_grad(v, aten.mv.default(aten.t.default(m), g))
+
+
+@RULES.grad(aten.mv.default)
+def mv(m, v):
+    out = aten.mv.default(m, v)
+    _matrix_vector_grads(m, v, get_grad(out))
     return out
 
 
 @RULES.grad(aten.addmv.default)
 def addmv(c, m, v, **kwargs):
     out = aten.addmv.default(c, m, v, **kwargs)
-    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
     g = get_grad(out)
-    if requires_grad(c):
-        put_grad(c, _scaled(g, beta))
-    ga = _scaled(g, alpha)
-    if requires_grad(m):
-        put_grad(m, _outer(ga, v))
-    if requires_grad(v):
-        put_grad(v, aten.mv.default(aten.t.default(m), ga))
+    _added_term_grad(c, g, kwargs)
+    _matrix_vector_grads(m, v, _scaled(g, kwargs.get("alpha", 1)))
     return out
