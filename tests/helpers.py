@@ -76,3 +76,12 @@ def check_vjp(
         torch.testing.assert_close(
             g, r, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, i=i: f"grad of input {i}: {m}"
         )
+
+
+def check_each_output(fn: Any, *args: Any, **kwargs: Any) -> None:
+    """check_vjp on each output of `fn` alone: the gradients of all outputs add up, so a nan
+    from one (at an edge where autograd's is nan too) would hide a wrong value of another."""
+    with torch.no_grad():
+        n = len(fn(*args))
+    for i in range(n):
+        check_vjp(lambda *a, i=i: fn(*a)[i], *args, **kwargs)

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 import torch
+import torch.testing._internal.common_utils as torch_test_utils
+import torch.testing._internal.opinfo.core as opinfo_core
 from torch.testing._internal.common_methods_invocations import op_db
+
+# OpInfo.sample_inputs walks the whole Python stack (inspect.stack, reading source files)
+# looking for a unittest.TestCase to take sample skips from; under pytest's collection that
+# costs ~0.15 s an op. These tests are not unittest cases: there is nothing to find.
+opinfo_core.extract_test_fn = torch_test_utils.extract_test_fn = lambda: None
 
 
 def opinfo(name: str, variant: str = "") -> Any:
@@ -32,12 +39,21 @@ def samples(
         yield info.op, (sample.input, *sample.args), dict(sample.kwargs)
 
 
-def sample_params(names: list[str | tuple[str, str]], limit: int = 12) -> list[Any]:
-    """pytest.param cases for `@pytest.mark.parametrize("fn,args,kwargs", ...)`."""
+def sample_params(names: list[str | tuple[str, str]], limit: int = 12, *, spread: bool = False,
+                  skip: Any = None) -> list[Any]:
+    """pytest.param cases for `@pytest.mark.parametrize("fn,args,kwargs", ...)`: up to
+    `limit` samples per op, the first ones or (`spread=True`) picked evenly over its whole
+    list (an op's first samples are often all alike); `skip(args, kwargs)` leaves cases out."""
     out = []
     for entry in names:
         name, variant = entry if isinstance(entry, tuple) else (entry, "")
-        for i, (fn, args, kwargs) in enumerate(samples(name, variant, limit=limit)):
-            label = f"{name}.{variant}" if variant else name
-            out.append(pytest.param(fn, args, kwargs, id=f"{label}-{i}"))
+        cases = list(samples(name, variant, limit=10_000 if spread else limit))
+        if spread:
+            step = max(1.0, len(cases) / limit)
+            picked = sorted({int(i * step) for i in range(min(limit, len(cases)))})
+        else:
+            picked = list(range(len(cases)))
+        label = f"{name}.{variant}" if variant else name
+        out += [pytest.param(*cases[i], id=f"{label}-{i}") for i in picked
+                if skip is None or not skip(cases[i][1], cases[i][2])]
     return out

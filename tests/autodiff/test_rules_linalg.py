@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-import torch.testing._internal.common_utils as torch_test_utils
-import torch.testing._internal.opinfo.core as opinfo_core
 
 import thunderviz as tv
 from tests.autodiff.opinfo_samples import sample_params
@@ -14,8 +12,6 @@ from tests.helpers import check_vjp
 
 F64 = torch.float64
 
-# see test_rules_shape.py: OpInfo's stack walk for unittest skips, needless under pytest
-opinfo_core.extract_test_fn = torch_test_utils.extract_test_fn = lambda: None
 
 LINALG_OPS = [
     "mm", "bmm", "addmm", ("addmm", "decomposed"), "baddbmm", "addbmm", "dot", "mv", "addmv",

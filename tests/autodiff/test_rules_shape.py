@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.testing._internal.common_utils as torch_test_utils
-import torch.testing._internal.opinfo.core as opinfo_core
 from torch.utils import _pytree as pytree
 
 import thunderviz as tv
@@ -19,24 +17,10 @@ from tests.helpers import check_vjp
 
 F64 = torch.float64
 
-# OpInfo.sample_inputs walks the whole Python stack (inspect.stack, reading source files)
-# looking for a unittest.TestCase to take sample skips from; under pytest's collection that
-# costs ~0.15 s an op. These tests are not unittest cases: there is nothing to find.
-opinfo_core.extract_test_fn = torch_test_utils.extract_test_fn = lambda: None
 
 
 def _has_bool_index(args) -> bool:
     return any(isinstance(x, torch.Tensor) and x.dtype == torch.bool for x in pytree.tree_leaves(args))
-
-
-def _params(names, limit=8, skip=None):
-    """OpInfo cases, leaving out those `skip(args, kwargs)` names a reason for."""
-    out = []
-    for p in sample_params(names, limit=limit):
-        fn, args, kwargs = p.values
-        if skip is None or not skip(args, kwargs):
-            out.append(p)
-    return out
 
 
 SHAPE_OPS = [
@@ -54,24 +38,24 @@ INDEX_OPS = [
 ]
 
 
-@pytest.mark.parametrize("fn,args,kwargs", _params(SHAPE_OPS))
+@pytest.mark.parametrize("fn,args,kwargs", sample_params(SHAPE_OPS, limit=8))
 def test_shape_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
-@pytest.mark.parametrize("fn,args,kwargs", _params(INDEX_OPS))
+@pytest.mark.parametrize("fn,args,kwargs", sample_params(INDEX_OPS, limit=8))
 def test_indexing_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
 # torch.autograd has no derivative for scatter with reduce=...; boolean-mask indices give
 # data-dependent shapes that the rules' shape functions (meta tensors) cannot compute.
-@pytest.mark.parametrize("fn,args,kwargs", _params(["scatter"], skip=lambda a, kw: "reduce" in kw))
+@pytest.mark.parametrize("fn,args,kwargs", sample_params(["scatter"], limit=8, skip=lambda a, kw: "reduce" in kw))
 def test_scatter_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
-@pytest.mark.parametrize("fn,args,kwargs", _params(["index_put"], skip=lambda a, kw: _has_bool_index(a)))
+@pytest.mark.parametrize("fn,args,kwargs", sample_params(["index_put"], limit=8, skip=lambda a, kw: _has_bool_index(a)))
 def test_index_put_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 

@@ -119,7 +119,7 @@ def test_insert_after_and_before_keep_the_original():
 
 def test_dce_removes_what_is_unused_and_nothing_else():
     def f(x):
-        unused = x.sin() * 3  # two dead ops
+        unused = x.sin() * 3  # noqa: F841 - two dead ops, on purpose
         kept = x.exp()
         return kept + 1
 
@@ -173,7 +173,7 @@ def test_insert_and_replace_in_place():
 
 def test_recorded_transforms_have_a_step_per_visit():
     def f(x):
-        dead = x.cos()
+        dead = x.cos()  # noqa: F841 - dead on purpose
         return x.exp() + x.exp()
 
     tr = tv.trace(f, torch.randn(3))

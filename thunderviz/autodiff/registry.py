@@ -26,6 +26,7 @@ import torch
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.core.symbol import Symbol
+from thunderviz.prims.aten import op_id
 
 __all__ = ["GradRule", "RuleSet", "symbol_id"]
 
@@ -39,7 +40,7 @@ def symbol_id(op: Any) -> str:
     if isinstance(op, Symbol):
         return op.id
     if isinstance(op, torch._ops.OpOverload):
-        return f"aten.{op._schema.name.split('::', 1)[1]}.{op._overloadname}"
+        return op_id(op)
     if isinstance(op, torch._ops.OpOverloadPacket):
         raise TypeError(f"register a rule for one overload of {op} (e.g. {op}.default), not the packet")
     sym = torch_symbol(op) if callable(op) else None  # a torch-level function

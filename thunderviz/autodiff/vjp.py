@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.errors import AutodiffError
@@ -216,7 +217,22 @@ def _place(run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None],
 
 
 def _same_args(a: BoundSymbol, b: BoundSymbol) -> bool:
-    return repr((a.args, a.kwargs)) == repr((b.args, b.kwargs))
+    """Whether two calls of one symbol pass the same values, defaults spelled out or not
+    (the dispatcher drops trailing defaults; a rule may write them)."""
+    return repr(_call_values(a)) == repr(_call_values(b))
+
+
+def _call_values(bsym: BoundSymbol) -> Any:
+    op = bsym.sym.fn
+    if not isinstance(op, torch._ops.OpOverload):
+        return bsym.args, bsym.kwargs
+    values = []
+    for i, arg in enumerate(op._schema.arguments):
+        if i < len(bsym.args) and not arg.kwarg_only:
+            values.append(bsym.args[i])
+        else:
+            values.append(bsym.kwargs.get(arg.name, arg.default_value))
+    return values
 
 
 def _backward_trace(trace: Trace, bwd_bsyms: list[BoundSymbol], seeds: list[TensorProxy],

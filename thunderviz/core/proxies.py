@@ -159,6 +159,6 @@ class NameGenerator:
 
 
 # Names the printed Python needs for itself.
-_RESERVED = {"torch", "aten", "F", "inf", "nan", "None", "True", "False", "def", "return",
+_RESERVED = {"torch", "aten", "prims", "F", "inf", "nan", "None", "True", "False", "def", "return",
              "lambda", "class", "import", "from", "in", "is", "not", "and", "or", "if",
              "else", "for", "while", "with", "as", "pass", "del", "global", "yield"}

@@ -96,7 +96,7 @@ class Symbol:
 
 def _default_label(sym_id: str) -> str:
     parts = sym_id.split(".")
-    if sym_id.startswith("aten.") and len(parts) >= 3:
+    if sym_id.startswith(("aten.", "prims.")) and len(parts) >= 3:
         return parts[1]
     return parts[-1]
 

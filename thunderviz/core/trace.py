@@ -128,6 +128,7 @@ class Trace:
                 add(f"# {prov}")
             add("import torch")
             add("aten = torch.ops.aten")
+            add("prims = torch.ops.prims")
             add("")
             add("@torch.no_grad()")
         params = [p.name for p in self.args]
@@ -199,7 +200,7 @@ def _print_subsymbols(bsym: BoundSymbol, path: tuple[int, ...], indent: int, dep
 
 @functools.lru_cache(maxsize=256)
 def _compile(source: str, name: str) -> Callable[..., Any]:
-    namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten}
+    namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten, "prims": torch.ops.prims}
     code = compile(source, f"<thunderviz trace {name}>", "exec")
     exec(code, namespace)  # noqa: S102 - our own generated source, never user-supplied text
     return namespace[name]

@@ -11,7 +11,7 @@ from torch.utils import _pytree as pytree
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.symbol import Symbol
 
-__all__ = ["aten", "aten_symbol", "is_core_aten", "meta_outputs", "infer_device"]
+__all__ = ["aten", "aten_symbol", "is_core_aten", "meta_outputs", "infer_device", "op_id"]
 
 _OpOverload = torch._ops.OpOverload
 
@@ -21,12 +21,18 @@ def is_core_aten(op: _OpOverload) -> bool:
 
 
 def _printed_name(op: _OpOverload) -> str:
-    """'aten.mm' when the packet has one overload (unambiguous), else 'aten.sum.dim_IntList'."""
+    """'aten.mm' when the packet has one overload (unambiguous), else 'aten.sum.dim_IntList'.
+    Ops of torch's own prims namespace (inside some decompositions) print as 'prims.var'."""
     packet_name = op._schema.name.split("::", 1)[1]
-    packet = getattr(torch.ops.aten, packet_name)
+    packet = getattr(getattr(torch.ops, op.namespace), packet_name)
     if len(packet.overloads()) == 1:
-        return f"aten.{packet_name}"
-    return f"aten.{packet_name}.{op._overloadname}"
+        return f"{op.namespace}.{packet_name}"
+    return f"{op.namespace}.{packet_name}.{op._overloadname}"
+
+
+def op_id(op: _OpOverload) -> str:
+    """The stable key of an overload: 'aten.add.Tensor', 'prims.var.default'."""
+    return f"{op.namespace}.{op._schema.name.split('::', 1)[1]}.{op._overloadname}"
 
 
 @functools.cache
@@ -34,7 +40,7 @@ def aten_symbol(op: _OpOverload) -> Symbol:
     packet_name = op._schema.name.split("::", 1)[1]
     return Symbol(
         name=_printed_name(op),
-        id=f"aten.{packet_name}.{op._overloadname}",
+        id=op_id(op),
         fn=op,
         is_prim=is_core_aten(op),
         meta=functools.partial(meta_outputs, op),

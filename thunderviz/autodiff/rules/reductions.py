@@ -74,47 +74,49 @@ def sum_all(a, **kwargs):
     return out
 
 
+def _mean_grad(g, a, dim, keepdim):
+    """mean = sum / count: the sum's gradient (g spread over the reduced elements) / count."""
+    g = aten.expand.default(_unreduce(g, a, dim, keepdim), list(a.shape))
+    return aten.div.Tensor(g, _count(a, dim))
+
+
 @RULES.grad(aten.mean.default)
 def mean_all(a, **kwargs):
     out = aten.mean.default(a, **kwargs)
-    g = aten.expand.default(get_grad(out), list(a.shape))
-    put_grad(a, aten.div.Tensor(g, a.numel))
+    put_grad(a, _mean_grad(get_grad(out), a, None, True))
     return out
 
 
 @RULES.grad(aten.mean.dim)
 def mean_dim(a, dim, keepdim=False, **kwargs):
     out = aten.mean.dim(a, dim, keepdim, **kwargs)
-    g = aten.expand.default(_unreduce(get_grad(out), a, dim, keepdim), list(a.shape))
-    put_grad(a, aten.div.Tensor(g, _count(a, dim)))
+    put_grad(a, _mean_grad(get_grad(out), a, dim, keepdim))
     return out
 
 
 # --- prod ------------------------------------------------------------------------------------
 
-def _prod_grad(g, a, dims):
-    """d prod(a over dims) / da, without dividing by zero.
+def _prod_grad(g, a, dim):
+    """d prod(a over dim) / da, without dividing by zero; dim None means all dims.
 
     The derivative at element i is the product of the other elements. With no zero in the
     slice that is prod / a_i. With exactly one zero it is 0 everywhere except at the zero,
     where it is the product of the rest. With two or more zeros it is 0 everywhere.
-    `g` already has the reduced dims back as size 1.
+    `g` already has the reduced dims back as size 1 (or is 0-dim for all dims).
     """
+    one = aten.scalar_tensor.default(1.0, dtype=a.dtype, device=a.device)
     is_zero = aten.eq.Scalar(a, 0)
-    zeros = aten.sum.dim_IntList(is_zero, dims, True)
-    nonzero_a = aten.where.self(is_zero, aten.scalar_tensor.default(1.0, dtype=a.dtype, device=a.device), a)
-    rest = aten.prod.dim_int(nonzero_a, dims[0], True) if len(dims) == 1 else _prod_over(nonzero_a, dims)
+    nonzero_a = aten.where.self(is_zero, one, a)
+    if dim is None:
+        zeros, rest = aten.sum.default(is_zero), aten.prod.default(nonzero_a)
+    else:
+        zeros = aten.sum.dim_IntList(is_zero, [dim], True)
+        rest = aten.prod.dim_int(nonzero_a, dim, True)
     no_zero = aten.div.Tensor(rest, nonzero_a)
     one_zero = aten.where.self(
         aten.logical_and.default(is_zero, aten.eq.Scalar(zeros, 1)), rest, _zero(rest))
     d = aten.where.self(aten.eq.Scalar(zeros, 0), no_zero, one_zero)
     return aten.mul.Tensor(g, d)
-
-
-def _prod_over(t, dims):
-    for d in dims:
-        t = aten.prod.dim_int(t, d, True)
-    return t
 
 
 def _in_grad_dtype(a, g):
@@ -126,12 +128,7 @@ def _in_grad_dtype(a, g):
 def prod_all(a, **kwargs):
     out = aten.prod.default(a, **kwargs)
     g = get_grad(out)
-    if a.ndim == 0:
-        put_grad(a, g)
-    else:
-        dims = list(range(a.ndim))
-        g = aten.view.default(g, [1] * a.ndim)
-        put_grad(a, _prod_grad(g, _in_grad_dtype(a, g), dims))
+    put_grad(a, g if a.ndim == 0 else _prod_grad(g, _in_grad_dtype(a, g), None))
     return out
 
 
@@ -143,33 +140,31 @@ def prod_dim(a, dim, keepdim=False, **kwargs):
         put_grad(a, g)
     else:
         g = _unreduce(g, a, dim, keepdim)
-        put_grad(a, _prod_grad(g, _in_grad_dtype(a, g), _dims(a, dim)))
+        put_grad(a, _prod_grad(g, _in_grad_dtype(a, g), dim))
     return out
 
 
 # --- amax, amin, max(), min(), median() --------------------------------------------------
 
-def _evenly(g, a, value_mask, dims):
-    """Spread g (reduced dims back as size 1) evenly over the places where value_mask holds."""
-    count = aten.sum.dim_IntList(value_mask, dims, True)
-    return aten.mul.Tensor(aten.div.Tensor(g, count), value_mask)
+def _amax_amin_grad(g, a, out, dim, keepdim):
+    """g spread evenly over the elements equal to the extremum (ties share it)."""
+    g = _unreduce(g, a, dim, keepdim)
+    picked = aten.eq.Tensor(a, _unreduce(out, a, dim, keepdim))
+    count = aten.sum.dim_IntList(picked, _dims(a, dim), True)
+    return aten.mul.Tensor(aten.div.Tensor(g, count), picked)
 
 
 @RULES.grad(aten.amax.default)
 def amax(a, dim=(), keepdim=False):
     out = aten.amax.default(a, dim, keepdim)
-    g = _unreduce(get_grad(out), a, dim, keepdim)
-    at_max = aten.eq.Tensor(a, _unreduce(out, a, dim, keepdim))
-    put_grad(a, _evenly(g, a, at_max, _dims(a, dim)))
+    put_grad(a, _amax_amin_grad(get_grad(out), a, out, dim, keepdim))
     return out
 
 
 @RULES.grad(aten.amin.default)
 def amin(a, dim=(), keepdim=False):
     out = aten.amin.default(a, dim, keepdim)
-    g = _unreduce(get_grad(out), a, dim, keepdim)
-    at_min = aten.eq.Tensor(a, _unreduce(out, a, dim, keepdim))
-    put_grad(a, _evenly(g, a, at_min, _dims(a, dim)))
+    put_grad(a, _amax_amin_grad(get_grad(out), a, out, dim, keepdim))
     return out
 
 
@@ -303,11 +298,6 @@ def _std_to_var_cotangent(g, std):
     # std = sqrt(var): d std = d var / (2 std), taken as 0 where std == 0 (autograd's choice)
     gv = aten.div.Tensor(g, aten.mul.Tensor(std, 2))
     return aten.where.self(aten.eq.Scalar(std, 0), _zero(gv), gv)
-
-
-def _mean_grad(g, a, dim, keepdim):
-    g = aten.expand.default(_unreduce(g, a, dim, keepdim), list(a.shape))
-    return aten.div.Tensor(g, _count(a, dim))
 
 
 @RULES.grad(aten.var.correction)

@@ -327,44 +327,22 @@ def _cat_piece_grads(a, outs, dim):
     put_grad(a, grads[0] if len(grads) == 1 else aten.cat.default(grads, d))
 
 
-@RULES.grad(aten.split.Tensor)
-def split(*args, **kwargs):
-    outs = aten.split.Tensor(*args, **kwargs)
-    a, _, dim = op_args(aten.split.Tensor, args, kwargs)
-    _cat_piece_grads(a, outs, dim)
-    return outs
+def _split_rule(op):
+    """The joint rule of one split-like op: the forward is `op` itself (called as recorded),
+    the input's gradient is its pieces' cotangents concatenated back along `dim`."""
+    def split_like(*args, **kwargs):
+        outs = op(*args, **kwargs)
+        a, _, dim = op_args(op, args, kwargs)
+        _cat_piece_grads(a, outs, dim)
+        return outs
+
+    split_like.__name__ = op.label
+    return split_like
 
 
-@RULES.grad(aten.split_with_sizes.default)
-def split_with_sizes(*args, **kwargs):
-    outs = aten.split_with_sizes.default(*args, **kwargs)
-    a, _, dim = op_args(aten.split_with_sizes.default, args, kwargs)
-    _cat_piece_grads(a, outs, dim)
-    return outs
-
-
-@RULES.grad(aten.unsafe_split.Tensor)
-def unsafe_split(*args, **kwargs):
-    outs = aten.unsafe_split.Tensor(*args, **kwargs)
-    a, _, dim = op_args(aten.unsafe_split.Tensor, args, kwargs)
-    _cat_piece_grads(a, outs, dim)
-    return outs
-
-
-@RULES.grad(aten.tensor_split.sections)
-def tensor_split_sections(*args, **kwargs):
-    outs = aten.tensor_split.sections(*args, **kwargs)
-    a, _, dim = op_args(aten.tensor_split.sections, args, kwargs)
-    _cat_piece_grads(a, outs, dim)
-    return outs
-
-
-@RULES.grad(aten.tensor_split.indices)
-def tensor_split_indices(*args, **kwargs):
-    outs = aten.tensor_split.indices(*args, **kwargs)
-    a, _, dim = op_args(aten.tensor_split.indices, args, kwargs)
-    _cat_piece_grads(a, outs, dim)
-    return outs
+for _op in (aten.split.Tensor, aten.split_with_sizes.default, aten.unsafe_split.Tensor,
+            aten.tensor_split.sections, aten.tensor_split.indices):
+    RULES.grad(_op)(_split_rule(_op))
 
 
 @RULES.grad(aten.unbind.int)
