@@ -733,40 +733,36 @@ def masked_fill_tensor(a, mask, value):
 # fmod(a, b) = a - b * trunc(a / b) and remainder(a, b) = a - b * floor(a / b): slope 1 in
 # a and -(the rounded quotient) in b between the jumps.
 
-@RULES.grad(aten.fmod.Tensor)
-def fmod(a, b):
-    out = aten.fmod.Tensor(a, b)
-    g = get_grad(out)
-    put_grad(a, g)
-    if requires_grad(b):
-        q = aten.div.Tensor_mode(a, b, rounding_mode="trunc")
-        put_grad(b, aten.mul.Tensor(aten.neg.default(g), q))
-    return out
+def _modular_rule(op, rounding: str):
+    """fmod ("trunc") and remainder ("floor") of two tensors."""
+    def modular(a, b):
+        out = op(a, b)
+        g = get_grad(out)
+        put_grad(a, g)
+        if requires_grad(b):
+            q = aten.div.Tensor_mode(a, b, rounding_mode=rounding)
+            put_grad(b, aten.mul.Tensor(aten.neg.default(g), q))
+        return out
+
+    modular.__name__ = op.label
+    return modular
 
 
-@RULES.grad(aten.fmod.Scalar)
-def fmod_scalar(a, other):
-    out = aten.fmod.Scalar(a, other)
-    put_grad(a, get_grad(out))
-    return out
+def _slope_one_rule(op):
+    """fmod / remainder by a number: the gradient passes through unchanged."""
+    def modular_by_number(a, other):
+        out = op(a, other)
+        put_grad(a, get_grad(out))
+        return out
+
+    modular_by_number.__name__ = f"{op.label}_scalar"
+    return modular_by_number
 
 
-@RULES.grad(aten.remainder.Tensor)
-def remainder(a, b):
-    out = aten.remainder.Tensor(a, b)
-    g = get_grad(out)
-    put_grad(a, g)
-    if requires_grad(b):
-        q = aten.div.Tensor_mode(a, b, rounding_mode="floor")
-        put_grad(b, aten.mul.Tensor(aten.neg.default(g), q))
-    return out
-
-
-@RULES.grad(aten.remainder.Scalar)
-def remainder_scalar(a, other):
-    out = aten.remainder.Scalar(a, other)
-    put_grad(a, get_grad(out))
-    return out
+RULES.grad(aten.fmod.Tensor)(_modular_rule(aten.fmod.Tensor, "trunc"))
+RULES.grad(aten.remainder.Tensor)(_modular_rule(aten.remainder.Tensor, "floor"))
+RULES.grad(aten.fmod.Scalar)(_slope_one_rule(aten.fmod.Scalar))
+RULES.grad(aten.remainder.Scalar)(_slope_one_rule(aten.remainder.Scalar))
 
 
 @RULES.grad(aten.remainder.Scalar_Tensor)
