@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import scaled
 from thunderviz.prims import aten
 
 RULES = RuleSet("linalg")
-
-
-def _scaled(g, c):
-    return g if c == 1 else aten.mul.Tensor(g, c)
 
 
 def _mT(x):
@@ -36,7 +33,7 @@ def _product_grads(a, b, g, product, transpose) -> None:
 
 def _added_term_grad(c, g, kwargs) -> None:
     if requires_grad(c):
-        put_grad(c, _scaled(g, kwargs.get("beta", 1)))
+        put_grad(c, scaled(g, kwargs.get("beta", 1)))
 
 
 @RULES.grad(aten.mm.default)
@@ -51,7 +48,7 @@ def addmm(bias, a, b, **kwargs):
     out = aten.addmm.default(bias, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(bias, g, kwargs)
-    _product_grads(a, b, _scaled(g, kwargs.get("alpha", 1)), aten.mm.default, aten.t.default)
+    _product_grads(a, b, scaled(g, kwargs.get("alpha", 1)), aten.mm.default, aten.t.default)
     return out
 
 
@@ -67,7 +64,7 @@ def baddbmm(c, a, b, **kwargs):
     out = aten.baddbmm.default(c, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
-    _product_grads(a, b, _scaled(g, kwargs.get("alpha", 1)), aten.bmm.default, _mT)
+    _product_grads(a, b, scaled(g, kwargs.get("alpha", 1)), aten.bmm.default, _mT)
     return out
 
 
@@ -77,7 +74,7 @@ def addbmm(c, a, b, **kwargs):
     out = aten.addbmm.default(c, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
-    ga = aten.expand.default(aten.unsqueeze.default(_scaled(g, kwargs.get("alpha", 1)), 0),
+    ga = aten.expand.default(aten.unsqueeze.default(scaled(g, kwargs.get("alpha", 1)), 0),
                              [a.shape[0], *g.shape])
     _product_grads(a, b, ga, aten.bmm.default, _mT)
     return out
@@ -118,5 +115,5 @@ def addmv(c, m, v, **kwargs):
     out = aten.addmv.default(c, m, v, **kwargs)
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
-    _matrix_vector_grads(m, v, _scaled(g, kwargs.get("alpha", 1)))
+    _matrix_vector_grads(m, v, scaled(g, kwargs.get("alpha", 1)))
     return out

@@ -13,6 +13,7 @@ import math
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import scalar_zero
 from thunderviz.prims import aten
 
 RULES = RuleSet("reductions")
@@ -46,10 +47,6 @@ def _unreduce(t, a, dim, keepdim):
 def _count(a, dim):
     """How many elements of `a` each output element of the reduction over `dim` covers."""
     return math.prod(a.shape[d] for d in _dims(a, dim))
-
-
-def _zero(like):
-    return aten.scalar_tensor.default(0.0, dtype=like.dtype, device=like.device)
 
 
 def _reversed_cumsum(t, dim):
@@ -114,7 +111,7 @@ def _prod_grad(g, a, dim):
         rest = aten.prod.dim_int(nonzero_a, dim, True)
     no_zero = aten.div.Tensor(rest, nonzero_a)
     one_zero = aten.where.self(
-        aten.logical_and.default(is_zero, aten.eq.Scalar(zeros, 1)), rest, _zero(rest))
+        aten.logical_and.default(is_zero, aten.eq.Scalar(zeros, 1)), rest, scalar_zero(rest))
     d = aten.where.self(aten.eq.Scalar(zeros, 0), no_zero, one_zero)
     return aten.mul.Tensor(g, d)
 
@@ -297,7 +294,7 @@ def _var_grad(g, a, dim, correction, keepdim):
 def _std_to_var_cotangent(g, std):
     # std = sqrt(var): d std = d var / (2 std), taken as 0 where std == 0 (autograd's choice)
     gv = aten.div.Tensor(g, aten.mul.Tensor(std, 2))
-    return aten.where.self(aten.eq.Scalar(std, 0), _zero(gv), gv)
+    return aten.where.self(aten.eq.Scalar(std, 0), scalar_zero(gv), gv)
 
 
 @RULES.grad(aten.var.correction)
@@ -380,7 +377,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
         put_grad(a, aten.mul.Tensor(aten.sign.default(a), g))
     elif ord == 2:
         scaled = aten.div.Tensor(a, norm)
-        put_grad(a, aten.mul.Tensor(g, aten.where.self(norm_is_zero, _zero(scaled), scaled)))
+        put_grad(a, aten.mul.Tensor(g, aten.where.self(norm_is_zero, scalar_zero(scaled), scaled)))
     elif math.isinf(ord):
         abs_a = aten.abs.default(a)
         picked = aten.logical_or.default(aten.eq.Tensor(abs_a, norm), aten.isnan.default(abs_a))
@@ -389,7 +386,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
     elif ord < 1:
         # |a|^(p-1) is inf at a == 0 for p < 1: those elements get 0
         pw = aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1)
-        pw = aten.where.self(aten.eq.Scalar(a, 0), _zero(pw), pw)
+        pw = aten.where.self(aten.eq.Scalar(a, 0), scalar_zero(pw), pw)
         scaled = aten.mul.Tensor(aten.sign.default(a), pw)
         put_grad(a, aten.mul.Tensor(aten.mul.Tensor(scaled, g), aten.pow.Tensor_Scalar(norm, 1 - ord)))
     else:
@@ -398,7 +395,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
         else:  # a |a|^(p-2): the same for p >= 2, without sign()
             scaled = aten.mul.Tensor(a, aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 2))
         scale = aten.div.Tensor(g, aten.pow.Tensor_Scalar(norm, ord - 1))
-        scale = aten.where.self(norm_is_zero, _zero(scale), scale)
+        scale = aten.where.self(norm_is_zero, scalar_zero(scale), scale)
         put_grad(a, aten.mul.Tensor(scaled, scale))
     return out
 
@@ -440,7 +437,7 @@ def cumprod(a, dim, **kwargs):
     head = aten.prod.dim_int(x_before, dim, True)
     after = aten.cumprod.default(aten.where.self(aten.logical_or.default(before, first), one, x), dim)
     d_first = aten.mul.Tensor(head, _reversed_cumsum(aten.mul.Tensor(g, after), dim))
-    zero = _zero(d_first)
+    zero = scalar_zero(d_first)
     put_grad(a, aten.where.self(before, d_before, aten.where.self(first, d_first, zero)))
     return out
 

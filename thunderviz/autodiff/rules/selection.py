@@ -1,0 +1,194 @@
+"""Grad rules for elementwise selection: maximum/minimum, clamp, where, masked_fill.
+
+At ties and bounds the rules pick autograd's subgradient: `clamp` lets the gradient through
+at its bounds, `maximum` splits it in half at ties.
+"""
+
+from __future__ import annotations
+
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import scalar_zero
+from thunderviz.prims import aten
+
+RULES = RuleSet("selection")
+
+
+# --- selection: max/min, clamp, where, masked_fill ----------------------------------------
+
+def _split_at_ties(g, a, b, loses_a, loses_b):
+    # the gradient goes to the selected operand; at ties (a == b) each gets half
+    half = aten.where.self(aten.eq.Tensor(a, b), aten.div.Tensor(g, 2), g)
+    if requires_grad(a):
+        put_grad(a, aten.where.self(loses_a, scalar_zero(half), half))
+    if requires_grad(b):
+        put_grad(b, aten.where.self(loses_b, scalar_zero(half), half))
+
+
+@RULES.grad(aten.maximum.default)
+def maximum(a, b):
+    out = aten.maximum.default(a, b)
+    _split_at_ties(get_grad(out), a, b, aten.lt.Tensor(a, b), aten.gt.Tensor(a, b))
+    return out
+
+
+@RULES.grad(aten.minimum.default)
+def minimum(a, b):
+    out = aten.minimum.default(a, b)
+    _split_at_ties(get_grad(out), a, b, aten.gt.Tensor(a, b), aten.lt.Tensor(a, b))
+    return out
+
+
+def _fmax_fmin_grads(g, a, b, a_wins):
+    # fmax/fmin ignore nan: `a` is selected where it wins or b is nan; no split at ties
+    picked_a = aten.logical_or.default(a_wins, aten.isnan.default(b))
+    zero = scalar_zero(g)
+    if requires_grad(a):
+        put_grad(a, aten.where.self(picked_a, g, zero))
+    if requires_grad(b):
+        put_grad(b, aten.where.self(picked_a, zero, g))
+
+
+@RULES.grad(aten.fmax.default)
+def fmax(a, b):
+    out = aten.fmax.default(a, b)
+    _fmax_fmin_grads(get_grad(out), a, b, aten.ge.Tensor(a, b))
+    return out
+
+
+@RULES.grad(aten.fmin.default)
+def fmin(a, b):
+    out = aten.fmin.default(a, b)
+    _fmax_fmin_grads(get_grad(out), a, b, aten.le.Tensor(a, b))
+    return out
+
+
+def _clamp_self_mask(a, lo, hi, ge, le):
+    """Where `a` passes through clamp: lo <= a <= hi (bounds included: subgradient 1)."""
+    masks = []
+    if lo is not None:
+        masks.append(ge(a, lo))
+    if hi is not None:
+        masks.append(le(a, hi))
+    if len(masks) == 2:
+        return aten.logical_and.default(*masks)
+    return masks[0] if masks else None
+
+
+@RULES.grad(aten.clamp.default)
+def clamp(a, min=None, max=None):
+    out = aten.clamp.default(a, min, max)
+    g = get_grad(out)
+    mask = _clamp_self_mask(a, min, max, aten.ge.Scalar, aten.le.Scalar)
+    put_grad(a, g if mask is None else aten.where.self(mask, g, scalar_zero(g)))
+    return out
+
+
+@RULES.grad(aten.clamp.Tensor)
+def clamp_tensor(a, min=None, max=None):
+    # clamp(a, lo, hi) = minimum(maximum(a, lo), hi): hi wins when lo > hi
+    out = aten.clamp.Tensor(a, min, max)
+    g = get_grad(out)
+    zero = scalar_zero(g)
+    if requires_grad(a):
+        mask = _clamp_self_mask(a, min, max, aten.ge.Tensor, aten.le.Tensor)
+        put_grad(a, g if mask is None else aten.where.self(mask, g, zero))
+    if requires_grad(min):
+        below = aten.lt.Tensor(a, min)
+        if max is not None:
+            below = aten.logical_and.default(below, aten.lt.Tensor(min, max))
+        put_grad(min, aten.where.self(below, g, zero))
+    if requires_grad(max):
+        above = aten.gt.Tensor(a, max)
+        if min is not None:
+            above = aten.logical_or.default(above, aten.lt.Tensor(max, min))
+        put_grad(max, aten.where.self(above, g, zero))
+    return out
+
+
+@RULES.grad(aten.clamp_min.default)
+def clamp_min(a, min):
+    out = aten.clamp_min.default(a, min)
+    g = get_grad(out)
+    put_grad(a, aten.where.self(aten.ge.Scalar(a, min), g, scalar_zero(g)))
+    return out
+
+
+@RULES.grad(aten.clamp_min.Tensor)
+def clamp_min_tensor(a, min):
+    out = aten.clamp_min.Tensor(a, min)
+    g = get_grad(out)
+    keep = aten.ge.Tensor(a, min)
+    if requires_grad(a):
+        put_grad(a, aten.where.self(keep, g, scalar_zero(g)))
+    if requires_grad(min):
+        put_grad(min, aten.where.self(keep, scalar_zero(g), g))
+    return out
+
+
+@RULES.grad(aten.clamp_max.default)
+def clamp_max(a, max):
+    out = aten.clamp_max.default(a, max)
+    g = get_grad(out)
+    put_grad(a, aten.where.self(aten.le.Scalar(a, max), g, scalar_zero(g)))
+    return out
+
+
+@RULES.grad(aten.clamp_max.Tensor)
+def clamp_max_tensor(a, max):
+    out = aten.clamp_max.Tensor(a, max)
+    g = get_grad(out)
+    keep = aten.le.Tensor(a, max)
+    if requires_grad(a):
+        put_grad(a, aten.where.self(keep, g, scalar_zero(g)))
+    if requires_grad(max):
+        put_grad(max, aten.where.self(keep, scalar_zero(g), g))
+    return out
+
+
+@RULES.grad(aten.where.self)
+def where(cond, a, b):
+    out = aten.where.self(cond, a, b)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.where.self(cond, g, scalar_zero(g)))
+    if requires_grad(b):
+        put_grad(b, aten.where.self(cond, scalar_zero(g), g))
+    return out
+
+
+@RULES.grad(aten.where.ScalarSelf)
+def where_scalar_self(cond, a, b):
+    out = aten.where.ScalarSelf(cond, a, b)
+    g = get_grad(out)
+    put_grad(b, aten.where.self(cond, scalar_zero(g), g))
+    return out
+
+
+@RULES.grad(aten.where.ScalarOther)
+def where_scalar_other(cond, a, b):
+    out = aten.where.ScalarOther(cond, a, b)
+    g = get_grad(out)
+    put_grad(a, aten.where.self(cond, g, scalar_zero(g)))
+    return out
+
+
+@RULES.grad(aten.masked_fill.Scalar)
+def masked_fill(a, mask, value):
+    out = aten.masked_fill.Scalar(a, mask, value)
+    g = get_grad(out)
+    put_grad(a, aten.where.self(mask, scalar_zero(g), g))
+    return out
+
+
+@RULES.grad(aten.masked_fill.Tensor)
+def masked_fill_tensor(a, mask, value):
+    # `value` (0-dim) is written at every masked place: its gradient is the sum there
+    # (put_grad does the sum)
+    out = aten.masked_fill.Tensor(a, mask, value)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.where.self(mask, scalar_zero(g), g))
+    if requires_grad(value):
+        put_grad(value, aten.where.self(mask, g, scalar_zero(g)))
+    return out
