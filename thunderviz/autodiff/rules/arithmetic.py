@@ -28,13 +28,6 @@ def add(a, b, **kwargs):
     return out
 
 
-@RULES.grad(aten.add.Scalar)
-def add_scalar(a, other, alpha=1):
-    out = aten.add.Scalar(a, other, alpha)
-    put_grad(a, get_grad(out))
-    return out
-
-
 @RULES.grad(aten.sub.Tensor)
 def sub(a, b, **kwargs):
     alpha = kwargs.get("alpha", 1)
@@ -43,13 +36,6 @@ def sub(a, b, **kwargs):
     put_grad(a, g)
     if requires_grad(b):
         put_grad(b, aten.neg.default(g) if alpha == 1 else aten.mul.Tensor(g, -alpha))
-    return out
-
-
-@RULES.grad(aten.sub.Scalar)
-def sub_scalar(a, other, alpha=1):
-    out = aten.sub.Scalar(a, other, alpha)
-    put_grad(a, get_grad(out))
     return out
 
 
@@ -172,20 +158,21 @@ def _modular_rule(op, rounding: str):
 
 
 def _slope_one_rule(op):
-    """fmod / remainder by a number: the gradient passes through unchanged."""
-    def modular_by_number(a, other):
-        out = op(a, other)
+    """Ops whose other operands are numbers and whose slope in `a` is 1 (a + 2, fmod(a, 3)):
+    the gradient passes through unchanged."""
+    def slope_one(a, *numbers, **kwargs):
+        out = op(a, *numbers, **kwargs)
         put_grad(a, get_grad(out))
         return out
 
-    modular_by_number.__name__ = f"{op.label}_scalar"
-    return modular_by_number
+    slope_one.__name__ = f"{op.label}_scalar"
+    return slope_one
 
 
 RULES.grad(aten.fmod.Tensor)(_modular_rule(aten.fmod.Tensor, "trunc"))
 RULES.grad(aten.remainder.Tensor)(_modular_rule(aten.remainder.Tensor, "floor"))
-RULES.grad(aten.fmod.Scalar)(_slope_one_rule(aten.fmod.Scalar))
-RULES.grad(aten.remainder.Scalar)(_slope_one_rule(aten.remainder.Scalar))
+for _op in (aten.add.Scalar, aten.sub.Scalar, aten.fmod.Scalar, aten.remainder.Scalar):
+    RULES.grad(_op)(_slope_one_rule(_op))
 
 
 @RULES.grad(aten.remainder.Scalar_Tensor)

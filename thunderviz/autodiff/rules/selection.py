@@ -106,44 +106,26 @@ def clamp_tensor(a, min=None, max=None):
     return out
 
 
-@RULES.grad(aten.clamp_min.default)
-def clamp_min(a, min):
-    out = aten.clamp_min.default(a, min)
-    g = get_grad(out)
-    put_grad(a, aten.where.self(aten.ge.Scalar(a, min), g, scalar_zero(g)))
-    return out
+def _one_sided_clamp_rule(op, keeps):
+    """clamp_min / clamp_max against a number or a tensor bound: the gradient goes to `a`
+    where `keeps(a, bound)` (at the bound itself too, as autograd), elsewhere to the bound."""
+    def one_sided_clamp(a, bound):
+        out = op(a, bound)
+        g = get_grad(out)
+        keep = keeps(a, bound)
+        if requires_grad(a):
+            put_grad(a, aten.where.self(keep, g, scalar_zero(g)))
+        if requires_grad(bound):  # False for a number
+            put_grad(bound, aten.where.self(keep, scalar_zero(g), g))
+        return out
+
+    one_sided_clamp.__name__ = op.label
+    return one_sided_clamp
 
 
-@RULES.grad(aten.clamp_min.Tensor)
-def clamp_min_tensor(a, min):
-    out = aten.clamp_min.Tensor(a, min)
-    g = get_grad(out)
-    keep = aten.ge.Tensor(a, min)
-    if requires_grad(a):
-        put_grad(a, aten.where.self(keep, g, scalar_zero(g)))
-    if requires_grad(min):
-        put_grad(min, aten.where.self(keep, scalar_zero(g), g))
-    return out
-
-
-@RULES.grad(aten.clamp_max.default)
-def clamp_max(a, max):
-    out = aten.clamp_max.default(a, max)
-    g = get_grad(out)
-    put_grad(a, aten.where.self(aten.le.Scalar(a, max), g, scalar_zero(g)))
-    return out
-
-
-@RULES.grad(aten.clamp_max.Tensor)
-def clamp_max_tensor(a, max):
-    out = aten.clamp_max.Tensor(a, max)
-    g = get_grad(out)
-    keep = aten.le.Tensor(a, max)
-    if requires_grad(a):
-        put_grad(a, aten.where.self(keep, g, scalar_zero(g)))
-    if requires_grad(max):
-        put_grad(max, aten.where.self(keep, scalar_zero(g), g))
-    return out
+for _op, _keeps in ((aten.clamp_min.default, aten.ge.Scalar), (aten.clamp_min.Tensor, aten.ge.Tensor),
+                    (aten.clamp_max.default, aten.le.Scalar), (aten.clamp_max.Tensor, aten.le.Tensor)):
+    RULES.grad(_op)(_one_sided_clamp_rule(_op, _keeps))
 
 
 @RULES.grad(aten.where.self)
