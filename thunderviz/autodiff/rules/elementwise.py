@@ -73,64 +73,38 @@ def pow_scalar(base, exponent):
     return out
 
 
-@RULES.grad(aten.exp.default)
-def exp(a):
-    out = aten.exp.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), out))
-    return out
+def _unary(op, grad) -> None:
+    """Register the rule of an elementwise op of one tensor, `out = op(a)`, whose gradient
+    is `grad(g, a, out)` for the output's cotangent g (JAX's `defjvp` in spirit: the math in
+    one line, the machinery in one place)."""
+    def rule(a):
+        out = op(a)
+        put_grad(a, grad(get_grad(out), a, out))
+        return out
+
+    rule.__name__ = op.label
+    RULES.grad(op)(rule)
 
 
-@RULES.grad(aten.exp2.default)
-def exp2(a):
-    # 2**a = e**(a ln 2)
-    out = aten.exp2.default(a)
-    put_grad(a, aten.mul.Tensor(aten.mul.Tensor(get_grad(out), out), _LN2))
-    return out
+_unary(aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out))
 
+# 2**a = e**(a ln 2)
+_unary(aten.exp2.default, lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, out), _LN2))
 
-@RULES.grad(aten.expm1.default)
-def expm1(a):
-    # d(e**a - 1)/da = e**a = out + 1
-    out = aten.expm1.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.add.Tensor(out, 1)))
-    return out
+# d(e**a - 1)/da = e**a = out + 1
+_unary(aten.expm1.default, lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(out, 1)))
 
+_unary(aten.log.default, lambda g, a, out: aten.div.Tensor(g, a))
 
-@RULES.grad(aten.log.default)
-def log(a):
-    out = aten.log.default(a)
-    put_grad(a, aten.div.Tensor(get_grad(out), a))
-    return out
+_unary(aten.log1p.default, lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(a, 1)))
 
+# log2(a) = ln(a) / ln 2
+_unary(aten.log2.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN2)))
 
-@RULES.grad(aten.log1p.default)
-def log1p(a):
-    out = aten.log1p.default(a)
-    put_grad(a, aten.div.Tensor(get_grad(out), aten.add.Tensor(a, 1)))
-    return out
+_unary(aten.log10.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN10)))
 
-
-@RULES.grad(aten.log2.default)
-def log2(a):
-    # log2(a) = ln(a) / ln 2
-    out = aten.log2.default(a)
-    put_grad(a, aten.div.Tensor(get_grad(out), aten.mul.Tensor(a, _LN2)))
-    return out
-
-
-@RULES.grad(aten.log10.default)
-def log10(a):
-    out = aten.log10.default(a)
-    put_grad(a, aten.div.Tensor(get_grad(out), aten.mul.Tensor(a, _LN10)))
-    return out
-
-
-@RULES.grad(aten.sqrt.default)
-def sqrt(a):
-    # d sqrt(a) = 1 / (2 sqrt(a)): reuse the output
-    out = aten.sqrt.default(a)
-    put_grad(a, aten.div.Tensor(get_grad(out), aten.mul.Tensor(out, 2)))
-    return out
+# d sqrt(a) = 1 / (2 sqrt(a)): reuse the output
+_unary(aten.sqrt.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(out, 2)))
 
 
 @RULES.grad(aten.rsqrt.default)
@@ -142,35 +116,21 @@ def rsqrt(a):
     return out
 
 
-@RULES.grad(aten.reciprocal.default)
-def reciprocal(a):
-    # d(1/a) = -1/a**2 = -out**2
-    out = aten.reciprocal.default(a)
-    put_grad(a, aten.mul.Tensor(aten.neg.default(get_grad(out)), aten.mul.Tensor(out, out)))
-    return out
+# d(1/a) = -1/a**2 = -out**2
+_unary(aten.reciprocal.default,
+       lambda g, a, out: aten.mul.Tensor(aten.neg.default(g), aten.mul.Tensor(out, out)))
 
 # --- trigonometric and hyperbolic ------------------------------------------------------------
 
-@RULES.grad(aten.sin.default)
-def sin(a):
-    out = aten.sin.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.cos.default(a)))
-    return out
+_unary(aten.sin.default, lambda g, a, out: aten.mul.Tensor(g, aten.cos.default(a)))
+
+_unary(aten.cos.default,
+       lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.sin.default(a))))
 
 
-@RULES.grad(aten.cos.default)
-def cos(a):
-    out = aten.cos.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.neg.default(aten.sin.default(a))))
-    return out
-
-
-@RULES.grad(aten.tan.default)
-def tan(a):
-    # d tan = 1 + tan**2
-    out = aten.tan.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)))
-    return out
+# d tan = 1 + tan**2
+_unary(aten.tan.default,
+       lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)))
 
 
 @RULES.grad(aten.tanh.default)
@@ -182,26 +142,13 @@ def tanh(a):
     return out
 
 
-@RULES.grad(aten.sinh.default)
-def sinh(a):
-    out = aten.sinh.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.cosh.default(a)))
-    return out
+_unary(aten.sinh.default, lambda g, a, out: aten.mul.Tensor(g, aten.cosh.default(a)))
 
+_unary(aten.cosh.default, lambda g, a, out: aten.mul.Tensor(g, aten.sinh.default(a)))
 
-@RULES.grad(aten.cosh.default)
-def cosh(a):
-    out = aten.cosh.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.sinh.default(a)))
-    return out
-
-
-@RULES.grad(aten.asin.default)
-def asin(a):
-    # d asin = 1 / sqrt(1 - a**2)
-    out = aten.asin.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))
-    return out
+# d asin = 1 / sqrt(1 - a**2)
+_unary(aten.asin.default,
+       lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))
 
 
 @RULES.grad(aten.acos.default)
@@ -213,12 +160,9 @@ def acos(a):
     return out
 
 
-@RULES.grad(aten.atan.default)
-def atan(a):
-    # d atan = 1 / (1 + a**2)
-    out = aten.atan.default(a)
-    put_grad(a, aten.div.Tensor(get_grad(out), aten.add.Tensor(aten.mul.Tensor(a, a), 1)))
-    return out
+# d atan = 1 / (1 + a**2)
+_unary(aten.atan.default,
+       lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(aten.mul.Tensor(a, a), 1)))
 
 
 @RULES.grad(aten.asinh.default)
@@ -239,12 +183,9 @@ def acosh(a):
     return out
 
 
-@RULES.grad(aten.atanh.default)
-def atanh(a):
-    # d atanh = 1 / (1 - a**2)
-    out = aten.atanh.default(a)
-    put_grad(a, aten.div.Tensor(get_grad(out), one_minus(aten.pow.Tensor_Scalar(a, 2))))
-    return out
+# d atanh = 1 / (1 - a**2)
+_unary(aten.atanh.default,
+       lambda g, a, out: aten.div.Tensor(g, one_minus(aten.pow.Tensor_Scalar(a, 2))))
 
 
 @RULES.grad(aten.atan2.default)
@@ -261,12 +202,9 @@ def atan2(a, b):
 
 # --- special functions ------------------------------------------------------------------
 
-@RULES.grad(aten.sigmoid.default)
-def sigmoid(a):
-    # d sigmoid = sigmoid * (1 - sigmoid)
-    out = aten.sigmoid.default(a)
-    put_grad(a, aten.mul.Tensor(aten.mul.Tensor(get_grad(out), one_minus(out)), out))
-    return out
+# d sigmoid = sigmoid * (1 - sigmoid)
+_unary(aten.sigmoid.default,
+       lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, one_minus(out)), out))
 
 
 @RULES.grad(aten.erf.default)
@@ -337,20 +275,11 @@ for _op in (aten.sign.default, aten.sgn.default, aten.floor.default, aten.ceil.d
     _zero_grad_rule(_op)
 
 
-@RULES.grad(aten.frac.default)
-def frac(a):
-    # frac(a) = a - trunc(a): slope 1 between the jumps
-    out = aten.frac.default(a)
-    put_grad(a, get_grad(out))
-    return out
+# frac(a) = a - trunc(a): slope 1 between the jumps
+_unary(aten.frac.default, lambda g, a, out: g)
 
-
-@RULES.grad(aten.abs.default)
-def abs_(a):
-    # d|a| = sign(a), 0 at 0
-    out = aten.abs.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.sign.default(a)))
-    return out
+# d|a| = sign(a), 0 at 0
+_unary(aten.abs.default, lambda g, a, out: aten.mul.Tensor(g, aten.sign.default(a)))
 
 
 def _copysign_self_grad(g, a, out):
