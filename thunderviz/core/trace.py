@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -198,9 +199,38 @@ def _print_subsymbols(bsym: BoundSymbol, path: tuple[int, ...], indent: int, dep
         _print_subsymbols(sub, (*path, j), indent + 1, depth - 1, add)
 
 
+# `aten.mm.default(` or `aten.t(` in generated code: an operator call to bind once.
+_OP_CALL = re.compile(r"\b(aten|prims)\.([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\(")
+
+
+def _bind_ops(source: str, namespace: dict[str, Any]) -> str:
+    """Call each operator's C++ entry point directly: `aten.mm.default(a, b)` becomes
+    `_op_aten_mm_default(a, b)` with that name bound to the overload's `_op`. Same call,
+    without the Python frame of `OpOverload.__call__` and two attribute lookups, which is a
+    measurable part of running a backward of hundreds of small ops. The printed trace is
+    unchanged; only its compiled twin is rewritten."""
+    def bind(m: re.Match[str]) -> str:
+        ns, packet_name, overload = m.groups()
+        packet = getattr(getattr(torch.ops, ns), packet_name, None)
+        if packet is None:
+            return m.group(0)
+        if overload is None:  # printed without an overload: the packet has exactly one
+            names = packet.overloads()
+            if len(names) != 1:
+                return m.group(0)
+            overload = names[0]
+        op = getattr(packet, overload, None)
+        if not isinstance(op, torch._ops.OpOverload):
+            return m.group(0)
+        key = f"_op_{ns}_{packet_name}_{overload}"
+        namespace[key] = op._op
+        return f"{key}("
+    return _OP_CALL.sub(bind, source)
+
+
 @functools.lru_cache(maxsize=256)
 def _compile(source: str, name: str) -> Callable[..., Any]:
     namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten, "prims": torch.ops.prims}
-    code = compile(source, f"<thunderviz trace {name}>", "exec")
+    code = compile(_bind_ops(source, namespace), f"<thunderviz trace {name}>", "exec")
     exec(code, namespace)  # noqa: S102 - our own generated source, never user-supplied text
     return namespace[name]

@@ -47,8 +47,17 @@ class _TraceFunction(torch.autograd.Function):
         n_pos = len(flat) - len(kwarg_names)
         out, saved = entry.run_augmented(*flat[:n_pos], **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
         ctx.entry = entry
-        ctx.save_for_backward(*saved)
         flat_out = pytree.tree_leaves(out)
+        # Inputs and outputs go through save_for_backward (autograd checks they were not
+        # modified in place before backward). Intermediates the forward made are held on
+        # ctx directly, as torch's docs advise: nothing else can see or modify them, and
+        # packing hundreds of them costs more than the checks are worth.
+        exposed = {id(t) for t in (*flat, *flat_out) if isinstance(t, torch.Tensor)}
+        checked = [i for i, t in enumerate(saved) if id(t) in exposed]
+        ctx.layout = (len(saved), checked)
+        ctx.save_for_backward(*(saved[i] for i in checked))
+        checked_set = set(checked)
+        ctx.intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
         non_diff = [o for i, o in enumerate(flat_out) if isinstance(o, torch.Tensor)
                     and i not in entry.differentiable_outputs]
         ctx.mark_non_differentiable(*non_diff)
@@ -57,8 +66,17 @@ class _TraceFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         entry: CompiledEntry = ctx.entry
+        n_saved, checked = ctx.layout
+        saved: list[Any] = [None] * n_saved
+        for i, t in zip(checked, ctx.saved_tensors, strict=True):
+            saved[i] = t
+        rest = iter(ctx.intermediates)
+        for i in range(n_saved):
+            if saved[i] is None:
+                saved[i] = next(rest)
+        ctx.intermediates = None
         cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
-        grads = entry.run_backward(tuple(ctx.saved_tensors), cotangents)
+        grads = entry.run_backward(tuple(saved), cotangents)
         return (None, None, *grads)
 
 
