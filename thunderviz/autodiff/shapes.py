@@ -14,10 +14,10 @@ def sum_to(g: TensorProxy, shape: tuple[int, ...]) -> TensorProxy:
     if tuple(g.shape) == shape:
         return g
     lead = g.ndim - len(shape)
-    dims = list(range(lead)) + [lead + i for i, s in enumerate(shape)
-                                if s == 1 and g.shape[lead + i] != 1]
-    if dims:
-        g = aten.sum.dim_IntList(g, dims, keepdim=True)
+    kept = [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
+    if not kept:  # only leading dims were broadcast (a bias): one sum, no reshape
+        return aten.sum.dim_IntList(g, list(range(lead)))
+    g = aten.sum.dim_IntList(g, list(range(lead)) + kept, keepdim=True)
     if tuple(g.shape) != shape:
         g = aten.view.default(g, list(shape))
     return g
