@@ -38,6 +38,17 @@ def test_linear_decomposes_to_t_addmm_mm_and_view():
     for x in (x2, x3, torch.randn(6, dtype=F64)):
         check_vjp(F.linear, x.detach(), w.detach(), b.detach())
         check_vjp(F.linear, x.detach(), w.detach())
+    check_vjp(F.linear, x3.detach(), w[0].detach())  # a 1-D weight: a dot product per row
+    check_vjp(F.linear, x3.detach(), w[0].detach(), b[0].detach())
+
+
+def test_linear_keeps_the_fused_call_and_saves_the_weight_not_a_transposed_copy():
+    x = torch.randn(2, 3, 6, requires_grad=True)
+    w, b = torch.randn(5, 6, requires_grad=True), torch.randn(5, requires_grad=True)
+    result = tv.autodiff(tv.trace(F.linear, x, w, b))
+    assert [op.sym.id for op in result.augmented_forward.bound_symbols] == ["torch.nn.functional.linear"]
+    x_arg, w_arg, _ = result.forward.args
+    assert sorted(s.name for s in result.saved_for_backward) == sorted([x_arg.name, w_arg.name])
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [

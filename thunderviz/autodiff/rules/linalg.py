@@ -1,8 +1,10 @@
 """Grad rules for matrix products.
 
-`torch.matmul`, `F.linear` and `einsum` have no rules of their own: they decompose into
-these (`t`/`addmm`/`mm`/`view` for linear, `expand`/`bmm`/`_unsafe_view` for batched
-matmul, `dot`/`mv` for vectors).
+`F.linear` has a torch-level rule: the augmented forward keeps the one fused call eager
+makes, and the backward multiplies by the weight itself (no transposed copy of it is
+saved) and produces the weight's gradient in the weight's own layout. `torch.matmul` and
+`einsum` have no rules of their own: they decompose into these (`expand`/`bmm`/
+`_unsafe_view` for batched matmul, `dot`/`mv` for vectors).
 
 For out = a @ b with cotangent g: da = g @ bᵀ and db = aᵀ @ g. The `add*` forms
 (c*beta + alpha * a @ b) scale g by beta for c and by alpha for the product.
@@ -10,12 +12,17 @@ For out = a @ b with cotangent g: da = g @ bᵀ and db = aᵀ @ g. The `add*` fo
 
 from __future__ import annotations
 
+import torch.nn.functional as F
+
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import scaled
+from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.prims import aten
 
 RULES = RuleSet("linalg")
+
+LINEAR = torch_symbol(F.linear)
 
 
 def _mT(x):
@@ -116,4 +123,35 @@ def addmv(c, m, v, **kwargs):
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
     _matrix_vector_grads(m, v, scaled(g, kwargs.get("alpha", 1)))
+    return out
+
+
+def _linear_args(input, weight, bias=None):
+    return input, weight, bias
+
+
+@RULES.grad(F.linear)
+def linear(*args, **kwargs):
+    """out = x Wᵀ + b over the last dim of x: dx = g W, dW = gᵀ x, db = sum of g, with the
+    leading dims of x and g flattened into one (a 1-D weight is a dot product per row)."""
+    x, weight, bias = _linear_args(*args, **kwargs)
+    out = LINEAR(*args, **kwargs)
+    g = get_grad(out)
+    if weight.ndim == 1:
+        g_col = aten.unsqueeze.default(g, -1)
+        if requires_grad(x):
+            put_grad(x, aten.mul.Tensor(g_col, weight))
+        if requires_grad(weight):
+            put_grad(weight, aten.mul.Tensor(g_col, x))  # put_grad sums the leading dims
+        if requires_grad(bias):
+            put_grad(bias, g)
+        return out
+    g2 = aten.reshape.default(g, [-1, weight.shape[0]])
+    if requires_grad(x):
+        put_grad(x, aten.reshape.default(aten.mm.default(g2, weight), list(x.shape)))
+    if requires_grad(weight):
+        x2 = aten.reshape.default(x, [-1, weight.shape[1]])
+        put_grad(weight, aten.mm.default(aten.t.default(g2), x2))
+    if requires_grad(bias):
+        put_grad(bias, aten.sum.dim_IntList(g2, [0]))
     return out
