@@ -54,33 +54,30 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
         for path, m in module.named_modules(remove_duplicate=False):
             module_names.setdefault(id(m), path)
     recorder = Recorder(names, module_names)
-    state = [] if module is None else [
-        *[(n, p, "param") for n, p in module.named_parameters()],
-        *[(n, b, "buffer") for n, b in module.named_buffers()],
-    ]
+    state = [] if module is None else [*module.named_parameters(), *module.named_buffers()]
     with _rng_preserved(), _fake_mode(fake) as fake_mode:
         convert = _converter(fake_mode)
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
         trace_kwargs: dict[str, Proxy] = {}
-        run_args = [_bind_inputs(recorder, names, a, n, convert, trace_args)
+        # (the tensor the program runs on, its proxy): what may need a write-back at the end
+        originals: list[tuple[torch.Tensor, Proxy]] = []
+        run_args = [_bind_inputs(recorder, names, a, n, convert, trace_args, originals)
                     for a, n in zip(args, pos_names, strict=True)]
         run_kwargs = {}
         for key, value in kwargs.items():
             holder: list[Proxy] = []
-            run_kwargs[key] = _bind_inputs(recorder, names, value, kw_names[key], convert, holder)
+            run_kwargs[key] = _bind_inputs(recorder, names, value, kw_names[key], convert, holder,
+                                           originals)
             trace_kwargs.update({p.name: p for p in holder})
         run_state: dict[str, torch.Tensor] = {}
-        originals: list[tuple[torch.Tensor, Proxy]] = []
-        for path, tensor, _kind in state:
+        for path, tensor in state:
             copy = convert(tensor)
             proxy = TensorProxy.like(names.claim(path), copy, requires_grad=tensor.requires_grad)
             recorder.bind(copy, proxy)
             run_state[path] = copy
             trace_args.append(proxy)
             originals.append((copy, proxy))
-        for value, proxy in _input_tensors(run_args, run_kwargs, trace_args, trace_kwargs):
-            originals.append((value, proxy))
         out = _run(fn, module, run_args, run_kwargs, run_state, recorder)
         output = recorder.proxify(out)
         epilogue = _write_backs(recorder, originals)
@@ -137,7 +134,8 @@ def _write_backs(recorder: Recorder, originals: list[tuple[torch.Tensor, Proxy]]
 
 
 def _bind_inputs(recorder: Recorder, names: NameGenerator, value: Any, name: str,
-                 convert: Callable[[torch.Tensor], torch.Tensor], out: list[Proxy]) -> Any:
+                 convert: Callable[[torch.Tensor], torch.Tensor], out: list[Proxy],
+                 originals: list[tuple[torch.Tensor, Proxy]]) -> Any:
     """Give each leaf of one user input a proxy; return the value the program runs on."""
     leaves, spec = pytree.tree_flatten(value)
     run_leaves = []
@@ -148,20 +146,12 @@ def _bind_inputs(recorder: Recorder, names: NameGenerator, value: Any, name: str
             proxy: Proxy = TensorProxy.like(leaf_name, copy, requires_grad=leaf.requires_grad)
             recorder.bind(copy, proxy)
             run_leaves.append(copy)
+            originals.append((copy, proxy))
         else:
             proxy = NumberProxy(leaf_name, leaf) if isinstance(leaf, (int, float, bool)) else Proxy(leaf_name)
             run_leaves.append(leaf)
         out.append(proxy)
     return pytree.tree_unflatten(run_leaves, spec)
-
-
-def _input_tensors(run_args: list[Any], run_kwargs: dict[str, Any], trace_args: list[Proxy],
-                   trace_kwargs: dict[str, Proxy]) -> Iterator[tuple[torch.Tensor, Proxy]]:
-    leaves = pytree.tree_leaves((run_args, run_kwargs))
-    proxies = [*trace_args[: len(pytree.tree_leaves(run_args))], *trace_kwargs.values()]
-    for value, proxy in zip(leaves, proxies, strict=False):
-        if isinstance(value, torch.Tensor):
-            yield value, proxy
 
 
 def _input_names(fn: Callable[..., Any], args: tuple[Any, ...],
