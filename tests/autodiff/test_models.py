@@ -175,3 +175,41 @@ def test_grad_helpers_move_gradients():
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))
     with pytest.raises(ValueError, match="gradients for"):
         tv.populate_grads(grads[:-1], model)
+
+
+class _Wrap(nn.Module):
+    def __init__(self, inner: nn.Module, call) -> None:
+        super().__init__()
+        self.inner, self.call = inner, call
+
+    def forward(self, x):
+        return self.call(self.inner, x)
+
+
+@pytest.mark.parametrize("name", ["multihead_attention", "transformer_encoder_layer"])
+def test_torch_attention_modules_match_eager(name):
+    torch.manual_seed(0)
+    if name == "multihead_attention":
+        model = _Wrap(nn.MultiheadAttention(16, 4, batch_first=True), lambda m, x: m(x, x, x)[0].sum())
+    else:  # reaches aten._scaled_dot_product_attention_math and aten.contiguous
+        model = _Wrap(nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dropout=0.0),
+                      lambda m, x: m(x).sum())
+    model = model.double()
+    eager = copy.deepcopy(model)
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    loss = tv.jit(model)(x)
+    loss.backward()
+    ref = eager(x)
+    ref.backward()
+    torch.testing.assert_close(loss, ref, **TOL[torch.float64])
+    for (n, pe), pj in zip(eager.named_parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(pj.grad, pe.grad, **TOL[torch.float64], msg=lambda m, n=n: f"{n}: {m}")
+
+
+def test_a_module_without_rules_gets_an_error_naming_op_line_and_module():
+    model = _Wrap(nn.LSTM(4, 3, batch_first=True), lambda m, x: m(x)[0].sum())
+    with pytest.raises(tv.AutodiffError) as info:
+        tv.jit(model)(torch.randn(2, 5, 4))
+    msg = str(info.value)
+    assert "rnn" in msg and "test_models.py" in msg and "module 'inner'" in msg
+    assert "register_grad" in msg

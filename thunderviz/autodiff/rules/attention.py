@@ -80,20 +80,19 @@ def _cpu_flash(q, k, v, is_causal, scale):
     return out
 
 
-@RULES.grad(F.scaled_dot_product_attention)
-def scaled_dot_product_attention(*args, **kwargs):
-    q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _sdpa_args(*args, **kwargs)
+def _refuse_dropout(dropout_p) -> None:
     if dropout_p:
         raise AutodiffError(
             f"scaled_dot_product_attention with dropout_p={dropout_p}: thunderviz cannot "
             "differentiate attention dropout (its random mask is drawn inside the fused "
             "kernel and is not in the trace). Use dropout_p=0.0 (e.g. model.eval(), or "
             "dropout on the attention output instead).")
-    if _cpu_flash_applies(q, k, v, mask, enable_gqa):
-        return _cpu_flash(q, k, v, is_causal, scale)
-    out = SDPA(*args, **kwargs)
-    g = get_grad(out)
 
+
+def _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs=None) -> None:
+    """The attention backward from q, k and v alone: recompute P = softmax(q kᵀ * scale +
+    mask), then the formulas of the module docstring. `g_probs` is a cotangent of P itself,
+    for the ops that also return it."""
     compute = q.dtype if q.dtype in (torch.float32, torch.float64) else torch.float32
     up = lambda x: x if x.dtype == compute else aten._to_copy.default(x, dtype=compute)  # noqa: E731
     qc, kc, vc, gc = up(q), up(k), up(v), up(g)
@@ -118,6 +117,8 @@ def scaled_dot_product_attention(*args, **kwargs):
         probs = aten._safe_softmax.default(scores, -1)
 
     d_probs = aten.matmul.default(gc, _mT(vc))
+    if g_probs is not None:
+        d_probs = aten.add.Tensor(d_probs, up(g_probs))
     d_scores = aten._softmax_backward_data.default(d_probs, probs, -1, probs.dtype)
     if requires_grad(q):
         put_grad(q, aten.mul.Tensor(aten.matmul.default(d_scores, kc), scale))
@@ -129,4 +130,31 @@ def scaled_dot_product_attention(*args, **kwargs):
         put_grad(v, dv if groups == 1 else _sum_heads(dv, groups))
     if requires_grad(mask):
         put_grad(mask, d_scores)  # put_grad sums over the dims the mask was broadcast along
+
+
+@RULES.grad(F.scaled_dot_product_attention)
+def scaled_dot_product_attention(*args, **kwargs):
+    q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _sdpa_args(*args, **kwargs)
+    _refuse_dropout(dropout_p)
+    if _cpu_flash_applies(q, k, v, mask, enable_gqa):
+        return _cpu_flash(q, k, v, is_causal, scale)
+    out = SDPA(*args, **kwargs)
+    _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, get_grad(out))
     return out
+
+
+def _math_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+               dropout_mask=None, scale=None, enable_gqa=False):
+    return query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
+
+
+@RULES.grad(aten._scaled_dot_product_attention_math.default)
+def scaled_dot_product_attention_math(*args, **kwargs):
+    """The math kernel some callers reach directly (nn.MultiheadAttention's fast path inside
+    nn.TransformerEncoderLayer): it also returns P, which may take a cotangent of its own."""
+    q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _math_args(*args, **kwargs)
+    _refuse_dropout(dropout_p)
+    out, probs = aten._scaled_dot_product_attention_math.default(*args, **kwargs)
+    g, g_probs = get_grad(out), get_grad(probs)
+    _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs)
+    return out, probs

@@ -24,11 +24,19 @@ def to_copy(a, **kwargs):
     return out
 
 
-@RULES.grad(aten.clone.default)
-def clone(a, **kwargs):
-    out = aten.clone.default(a, **kwargs)
-    put_grad(a, get_grad(out))
-    return out
+def _copy_rule(op):
+    """Copies that keep the values (clone, contiguous): the gradient passes through."""
+    def copy_of(a, *args, **kwargs):
+        out = op(a, *args, **kwargs)
+        put_grad(a, get_grad(out))
+        return out
+
+    copy_of.__name__ = op.label
+    return copy_of
+
+
+for _op in (aten.clone.default, aten.contiguous.default):
+    RULES.grad(_op)(_copy_rule(_op))
 
 
 @RULES.grad(aten.alias.default)
