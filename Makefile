@@ -17,7 +17,7 @@ export npm_config_cache := $(CURDIR)/.cache/npm
 export YARN_GLOBAL_FOLDER := $(CURDIR)/.cache/yarn
 export XDG_CACHE_HOME := $(CURDIR)/.cache/xdg
 
-.PHONY: all setup system-deps frontend extension demo test test-fast bench lint clean
+.PHONY: all setup system-deps frontend extension demo test test-fast test-cuda bench lint clean
 
 all: setup
 
@@ -60,6 +60,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -ra -m "not browser and not slow"
+
+# On a machine with a GPU: the CUDA variants of the capture, rule and model tests (they skip
+# where torch.cuda.is_available() is false).
+test-cuda: $(STAMP)
+	$(PY) -m pytest -q -ra -k cuda tests/capture tests/autodiff
 
 bench: setup
 	$(PY) benchmarks/trace_speed.py
