@@ -427,3 +427,18 @@ def screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS_DIR / f"{safe}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def click_node(node: Any) -> None:
+    """Click a viewer graph node on its shape, left of its label (its ▸ glyph expands instead)."""
+    node.scroll_into_view_if_needed()
+    shape = node.locator("path, polygon, ellipse").first
+    box = shape.bounding_box()
+    shape.click(position={"x": 5, "y": box["height"] / 2})
+
+
+def toggle(container: Any, ident: str) -> None:
+    """Click the ▸ / ▾ glyph of a viewer node or cluster."""
+    glyph = container.locator(f'[data-tv-id="{ident}"] > text .tv-toggle').first
+    glyph.scroll_into_view_if_needed()
+    glyph.click()

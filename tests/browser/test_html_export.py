@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from lab_server import screenshot
+from lab_server import click_node, screenshot, toggle
 from playwright.sync_api import expect
 
 from tests.widgets.models import EVIL, Hostile, mlp_inputs
@@ -22,18 +22,6 @@ GRAPH_READY = '.tv-graph-pane[data-tv-ready="true"]'
 TIMEOUT = 30_000
 
 
-def click_node(node) -> None:
-    """Click a graph node on its shape, left of its label (its ▸ glyph expands instead)."""
-    node.scroll_into_view_if_needed()
-    shape = node.locator("path, polygon, ellipse").first
-    box = shape.bounding_box()
-    shape.click(position={"x": 5, "y": box["height"] / 2})
-
-
-def toggle(container, ident: str) -> None:
-    glyph = container.locator(f'[data-tv-id="{ident}"] > text .tv-toggle').first
-    glyph.scroll_into_view_if_needed()
-    glyph.click()
 
 
 class OfflinePage:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from lab_server import click_node, toggle
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -95,19 +96,6 @@ def widget_output(panel):
     )
 
 
-def click_node(node) -> None:
-    """Click a graph node on its shape, left of its label (its ▸ glyph expands instead)."""
-    node.scroll_into_view_if_needed()
-    shape = node.locator("path, polygon, ellipse").first
-    box = shape.bounding_box()
-    shape.click(position={"x": 5, "y": box["height"] / 2})
-
-
-def toggle(container, ident: str) -> None:
-    """Click the ▸ / ▾ glyph of a node or cluster."""
-    glyph = container.locator(f'[data-tv-id="{ident}"] > text .tv-toggle').first
-    glyph.scroll_into_view_if_needed()
-    glyph.click()
 
 
 def shot(lab_page, locator, tag: str) -> None:
