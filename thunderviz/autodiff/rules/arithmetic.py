@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import one_minus, scalar_zero, scaled, zeros_of
+from thunderviz.autodiff.rules.common import (
+    one_minus,
+    scaled,
+    zero_where,
+    zeros_of,
+)
 from thunderviz.prims import aten
 
 RULES = RuleSet("arithmetic")
@@ -272,7 +277,7 @@ def xlogy(a, b):
     if requires_grad(a):
         da = aten.xlogy.Tensor(g, b)
         undefined = aten.logical_and.default(aten.eq.Scalar(a, 0), aten.le.Scalar(b, 0))
-        put_grad(a, aten.where.self(undefined, scalar_zero(da), da))
+        put_grad(a, zero_where(undefined, da))
     if requires_grad(b):
         put_grad(b, aten.div.Tensor(aten.mul.Tensor(g, a), b))
     return out
@@ -283,7 +288,7 @@ def xlogy_scalar_other(a, other):
     out = aten.xlogy.Scalar_Other(a, other)
     da = aten.xlogy.Scalar_Other(get_grad(out), other)
     if not other > 0:
-        da = aten.where.self(aten.eq.Scalar(a, 0), scalar_zero(da), da)
+        da = zero_where(aten.eq.Scalar(a, 0), da)
     put_grad(a, da)
     return out
 

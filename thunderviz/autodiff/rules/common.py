@@ -32,3 +32,13 @@ def log_of_number(base):
     if base > 0:
         return math.log(base)
     return -math.inf if base == 0 else math.nan
+
+
+def zero_where(cond, x):
+    """x with zeros where `cond` holds (a gradient that does not flow there)."""
+    return aten.where.self(cond, scalar_zero(x), x)
+
+
+def only_where(cond, x):
+    """x where `cond` holds, zeros elsewhere."""
+    return aten.where.self(cond, x, scalar_zero(x))

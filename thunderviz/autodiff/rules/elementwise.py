@@ -16,7 +16,13 @@ import math
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import log_of_number, one_minus, scalar_zero, zeros_of
+from thunderviz.autodiff.rules.common import (
+    log_of_number,
+    one_minus,
+    scalar_zero,
+    zero_where,
+    zeros_of,
+)
 from thunderviz.prims import aten
 
 RULES = RuleSet("elementwise")
@@ -51,13 +57,13 @@ def pow_tensor_tensor(a, b):
     if requires_grad(a):
         # b * a**(b-1), defined as 0 where b == 0 (a**0 is constant, even at a == 0)
         da = aten.mul.Tensor(g, aten.mul.Tensor(b, aten.pow.Tensor_Tensor(a, aten.sub.Tensor(b, 1))))
-        put_grad(a, aten.where.self(aten.eq.Scalar(b, 0), scalar_zero(da), da))
+        put_grad(a, zero_where(aten.eq.Scalar(b, 0), da))
     if requires_grad(b):
         # d(a**b)/db = a**b * log(a); at a == 0 with b >= 0, 0**b is flat (0 or 1): use 0
         # instead of 0 * -inf
         flat = aten.logical_and.default(aten.eq.Scalar(a, 0), aten.ge.Scalar(b, 0))
         db = aten.mul.Tensor(out, aten.log.default(a))
-        put_grad(b, aten.mul.Tensor(g, aten.where.self(flat, scalar_zero(db), db)))
+        put_grad(b, aten.mul.Tensor(g, zero_where(flat, db)))
     return out
 
 
@@ -68,7 +74,7 @@ def pow_scalar(base, exponent):
     # d(base**e)/de = base**e * log(base); for base 0 the same flat-at-e>=0 rule as above
     db = aten.mul.Tensor(out, log_of_number(base))
     if base == 0:
-        db = aten.where.self(aten.ge.Scalar(exponent, 0), scalar_zero(db), db)
+        db = zero_where(aten.ge.Scalar(exponent, 0), db)
     put_grad(exponent, aten.mul.Tensor(g, db))
     return out
 
@@ -285,7 +291,7 @@ _unary(aten.abs.default, lambda g, a, out: aten.mul.Tensor(g, aten.sign.default(
 def _copysign_self_grad(g, a, out):
     # copysign(a, b) = a * s with s = out / a in {-1, 1}; 0 where a == 0 (a kink)
     ratio = aten.div.Tensor(out, a)
-    return aten.mul.Tensor(g, aten.where.self(aten.eq.Scalar(a, 0), scalar_zero(ratio), ratio))
+    return aten.mul.Tensor(g, zero_where(aten.eq.Scalar(a, 0), ratio))
 
 
 @RULES.grad(aten.copysign.Tensor)

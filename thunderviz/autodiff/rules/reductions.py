@@ -13,7 +13,7 @@ import math
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import scalar_zero
+from thunderviz.autodiff.rules.common import only_where, scalar_zero, zero_where
 from thunderviz.prims import aten
 
 RULES = RuleSet("reductions")
@@ -110,8 +110,7 @@ def _prod_grad(g, a, dim):
         zeros = aten.sum.dim_IntList(is_zero, [dim], True)
         rest = aten.prod.dim_int(nonzero_a, dim, True)
     no_zero = aten.div.Tensor(rest, nonzero_a)
-    one_zero = aten.where.self(
-        aten.logical_and.default(is_zero, aten.eq.Scalar(zeros, 1)), rest, scalar_zero(rest))
+    one_zero = only_where(aten.logical_and.default(is_zero, aten.eq.Scalar(zeros, 1)), rest)
     d = aten.where.self(aten.eq.Scalar(zeros, 0), no_zero, one_zero)
     return aten.mul.Tensor(g, d)
 
@@ -294,7 +293,7 @@ def _var_grad(g, a, dim, correction, keepdim):
 def _std_to_var_cotangent(g, std):
     # std = sqrt(var): d std = d var / (2 std), taken as 0 where std == 0 (autograd's choice)
     gv = aten.div.Tensor(g, aten.mul.Tensor(std, 2))
-    return aten.where.self(aten.eq.Scalar(std, 0), scalar_zero(gv), gv)
+    return zero_where(aten.eq.Scalar(std, 0), gv)
 
 
 @RULES.grad(aten.var.correction)
@@ -377,7 +376,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
         put_grad(a, aten.mul.Tensor(aten.sign.default(a), g))
     elif ord == 2:
         scaled = aten.div.Tensor(a, norm)
-        put_grad(a, aten.mul.Tensor(g, aten.where.self(norm_is_zero, scalar_zero(scaled), scaled)))
+        put_grad(a, aten.mul.Tensor(g, zero_where(norm_is_zero, scaled)))
     elif math.isinf(ord):
         abs_a = aten.abs.default(a)
         picked = aten.logical_or.default(aten.eq.Tensor(abs_a, norm), aten.isnan.default(abs_a))
@@ -386,7 +385,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
     elif ord < 1:
         # |a|^(p-1) is inf at a == 0 for p < 1: those elements get 0
         pw = aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1)
-        pw = aten.where.self(aten.eq.Scalar(a, 0), scalar_zero(pw), pw)
+        pw = zero_where(aten.eq.Scalar(a, 0), pw)
         scaled = aten.mul.Tensor(aten.sign.default(a), pw)
         put_grad(a, aten.mul.Tensor(aten.mul.Tensor(scaled, g), aten.pow.Tensor_Scalar(norm, 1 - ord)))
     else:
@@ -395,7 +394,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
         else:  # a |a|^(p-2): the same for p >= 2, without sign()
             scaled = aten.mul.Tensor(a, aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 2))
         scale = aten.div.Tensor(g, aten.pow.Tensor_Scalar(norm, ord - 1))
-        scale = aten.where.self(norm_is_zero, scalar_zero(scale), scale)
+        scale = zero_where(norm_is_zero, scale)
         put_grad(a, aten.mul.Tensor(scaled, scale))
     return out
 

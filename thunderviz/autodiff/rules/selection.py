@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import scalar_zero
+from thunderviz.autodiff.rules.common import only_where, scalar_zero, zero_where
 from thunderviz.prims import aten
 
 RULES = RuleSet("selection")
@@ -20,9 +20,9 @@ def _split_at_ties(g, a, b, loses_a, loses_b):
     # the gradient goes to the selected operand; at ties (a == b) each gets half
     half = aten.where.self(aten.eq.Tensor(a, b), aten.div.Tensor(g, 2), g)
     if requires_grad(a):
-        put_grad(a, aten.where.self(loses_a, scalar_zero(half), half))
+        put_grad(a, zero_where(loses_a, half))
     if requires_grad(b):
-        put_grad(b, aten.where.self(loses_b, scalar_zero(half), half))
+        put_grad(b, zero_where(loses_b, half))
 
 
 @RULES.grad(aten.maximum.default)
@@ -80,7 +80,7 @@ def clamp(a, min=None, max=None):
     out = aten.clamp.default(a, min, max)
     g = get_grad(out)
     mask = _clamp_self_mask(a, min, max, aten.ge.Scalar, aten.le.Scalar)
-    put_grad(a, g if mask is None else aten.where.self(mask, g, scalar_zero(g)))
+    put_grad(a, g if mask is None else only_where(mask, g))
     return out
 
 
@@ -114,9 +114,9 @@ def _one_sided_clamp_rule(op, keeps):
         g = get_grad(out)
         keep = keeps(a, bound)
         if requires_grad(a):
-            put_grad(a, aten.where.self(keep, g, scalar_zero(g)))
+            put_grad(a, only_where(keep, g))
         if requires_grad(bound):  # False for a number
-            put_grad(bound, aten.where.self(keep, scalar_zero(g), g))
+            put_grad(bound, zero_where(keep, g))
         return out
 
     one_sided_clamp.__name__ = op.label
@@ -133,9 +133,9 @@ def where(cond, a, b):
     out = aten.where.self(cond, a, b)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, aten.where.self(cond, g, scalar_zero(g)))
+        put_grad(a, only_where(cond, g))
     if requires_grad(b):
-        put_grad(b, aten.where.self(cond, scalar_zero(g), g))
+        put_grad(b, zero_where(cond, g))
     return out
 
 
@@ -143,7 +143,7 @@ def where(cond, a, b):
 def where_scalar_self(cond, a, b):
     out = aten.where.ScalarSelf(cond, a, b)
     g = get_grad(out)
-    put_grad(b, aten.where.self(cond, scalar_zero(g), g))
+    put_grad(b, zero_where(cond, g))
     return out
 
 
@@ -151,7 +151,7 @@ def where_scalar_self(cond, a, b):
 def where_scalar_other(cond, a, b):
     out = aten.where.ScalarOther(cond, a, b)
     g = get_grad(out)
-    put_grad(a, aten.where.self(cond, g, scalar_zero(g)))
+    put_grad(a, only_where(cond, g))
     return out
 
 
@@ -159,7 +159,7 @@ def where_scalar_other(cond, a, b):
 def masked_fill(a, mask, value):
     out = aten.masked_fill.Scalar(a, mask, value)
     g = get_grad(out)
-    put_grad(a, aten.where.self(mask, scalar_zero(g), g))
+    put_grad(a, zero_where(mask, g))
     return out
 
 
@@ -170,7 +170,7 @@ def masked_fill_tensor(a, mask, value):
     out = aten.masked_fill.Tensor(a, mask, value)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, aten.where.self(mask, scalar_zero(g), g))
+        put_grad(a, zero_where(mask, g))
     if requires_grad(value):
-        put_grad(value, aten.where.self(mask, g, scalar_zero(g)))
+        put_grad(value, only_where(mask, g))
     return out
