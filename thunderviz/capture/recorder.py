@@ -35,6 +35,7 @@ from thunderviz.capture.functional_ops import (
     mutated_arg_indices,
     scatter_into_base,
 )
+from thunderviz.capture.rng import draws_in_place, inverse, memory_order
 from thunderviz.capture.source import user_source
 from thunderviz.capture.torch_symbols import (
     functional_method_name,
@@ -432,18 +433,22 @@ class Recorder:
             if isinstance(value, torch.Tensor):
                 mutated.append(value)
         wants_grad = self._wants_grad(func, p_args, p_kwargs)
-        if returns_mutated:
-            normal = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-            outputs = [self._new_proxy(t, wants_grad) for t in normal]
-            new_values = [_fresh_proxy_like(self, t, wants_grad) for t in mutated]
-            output: Any = tuple(outputs + new_values)
+        draw_order = memory_order(args[0]) if draws_in_place(func) and not returns_mutated else None
+        if draw_order is not None:
+            new_values = [self._draw_in_memory_order(functional, p_args, p_kwargs, args[0], draw_order)]
         else:
-            new_values = [_fresh_proxy_like(self, t, wants_grad) for t in mutated]
-            output = new_values[0]
-        bsym = self._bsym(functional, p_args, p_kwargs, output)
-        if not is_core_aten(functional):
-            self._decompose(bsym, functional, args, kwargs)
-        self._append(bsym)
+            if returns_mutated:
+                normal = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+                outputs = [self._new_proxy(t, wants_grad) for t in normal]
+                new_values = [_fresh_proxy_like(self, t, wants_grad) for t in mutated]
+                output: Any = tuple(outputs + new_values)
+            else:
+                new_values = [_fresh_proxy_like(self, t, wants_grad) for t in mutated]
+                output = new_values[0]
+            bsym = self._bsym(functional, p_args, p_kwargs, output)
+            if not is_core_aten(functional):
+                self._decompose(bsym, functional, args, kwargs)
+            self._append(bsym)
         frame = self._frames[-1]
         # Writing into a temporary the same call created (rms_norm's C++ kernel does) keeps
         # the call functional from the outside; only a write into an older tensor counts.
@@ -454,6 +459,17 @@ class Recorder:
             if id(t) in self._views:
                 frame.mutated_views = True
             self._write(t, value)
+
+    def _draw_in_memory_order(self, functional: Any, p_args: Any, p_kwargs: Any, t: torch.Tensor,
+                              order: list[int]) -> TensorProxy:
+        """An in-place random draw into a transposed tensor, recorded as the functional draw
+        on it permuted into memory order, permuted back: the order eager drew in
+        (capture/rng.py)."""
+        permuted = t.permute(order)
+        source = self._record_only(aten.permute.default, (p_args[0], order), permuted)
+        drawn = _fresh_proxy_like(self, permuted, False)
+        self._append(self._bsym(functional, (source, *p_args[1:]), p_kwargs, drawn))
+        return self._record_only(aten.permute.default, (drawn, inverse(order)), t)
 
     def _write(self, t: torch.Tensor, value: Proxy) -> None:
         """`t` now holds `value`: move its proxy, and write through to its base if a view."""
