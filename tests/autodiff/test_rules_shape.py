@@ -118,6 +118,29 @@ def test_as_strided_overlapping_reads_sum():
     check_vjp(lambda x: x.view(2, 3).as_strided((2, 2), (1, 2), 1), x)
 
 
+# The third partial_views sample reads storage past the input's own elements; capture runs
+# the program on a copy of the input that holds only those elements, so it cannot be traced.
+@pytest.mark.parametrize("fn,args,kwargs", sample_params(
+    [("as_strided", "partial_views")], skip=lambda a, kw: kw.get("storage_offset", 0) >= 10))
+def test_as_strided_on_a_view_with_a_storage_offset_opinfo(fn, args, kwargs):
+    """The offset counts from the storage, not the view (x is x_base[5:15])."""
+    check_vjp(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("offset", [None, 0, 2, 7, 11])
+def test_as_strided_of_a_view_taken_in_the_program(offset):
+    """Offsets before, inside and past the view `x[5:15]`: positions outside it read the
+    rest of x and send their gradient nowhere through the view (autograd agrees)."""
+    x = torch.randn(20, dtype=F64)
+    check_vjp(lambda x: x[5:15].as_strided((2, 3), (3, 1), offset) * 2, x)
+    check_vjp(lambda x: x.view(4, 5)[1:, 2:].as_strided((3, 2), (2, 3), offset), x)
+
+
+def test_as_strided_of_a_complex_view():
+    z = torch.randn(12, dtype=torch.complex128)
+    check_vjp(lambda z: z[3:9].as_strided((2, 2), (2, 1), 4) * (1 + 2j), z)
+
+
 def test_as_strided_scatter_through_a_strided_write():
     """Written through a view it functionalizes to as_strided_scatter. (torch's own
     derivative of as_strided_scatter itself is wrong for `self` in torch 2.13; eager

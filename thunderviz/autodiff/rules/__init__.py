@@ -11,12 +11,13 @@ from thunderviz.autodiff.rules import (
     reductions,
     selection,
     shape,
+    strided,
 )
 
 BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
-     shape.RULES, linalg.RULES, nn.RULES, attention.RULES],
+     shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

@@ -172,26 +172,6 @@ def unsqueeze(a, dim):
     return out
 
 
-@RULES.grad(aten.as_strided.default)
-def as_strided(*args, **kwargs):
-    """Gradients flow back through the element positions the view reads, summed where the
-    view reads one element several times. Positions are those of `a` as a contiguous
-    tensor (a trace does not know strides; its tensors are made contiguous)."""
-    out = aten.as_strided.default(*args, **kwargs)
-    a, size, stride, storage_offset = op_args(aten.as_strided.default, args, kwargs)
-    g = get_grad(out)
-    positions = _strided_positions(g, a, size, stride, storage_offset)
-    flat = aten.index_put.default(_zeros(g, [a.numel]), [positions], g, True)
-    put_grad(a, aten.view.default(flat, list(a.shape)))
-    return out
-
-
-def _strided_positions(like, a, size, stride, storage_offset):
-    """Int64 tensor of `size`: which element of flattened `a` each view element reads."""
-    arange = aten.arange.default(a.numel, dtype=torch.int64, device=like.device)
-    return aten.as_strided.default(arange, list(size), list(stride), storage_offset or 0)
-
-
 @RULES.grad(aten.unfold.default)
 def unfold(a, dimension, size, step):
     out = aten.unfold.default(a, dimension, size, step)
@@ -536,20 +516,4 @@ def diagonal_scatter(*args, **kwargs):
         put_grad(a, aten.diagonal_scatter.default(g, _zeros(g, src.shape), offset, dim1, dim2))
     if requires_grad(src):
         put_grad(src, aten.diagonal.default(g, offset, dim1, dim2))
-    return out
-
-
-@RULES.grad(aten.as_strided_scatter.default)
-def as_strided_scatter(*args, **kwargs):
-    """Positions as in `as_strided`: those of `a` as a contiguous tensor."""
-    out = aten.as_strided_scatter.default(*args, **kwargs)
-    a, src, size, stride, storage_offset = op_args(aten.as_strided_scatter.default, args, kwargs)
-    g = get_grad(out)
-    positions = _strided_positions(g, a, size, stride, storage_offset)
-    flat = aten.reshape.default(g, [a.numel])
-    if requires_grad(a):
-        kept = aten.index_put.default(flat, [positions], _zeros(g, []), False)
-        put_grad(a, aten.view.default(kept, list(a.shape)))
-    if requires_grad(src):
-        put_grad(src, aten.index.Tensor(flat, [positions]))
     return out
