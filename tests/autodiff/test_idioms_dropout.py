@@ -74,3 +74,66 @@ def test_draws_happen_in_eager_order_across_layers():
     (grad_j,) = torch.autograd.grad(out.sum(), w)
     assert torch.equal(out, eager)
     assert torch.equal(grad_j, grad_e)
+
+
+def _hf_model(name: str) -> nn.Module:
+    """Tiny configs, default dropout (0.1 in attention and hidden layers), training mode."""
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    small = dict(vocab_size=100, max_position_embeddings=32)
+    if name == "bert":
+        model = transformers.BertModel(transformers.BertConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **small),
+            add_pooling_layer=False)
+    elif name == "roberta":
+        model = transformers.RobertaModel(transformers.RobertaConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            vocab_size=100, max_position_embeddings=34), add_pooling_layer=False)
+    elif name == "distilbert":
+        model = transformers.DistilBertModel(transformers.DistilBertConfig(
+            dim=32, n_layers=2, n_heads=2, hidden_dim=64, **small))
+    else:
+        model = transformers.T5Model(transformers.T5Config(
+            vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2))
+    return model.train()
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta", "distilbert", "t5"])
+def test_hf_encoders_with_attention_dropout_train_like_eager(name):
+    torch.manual_seed(0)
+    model = _hf_model(name)
+    ids = torch.randint(3, 100, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 6:] = 0  # padding: a mask tensor reaches attention
+    kwargs = {"input_ids": ids, "attention_mask": mask}
+    if name == "t5":
+        kwargs["decoder_input_ids"] = ids[:, :5]
+    jitted = train_like_eager(model, lambda step: ((), kwargs), lambda out: _loss(out.last_hidden_state))
+    assert jitted.cache_misses == 1
+
+
+def test_transformer_encoder_layer_with_dropout_trains_like_eager():
+    """nn.MultiheadAttention inside it reaches aten._scaled_dot_product_attention_math with
+    dropout_p > 0: differentiated through the ops that draw the mask."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True).double()
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    train_like_eager(layer, lambda step: ((x,), {}), _loss, dtype=torch.float64)
+
+
+def test_attention_dropout_output_and_gradients_equal_eager_bit_for_bit():
+    def fn(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.3)
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 5, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    for mask in (None, torch.randn(5, 5, dtype=torch.float64)):
+        torch.manual_seed(3)
+        eager = fn(q, k, v, mask)
+        torch.manual_seed(3)
+        out = tv.jit(fn)(q, k, v, mask)
+        assert torch.equal(out, eager)
+        g = torch.randn_like(out)
+        for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(eager, (q, k, v), g),
+                        strict=True):
+            assert torch.equal(a, b)

@@ -25,7 +25,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.capture.torch_symbols import torch_symbol
-from thunderviz.core.symbol import Symbol
+from thunderviz.core.symbol import BoundSymbol, Symbol
 from thunderviz.prims.aten import op_id
 
 __all__ = ["GradRule", "RuleSet", "symbol_id"]
@@ -52,15 +52,22 @@ def symbol_id(op: Any) -> str:
 
 @dataclass(frozen=True)
 class GradRule:
-    """`joint` is None for ops that are not differentiable."""
+    """`joint` is None for ops that are not differentiable. `applies`, when given, says
+    whether the rule handles a given call; where it does not, the call is differentiated
+    through its subsymbols (an attention call with dropout: through the ops that draw the
+    mask, as eager ran them)."""
 
     op_id: str
     joint: JointFn | None
     origin: str  # "joint", "augmented_forward/backward", "nondifferentiable"
+    applies: Callable[[BoundSymbol], bool] | None = None
 
     @property
     def differentiable(self) -> bool:
         return self.joint is not None
+
+    def applies_to(self, bsym: BoundSymbol) -> bool:
+        return self.applies is None or self.applies(bsym)
 
 
 @dataclass
@@ -71,11 +78,12 @@ class RuleSet:
     rules: dict[str, GradRule] = field(default_factory=dict)
     _aug: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
-    def grad(self, *ops: Any) -> Callable[[JointFn], JointFn]:
+    def grad(self, *ops: Any, applies: Callable[[BoundSymbol], bool] | None = None
+             ) -> Callable[[JointFn], JointFn]:
         def register(fn: JointFn) -> JointFn:
             for op in ops:
                 key = symbol_id(op)
-                self.rules[key] = GradRule(key, fn, "joint")
+                self.rules[key] = GradRule(key, fn, "joint", applies)
             return fn
         return register
 

@@ -114,6 +114,8 @@ def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str
         units.append(_Unit(bsym, top, None))
         return
     rule = rules.get(bsym.sym.id)
+    if rule is not None and not rule.applies_to(bsym):
+        rule = None  # this call is differentiated through its subsymbols
     if rule is not None and _float_outs(bsym):
         units.append(_Unit(bsym, top, rule if rule.differentiable else None))
         if rule.differentiable:

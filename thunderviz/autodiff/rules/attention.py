@@ -9,6 +9,10 @@ from q, k and v, so only q, k, v (and a mask) are saved, never the L x S matrix.
     dv = P^T g        dP = g v^T        dS = P * (dP - rowsum(dP * P))
     dq = dS k * scale      dk = dS^T q * scale      d(float mask) = dS
 
+With dropout (`dropout_p > 0` in training) these rules step aside and the call is
+differentiated through the ops eager ran for it, which draw the dropout mask: the same mask
+as eager under the same seed, and the backward multiplies by it.
+
 Grouped-query attention (`enable_gqa=True`, k/v with fewer heads than q) repeats each k/v
 head for its group of q heads; their gradients sum over the group.
 """
@@ -20,15 +24,17 @@ import math
 import torch
 import torch.nn.functional as F
 
-from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.capture.torch_symbols import torch_symbol
+from thunderviz.core.symbol import BoundSymbol
 from thunderviz.prims import aten
+from thunderviz.prims.aten import op_id
 
 RULES = RuleSet("attention")
 
 SDPA = torch_symbol(F.scaled_dot_product_attention)
+MATH_ID = op_id(torch.ops.aten._scaled_dot_product_attention_math.default)
 
 
 def _sdpa_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -80,15 +86,6 @@ def _cpu_flash(q, k, v, is_causal, scale):
     return out
 
 
-def _refuse_dropout(dropout_p) -> None:
-    if dropout_p:
-        raise AutodiffError(
-            f"scaled_dot_product_attention with dropout_p={dropout_p}: thunderviz cannot "
-            "differentiate attention dropout (its random mask is drawn inside the fused "
-            "kernel and is not in the trace). Use dropout_p=0.0 (e.g. model.eval(), or "
-            "dropout on the attention output instead).")
-
-
 def _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs=None) -> None:
     """The attention backward from q, k and v alone: recompute P = softmax(q kᵀ * scale +
     mask), then the formulas of the module docstring. `g_probs` is a cotangent of P itself,
@@ -132,10 +129,19 @@ def _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs=
         put_grad(mask, d_scores)  # put_grad sums over the dims the mask was broadcast along
 
 
-@RULES.grad(F.scaled_dot_product_attention)
+def _without_dropout(bsym: BoundSymbol) -> bool:
+    """These rules are for attention without dropout. With dropout, the call is
+    differentiated through its subsymbols: the ops eager ran, which draw the mask (on the
+    CPU the math kernel's `bernoulli_`; on CUDA a fused kernel whose philox seed and offset
+    its backward kernel takes), so the trace draws eager's mask and the backward uses it."""
+    args = _math_args if bsym.sym.id == MATH_ID else _sdpa_args
+    dropout_p = args(*bsym.args, **bsym.kwargs)[4]
+    return not getattr(dropout_p, "value", dropout_p)
+
+
+@RULES.grad(F.scaled_dot_product_attention, applies=_without_dropout)
 def scaled_dot_product_attention(*args, **kwargs):
     q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _sdpa_args(*args, **kwargs)
-    _refuse_dropout(dropout_p)
     if _cpu_flash_applies(q, k, v, mask, enable_gqa):
         return _cpu_flash(q, k, v, is_causal, scale)
     out = SDPA(*args, **kwargs)
@@ -148,12 +154,11 @@ def _math_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     return query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
 
 
-@RULES.grad(aten._scaled_dot_product_attention_math.default)
+@RULES.grad(aten._scaled_dot_product_attention_math.default, applies=_without_dropout)
 def scaled_dot_product_attention_math(*args, **kwargs):
     """The math kernel some callers reach directly (nn.MultiheadAttention's fast path inside
     nn.TransformerEncoderLayer): it also returns P, which may take a cotangent of its own."""
     q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _math_args(*args, **kwargs)
-    _refuse_dropout(dropout_p)
     out, probs = aten._scaled_dot_product_attention_math.default(*args, **kwargs)
     g, g_probs = get_grad(out), get_grad(probs)
     _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs)
