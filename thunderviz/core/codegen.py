@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.quoting import is_identifier, string
 from thunderviz.core.symbol import BoundSymbol, SymbolKind
 
 __all__ = ["codeval", "call_expression", "bsym_statement", "output_pattern", "type_comment"]
@@ -60,7 +61,10 @@ def codeval(x: Any) -> str:
 
 def _call_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     parts = [codeval(a) for a in args]
-    parts += [f"{k}={codeval(v)}" for k, v in kwargs.items()]
+    # A keyword that is not a plain identifier (from a **kwargs the user built) is passed
+    # as a quoted dict key, never pasted.
+    parts += [f"{k}={codeval(v)}" if is_identifier(k) else f"**{{{string(k)}: {codeval(v)}}}"
+              for k, v in kwargs.items()]
     return ", ".join(parts)
 
 

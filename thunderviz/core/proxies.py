@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from thunderviz.core.quoting import identifier
+
 __all__ = [
     "Proxy",
     "TensorProxy",
@@ -44,11 +46,9 @@ def dtype_short(dtype: torch.dtype) -> str:
 
 
 def sanitize_name(name: str) -> str:
-    """Turn a parameter path such as "blocks.0.attn.weight" into an identifier."""
-    out = "".join(c if (c.isalnum() or c == "_") else "_" for c in name)
-    if not out or out[0].isdigit():
-        out = "_" + out
-    return out
+    """Turn a parameter path such as "blocks.0.attn.weight" into an identifier (NFKC form,
+    so two names Python would read as one variable come out equal: see core/quoting)."""
+    return identifier(name)
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,13 +151,15 @@ class NameGenerator:
         """`wanted` if free, else `wanted_1`, `wanted_2`, ..."""
         base = sanitize_name(wanted)
         name, k = base, 1
-        while name in self.taken or name in _RESERVED:
+        while name in self.taken or name in _RESERVED or name.startswith(_RESERVED_PREFIX):
             name = f"{base}_{k}"
             k += 1
         self.taken.add(name)
         return name
 
 
+# Names the compiled twin binds operators to (core/trace.py, `_bind_ops`).
+_RESERVED_PREFIX = "_op_"
 # Names the printed Python needs for itself.
 _RESERVED = {"torch", "aten", "prims", "F", "inf", "nan", "None", "True", "False", "def", "return",
              "lambda", "class", "import", "from", "in", "is", "not", "and", "or", "if",

@@ -15,9 +15,10 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.codegen import bsym_statement, codeval, type_comment
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.quoting import UnsafeCodeError, code_line, comment, is_identifier
 from thunderviz.core.symbol import BoundSymbol
 
-__all__ = ["Trace", "TraceTag", "Provenance", "PrintedLine", "timed_provenance"]
+__all__ = ["Trace", "TraceTag", "Provenance", "PrintedLine", "timed_provenance", "source_comment"]
 
 
 class TraceTag(enum.Enum):
@@ -126,7 +127,7 @@ class Trace:
         add = lambda text, path=None: lines.append(PrintedLine(text, path))  # noqa: E731
         if include_header:
             for prov in self.provenance:
-                add(f"# {prov}")
+                add(comment(prov))
             add("import torch")
             add("aten = torch.ops.aten")
             add("prims = torch.ops.prims")
@@ -136,17 +137,20 @@ class Trace:
         kwonly = [*self.kwargs, *self.constants]
         if kwonly:
             params += ["*", *kwonly]
+        unsafe = [n for n in (self.name, *params) if n != "*" and not is_identifier(n)]
+        if unsafe:  # names are made by NameGenerator.claim; anything else is a bug upstream
+            raise UnsafeCodeError(f"trace {ascii(self.name)}: not identifiers: {ascii(unsafe)}")
         add(f"def {self.name}({', '.join(params)}):")
         for p in self.flat_args:
-            comment = type_comment([p])
-            if comment:
-                add(f"  # {comment}")
+            types = type_comment([p])
+            if types:
+                add("  " + comment(types))
         for name, t in self.constants.items():
-            add(f'  # {name}: captured tensor "{TensorProxy.like(name, t).type_string()}"')
+            add("  " + comment(f'{name}: captured tensor "{TensorProxy.like(name, t).type_string()}"'))
         last_source = None
         for i, bsym in enumerate(self.bound_symbols):
             last_source = _print_bsym(bsym, (i,), 1, print_depth, add, last_source)
-        add(f"  return {codeval(self.output)}")
+        add(code_line(f"  return {codeval(self.output)}"))
         return lines
 
     # --- execution -----------------------------------------------------------------------
@@ -167,24 +171,30 @@ class Trace:
         return run
 
 
+def source_comment(src: Any, module_path: str) -> str:
+    """`# file.py:12: \tcode  [module.path]`, the comment heading the ops of one source line.
+    File name, code and module path are the user's text: quoted onto one line."""
+    where = f"  [{module_path}]" if module_path else ""
+    return comment(f"{src.short()}: \t{src.code}{where}")
+
+
 def _print_bsym(bsym: BoundSymbol, path: tuple[int, ...], indent: int, print_depth: int,
                 add: Callable[..., None], last_source: Any) -> Any:
     pad = "  " * indent
     src = bsym.source
     if src is not None and (src, bsym.module_path) != last_source:
-        where = f"  [{bsym.module_path}]" if bsym.module_path else ""
-        add(f"{pad}# {src.short()}: \t{src.code}{where}", path)
+        add(pad + source_comment(src, bsym.module_path), path)
         last_source = (src, bsym.module_path)
     if bsym.header:
-        add(f"{pad}# {bsym.header}", path)
+        add(pad + comment(bsym.header), path)
     if bsym.executes_subsymbols:
         # The user's call mutated in place: its functional subsymbols are the code.
-        add(f"{pad}# {bsym_statement(bsym)}  (functionalized below)", path)
+        add(pad + comment(f"{bsym_statement(bsym)}  (functionalized below)"), path)
         for j, sub in enumerate(bsym.subsymbols):
-            add(f"{pad}{bsym_statement(sub)}", (*path, j))
+            add(code_line(pad + bsym_statement(sub)), (*path, j))
             _print_subsymbols(sub, (*path, j), indent + 1, print_depth - 1, add)
         return last_source
-    add(f"{pad}{bsym_statement(bsym)}", path)
+    add(code_line(pad + bsym_statement(bsym)), path)
     _print_subsymbols(bsym, path, indent + 1, print_depth, add)
     return last_source
 
@@ -195,7 +205,7 @@ def _print_subsymbols(bsym: BoundSymbol, path: tuple[int, ...], indent: int, dep
         return
     pad = "  " * indent
     for j, sub in enumerate(bsym.subsymbols):
-        add(f"{pad}# {bsym_statement(sub)}", (*path, j))
+        add(pad + comment(bsym_statement(sub)), (*path, j))
         _print_subsymbols(sub, (*path, j), indent + 1, depth - 1, add)
 
 
@@ -232,5 +242,5 @@ def _bind_ops(source: str, namespace: dict[str, Any]) -> str:
 def _compile(source: str, name: str) -> Callable[..., Any]:
     namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten, "prims": torch.ops.prims}
     code = compile(_bind_ops(source, namespace), f"<thunderviz trace {name}>", "exec")
-    exec(code, namespace)  # noqa: S102 - our own generated source, never user-supplied text
+    exec(code, namespace)  # noqa: S102 - generated source; user text only through core/quoting
     return namespace[name]

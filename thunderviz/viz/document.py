@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.codegen import bsym_statement, codeval
 from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunderviz.core.quoting import comment
 from thunderviz.core.symbol import BoundSymbol, SourceLocation, SymbolKind
 from thunderviz.core.trace import Trace, TraceTag
 
@@ -128,7 +129,7 @@ def _line_ranges(trace: Trace, depth: int) -> tuple[str, dict[tuple[int, ...], l
             continue
         if len(path) == 1:
             src = bsyms[path[0]].source
-            if src is not None and line.text.lstrip().startswith(f"# {src.short()}: \t"):
+            if src is not None and line.text.lstrip().startswith(comment(f"{src.short()}: \t")):
                 continue
         r = ranges.get(path)
         if r is None:
