@@ -21,6 +21,7 @@ from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import JointRun, run_joint
 from thunderviz.autodiff.registry import GradRule, RuleSet
 from thunderviz.autodiff.saved import SavedTensor, describe_saved
+from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
@@ -54,6 +55,8 @@ class AutodiffResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     # forward proxy name -> the backward proxy holding its accumulated cotangent
     cotangent_of: dict[str, str] = field(default_factory=dict)
+    # what each rule application read and contributed, in sweep order (for the debugger)
+    applications: list[RuleApplication] = field(default_factory=list)
 
     @property
     def saved_bytes(self) -> int:
@@ -76,7 +79,8 @@ def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = No
         units: list[_Unit] = []
         for bsym in trace.bound_symbols:
             _flatten(bsym, bsym, rules, needs, units)
-        fwd_segments, bwd_bsyms, cts, seeded = _sweep(trace, units, needs, recorder)
+        applications: list[RuleApplication] = []
+        fwd_segments, bwd_bsyms, cts, seeded = _sweep(trace, units, needs, recorder, applications)
         seeds = [seed for _, seed in seeded]
         grad_inputs = [cts.get(p.name) if p.name in needs else None for p in trace.flat_args]
     timings["vjp"] = prov.result.took_ms
@@ -96,7 +100,8 @@ def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = No
         t.provenance = [*trace.provenance, *provs]
     return AutodiffResult(trace, augmented, backward, saved, grad_inputs,
                           [out for out, _ in seeded], recorder, timings,
-                          cotangent_of={name: ct.name for name, ct in cts.items()})
+                          cotangent_of={name: ct.name for name, ct in cts.items()},
+                          applications=applications)
 
 
 def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:
@@ -140,8 +145,8 @@ def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str
     raise AutodiffError.no_rule(bsym, top)
 
 
-def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepRecorder | None
-           ) -> tuple[list[list[BoundSymbol]], list[BoundSymbol], dict[str, Proxy],
+def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepRecorder | None,
+           applications: list[RuleApplication]) -> tuple[list[list[BoundSymbol]], list[BoundSymbol], dict[str, Proxy],
                       list[tuple[TensorProxy, TensorProxy]]]:
     names = trace.names
     cts: dict[str, Proxy] = {}
@@ -166,12 +171,18 @@ def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepReco
         fwd_segments[i] = [_tagged(x, unit) for x in forward]
         emitted = [_tagged(x, unit) for x in backward]
         accumulate = TraceBuilder(names, b.module_path, b.source)
+        added: list[Contribution] = []
         with accumulate:
             for x, g in run.grads:
                 old = cts.get(x.name)
                 cts[x.name] = g if old is None else aten.add.Tensor(old, g)
+                added.append(Contribution(x.name, g.name, None if old is None else old.name,
+                                          cts[x.name].name))
         emitted += [_tagged(x, unit) for x in accumulate.bound_symbols]
         bwd.extend(emitted)
+        applications.append(RuleApplication(
+            unit.top, b, tuple(p.name for e in emitted for p in e.flat_proxy_outs),
+            {name: ct.name for name, ct in out_cts.items() if ct is not None}, tuple(added)))
         if recorder is not None:
             recorder.step(unit.top, VISIT_TYPE.INSERT_AFTER, bwd, inserted=emitted)
     return fwd_segments, bwd, cts, seeds
