@@ -14,8 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from thunderviz.viz.document import FORMAT, VERSION
+from thunderviz.viz.files import (
+    FileTooLargeError,
+    NotARegularFileError,
+    read_regular_file,
+    write_text_atomic,
+)
 
-__all__ = ["TvzError", "save", "load", "validate", "dumps", "loads"]
+__all__ = ["TvzError", "save", "load", "validate", "dumps", "loads", "MAX_LOAD_BYTES"]
+
+# The largest .tvz load() reads unless told otherwise (a big model's recorded backward is
+# tens of MB; a file far larger is more likely a mistake than a document).
+MAX_LOAD_BYTES = 1 << 30
 
 _REQUIRED = ("format", "version", "traces")
 _LIST_SECTIONS = ("saved", "steps", "transforms")
@@ -97,9 +107,7 @@ def dumps(obj: Any) -> str:
 def save(obj: Any, path: str | os.PathLike[str]) -> Path:
     """Write a Session's view document (or a document dict) to `path` as .tvz."""
     text = dumps(obj)
-    p = Path(path)
-    p.write_text(text, encoding="utf-8")
-    return p
+    return write_text_atomic(path, text)  # an error leaves an existing file as it was
 
 
 def _reject_constant(name: str) -> Any:
@@ -131,11 +139,17 @@ def loads(data: str | bytes, source: str | None = None) -> dict[str, Any]:
     return validate(doc, source)
 
 
-def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and validate a .tvz file; returns the view document."""
+def load(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> dict[str, Any]:
+    """Read and validate a .tvz file; returns the view document. Only a regular file is
+    read, and at most `max_bytes` of it (default `MAX_LOAD_BYTES`)."""
     p = Path(path)
+    limit = MAX_LOAD_BYTES if max_bytes is None else max_bytes
     try:
-        data = p.read_bytes()
+        data = read_regular_file(p, limit)
+    except NotARegularFileError as e:
+        raise TvzError(f"not a thunderviz file: {e}") from None
+    except FileTooLargeError as e:
+        raise TvzError(f"{e}. Pass load(path, max_bytes=N) to open a larger file.") from None
     except OSError as e:
         raise TvzError(f"{p}: cannot read: {e.strerror or e}") from None
     return loads(data, str(p))

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from thunderviz.viz.files import write_text_atomic
 from thunderviz.viz.static import static_svg
 from thunderviz.viz.tvz import validate
 from thunderviz.widgets.show import document_of, make_session
@@ -150,6 +151,5 @@ def export_html(obj: Any, path: str | os.PathLike[str], *args: Any, fake: bool =
                 default_cotangents(session)
                 session.record_backward()
             doc = session.document()
-    out = Path(path)
-    out.write_text(render_html(doc, title=title, tab=tab, static=static), encoding="utf-8")
-    return out
+    # Atomic: an error (while rendering or writing) leaves an existing file as it was.
+    return write_text_atomic(path, render_html(doc, title=title, tab=tab, static=static))

@@ -1,0 +1,114 @@
+"""Writing and reading thunderviz's files without ever losing one.
+
+`write_text_atomic` is the one way thunderviz writes a file (.tvz, exported HTML): the text is
+encoded first, written to a temporary file in the target's folder, flushed to disk and
+renamed over the target. An error at any point (an unencodable string, a full disk) leaves
+the old file exactly as it was; a reader never sees a half-written one.
+
+`read_regular_file` is the one way it reads one: only a regular file (a FIFO would block
+forever, a device could be endless), at most `max_bytes`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_text_atomic", "read_regular_file", "encode_text", "FileTooLargeError",
+           "NotARegularFileError"]
+
+
+class NotARegularFileError(OSError):
+    """The path is a FIFO, a device, a socket or a folder: not something to load."""
+
+
+class FileTooLargeError(OSError):
+    """The file is larger than the caller's limit."""
+
+
+def encode_text(text: str) -> bytes:
+    """UTF-8 bytes for `text`, always valid UTF-8. A lone surrogate (a `str` can hold one,
+    e.g. from a file name decoded with `surrogateescape`; UTF-8 cannot encode it) becomes the
+    six characters `\\udXXX`: inside a JSON string, the one place thunderviz writes user
+    text unescaped, that is the JSON escape of the same character, so it reads back equal."""
+    return text.encode("utf-8", errors="backslashreplace")
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` (see `encode_text`) to `path` atomically; returns the path."""
+    target = Path(path)
+    data = encode_text(text)  # before touching the disk: an encoding error changes nothing
+    folder = target.parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _keep_mode(target, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(folder)
+    return target
+
+
+def _keep_mode(target: Path, tmp: str) -> None:
+    """The new file gets the old one's permissions (mkstemp makes it 0600), or the usual
+    umask-governed ones for a new file."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(tmp, mode)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_regular_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of `path`. Opening never blocks (O_NONBLOCK: a FIFO with no writer would
+    wait forever), and the opened file itself is checked, so a path swapped for a FIFO
+    between a check and the open is refused too."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFileError(f"{os.fspath(path)}: not a regular file ({_kind(info.st_mode)})")
+        if info.st_size > max_bytes:
+            raise FileTooLargeError(f"{os.fspath(path)}: {info.st_size} bytes, more than the "
+                                    f"limit of {max_bytes}")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)  # a file growing while read stops at the limit too
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise FileTooLargeError(f"{os.fspath(path)}: more than the limit of {max_bytes} bytes")
+    return data
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
