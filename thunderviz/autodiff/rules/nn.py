@@ -126,11 +126,22 @@ def native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_v
 
 @RULES.grad(aten.native_group_norm.default)
 def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
+    """mean and rstd (of shape [N, group]) are outputs with gradients too, as in autograd:
+    d mean/dx = 1/M and d rstd/dx = -rstd^3 (x - mean) / M over each group's M elements."""
     out, mean, rstd = aten.native_group_norm.default(x, weight, bias, N, C, HxW, group, eps)
-    g = get_grad(out)
+    g, g_mean, g_rstd = get_grad(out), get_grad(mean), get_grad(rstd)
     grads = aten.native_group_norm_backward.default(
         g, x, mean, rstd, weight, N, C, HxW, group, _mask(x, weight, bias))
     _put_all((x, weight, bias), grads)
+    if requires_grad(x):
+        per_group = [N, group, 1]
+        xg = aten.reshape.default(x, [N, group, -1])
+        centered = aten.sub.Tensor(xg, aten.reshape.default(mean, per_group))
+        rstd3 = aten.pow.Tensor_Scalar(aten.reshape.default(rstd, per_group), 3)
+        dx = aten.sub.Tensor(aten.reshape.default(g_mean, per_group),
+                             aten.mul.Tensor(aten.mul.Tensor(aten.reshape.default(g_rstd, per_group),
+                                                             rstd3), centered))
+        put_grad(x, aten.reshape.default(aten.div.Tensor(dx, xg.shape[-1]), list(x.shape)))
     return out, mean, rstd
 
 
