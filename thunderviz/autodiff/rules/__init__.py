@@ -5,9 +5,11 @@ from thunderviz.autodiff.rules import (
     arithmetic,
     attention,
     casts,
+    collectives,
     elementwise,
     linalg,
     nn,
+    recurrent,
     reductions,
     selection,
     shape,
@@ -17,7 +19,8 @@ from thunderviz.autodiff.rules import (
 BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
-     shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES],
+     shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
+     recurrent.RULES, collectives.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]
