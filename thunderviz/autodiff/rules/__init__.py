@@ -5,7 +5,6 @@ from thunderviz.autodiff.rules import (
     arithmetic,
     attention,
     casts,
-    collectives,
     elementwise,
     linalg,
     nn,
@@ -20,7 +19,7 @@ BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES, collectives.RULES],
+     recurrent.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]
