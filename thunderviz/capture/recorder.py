@@ -28,6 +28,12 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from thunderviz.capture.collectives import (
+    is_collective_call,
+    is_collective_op,
+    record_collective_call,
+    record_collective_op,
+)
 from thunderviz.capture.errors import CaptureError, where
 from thunderviz.capture.functional_ops import (
     functional_variant,
@@ -234,6 +240,8 @@ class Recorder:
         if is_property_read(func):
             return func(*args, **kwargs)
         source = user_source(skip=3)
+        if is_collective_call(func):  # torch.distributed: capture/collectives.py
+            return record_collective_call(self, func, args, kwargs)
         p_args, p_kwargs = self.proxify((args, kwargs))
         frame = _Frame()
         outer_source, self._source = self._source, source
@@ -297,6 +305,8 @@ class Recorder:
     def on_dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         p_args, p_kwargs = self.proxify((args, kwargs))
         out = func(*args, **kwargs)
+        if is_collective_op(func):
+            return record_collective_op(self, func, args, kwargs)
         if func is aten._local_scalar_dense.default:
             proxy = NumberProxy(name=self.names.fresh("n"), value=out)
             bsym = self._bsym(func, p_args, p_kwargs, proxy)

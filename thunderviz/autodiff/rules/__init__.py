@@ -5,6 +5,7 @@ from thunderviz.autodiff.rules import (
     arithmetic,
     attention,
     casts,
+    collectives,
     elementwise,
     linalg,
     nn,
@@ -19,7 +20,7 @@ BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES],
+     recurrent.RULES, collectives.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]
