@@ -1,0 +1,273 @@
+"""OpInfo census: thunderviz's gradients against torch.autograd on torch's own op database.
+
+For every OpInfo of `torch.testing._internal.common_methods_invocations.op_db` that supports
+autograd on the CPU in a dtype, the first few samples run through `thunderviz.vjp` and
+through torch.autograd with the same random cotangents; outputs and every floating input's
+gradient are compared. An OpInfo passes when all its samples do. Otherwise it is:
+
+* wrong: a value or gradient differs (the worst: a silently wrong gradient);
+* no-rule: thunderviz refuses an op it has no grad rule for (the op is named and counted);
+* error: anything else thunderviz raised.
+
+OpInfos with a complex input or output are counted apart (complex autodiff is out of scope).
+Samples torch.autograd itself rejects are left out. Run:
+
+    .venv/bin/python -m benchmarks.opinfo_census                  # float64 and float32
+    .venv/bin/python -m benchmarks.opinfo_census --dtype float64 --ops sin,nn.functional.conv2d -v
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import time
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.testing._internal.common_utils as torch_test_utils
+import torch.testing._internal.opinfo.core as opinfo_core
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils import _pytree as pytree
+
+import thunderviz as tv
+from thunderviz.autodiff.errors import AutodiffError
+
+# OpInfo.sample_inputs walks the Python stack looking for a unittest.TestCase to take skips
+# from (~0.15 s an op); there is none here.
+opinfo_core.extract_test_fn = torch_test_utils.extract_test_fn = lambda: None
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+# float32 gradients are sums of products computed in another order than autograd's
+TOLERANCES = {torch.float64: (1e-6, 1e-8), torch.float32: (1e-3, 1e-4)}
+STATUSES = ("pass", "wrong", "no-rule", "error")
+SECONDS_PER_OPINFO = 60
+
+
+@dataclass
+class Outcome:
+    """One OpInfo in one dtype."""
+
+    label: str
+    status: str  # a STATUSES entry, or "complex" / "skipped"
+    detail: str = ""
+    missing: list[str] = field(default_factory=list)  # op ids with no rule
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def label_of(info: Any) -> str:
+    return f"{info.name}.{info.variant_test_name}" if info.variant_test_name else info.name
+
+
+def _is_complex(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_complex()
+
+
+def _sample_fn(info: Any, sample: Any):
+    process = sample.output_process_fn_grad
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        return process(info.op(*args, **kwargs))
+    return fn
+
+
+def _reference(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list[Any]
+               ) -> tuple[Any, list[Any]]:
+    """torch.autograd: outputs and d<out, ct>/d(each floating leaf of args)."""
+    leaves, spec = pytree.tree_flatten(args)
+    leaves = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor)
+              and (x.is_floating_point() or x.is_complex()) else x for x in leaves]
+    inputs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+    torch.manual_seed(0)
+    out = fn(*pytree.tree_unflatten(leaves, spec), **kwargs)
+    outs, out_cts = [], []
+    for o, ct in zip(pytree.tree_leaves(out), cts, strict=True):
+        if isinstance(o, torch.Tensor) and o.requires_grad:
+            outs.append(o)
+            out_cts.append(ct)
+    grads = (torch.autograd.grad(outs, inputs, out_cts, allow_unused=True) if outs
+             else [None] * len(inputs))
+    return out, list(grads)
+
+
+def _compare(expected: Any, got: Any, dtype: torch.dtype, what: str) -> str:
+    rtol, atol = TOLERANCES[dtype]
+    if expected is None:
+        if got is not None and torch.count_nonzero(got):
+            return f"{what}: autograd has no gradient, thunderviz has one"
+        return ""
+    if got is None:
+        return "" if not torch.count_nonzero(expected) else f"{what}: thunderviz has no gradient"
+    try:
+        torch.testing.assert_close(got, expected.detach(), rtol=rtol, atol=atol, equal_nan=True,
+                                   check_dtype=False)
+    except AssertionError as e:
+        lines = [line for line in str(e).splitlines() if "difference" in line]
+        return f"{what}: {lines[0].strip() if lines else str(e).splitlines()[0]}"
+    return ""
+
+
+def check_sample(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.dtype
+                 ) -> str | None:
+    """'' when thunderviz agrees with torch.autograd, a description when not, None when
+    torch.autograd rejects the sample. Raises what thunderviz raises."""
+    gen = torch.Generator().manual_seed(0)
+    try:
+        with torch.no_grad():
+            torch.manual_seed(0)
+            eager = fn(*args, **kwargs)
+        outs = pytree.tree_leaves(eager)
+        cts = [torch.randn(o.shape, generator=gen, dtype=o.dtype)
+               if isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())
+               else None for o in outs]
+        ref_out, ref_grads = _reference(fn, args, kwargs, cts)
+    except Exception:  # noqa: BLE001 - torch rejects this sample: nothing to compare with
+        return None
+    torch.manual_seed(0)
+    out, grads = tv.vjp(fn)(args, [c if c is not None else torch.zeros(()) for c in cts],
+                            **kwargs)
+    for i, (o_ref, o) in enumerate(zip(pytree.tree_leaves(ref_out), pytree.tree_leaves(out),
+                                       strict=False)):
+        if isinstance(o_ref, torch.Tensor) and o_ref.dtype.is_floating_point:
+            problem = _compare(o_ref, o, dtype, f"output {i}")
+            if problem:
+                return problem
+    ours = [g for g, x in zip(grads, pytree.tree_leaves(args), strict=False)
+            if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())]
+    if len(ours) != len(ref_grads):
+        return f"{len(ours)} gradients, autograd has {len(ref_grads)}"
+    for i, (g, r) in enumerate(zip(ours, ref_grads, strict=True)):
+        problem = _compare(r, g, dtype, f"grad of input {i}")
+        if problem:
+            return problem
+    return ""
+
+
+def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
+    label = label_of(info)
+    if dtype not in info.supported_backward_dtypes("cpu"):
+        return Outcome(label, "skipped", "dtype not supported by autograd")
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(SECONDS_PER_OPINFO)
+    compared, problems, missing, errors = 0, [], [], []
+    try:
+        for i, sample in enumerate(info.sample_inputs("cpu", dtype, requires_grad=False)):
+            if i >= n_samples:
+                break
+            fn = _sample_fn(info, sample)
+            args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
+            try:
+                with torch.no_grad():
+                    torch.manual_seed(0)
+                    eager = fn(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - a sample torch itself rejects
+                continue
+            if any(_is_complex(x) for x in pytree.tree_leaves((args, kwargs, eager))):
+                return Outcome(label, "complex")
+            try:
+                result = check_sample(fn, args, kwargs, dtype)
+            except AutodiffError as e:
+                compared += 1
+                if "has no grad rule" in str(e) and e.bsym is not None:
+                    missing.append(e.bsym.sym.id)
+                else:
+                    errors.append(f"AutodiffError: {str(e).splitlines()[0][:160]}")
+                continue
+            except _Timeout:
+                raise
+            except Exception as e:  # noqa: BLE001 - the census reports it and goes on
+                compared += 1
+                errors.append(f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+                continue
+            if result is None:
+                continue
+            compared += 1
+            if result:
+                problems.append(f"sample {i}: {result}")
+    except _Timeout:
+        return Outcome(label, "error", f"over {SECONDS_PER_OPINFO} s")
+    finally:
+        signal.alarm(0)
+    if not compared:
+        return Outcome(label, "skipped", "torch.autograd rejects every sample")
+    if problems:
+        return Outcome(label, "wrong", problems[0])
+    if missing:
+        return Outcome(label, "no-rule", ", ".join(sorted(set(missing))), sorted(set(missing)))
+    if errors:
+        return Outcome(label, "error", errors[0])
+    return Outcome(label, "pass")
+
+
+def autograd_opinfos(names: Iterable[str] | None = None) -> list[Any]:
+    wanted = set(names) if names else None
+    return [o for o in op_db if o.supports_autograd
+            and (wanted is None or o.name in wanted or label_of(o) in wanted)]
+
+
+def run(dtype: torch.dtype, infos: list[Any], n_samples: int = 3) -> list[Outcome]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [census_opinfo(info, dtype, n_samples) for info in infos]
+
+
+def summarize(name: str, outcomes: list[Outcome], seconds: float, verbose: bool) -> None:
+    counts = Counter(o.status for o in outcomes)
+    real = sum(counts[s] for s in STATUSES)
+    pct = 100.0 * counts["pass"] / real if real else 0.0
+    print(f"\n{name}: {counts['pass']} of {real} pass ({pct:.1f}%)  "
+          + "  ".join(f"{s} {counts[s]}" for s in STATUSES)
+          + f"  | complex (apart) {counts['complex']}, skipped {counts['skipped']}"
+          + f"  [{seconds:.0f} s]")
+    for status in ("wrong", "error", "no-rule") if verbose else ("wrong",):
+        for o in outcomes:
+            if o.status == status:
+                print(f"  {status:8} {o.label:45} {o.detail}")
+
+
+def rank_missing(outcomes: Iterable[Outcome]) -> list[tuple[str, int]]:
+    """Missing op id -> how many OpInfos (by label) it blocks, most first."""
+    blocked: dict[str, set[str]] = defaultdict(set)
+    for o in outcomes:
+        for op in o.missing:
+            blocked[op].add(o.label)
+    return sorted(((op, len(labels)) for op, labels in blocked.items()),
+                  key=lambda kv: (-kv[1], kv[0]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dtype", choices=[*DTYPES, "both"], default="both")
+    parser.add_argument("--ops", default="", help="comma-separated OpInfo names (default: all)")
+    parser.add_argument("--samples", type=int, default=3, help="samples per OpInfo")
+    parser.add_argument("-v", "--verbose", action="store_true", help="list errors and no-rules")
+    ns = parser.parse_args()
+    infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)
+    dtypes = list(DTYPES) if ns.dtype == "both" else [ns.dtype]
+    every: list[Outcome] = []
+    print(f"OpInfo census: {len(infos)} autograd-supporting OpInfos, CPU, "
+          f"up to {ns.samples} samples each, thunderviz.vjp vs torch.autograd")
+    for name in dtypes:
+        t0 = time.perf_counter()
+        outcomes = run(DTYPES[name], infos, ns.samples)
+        summarize(name, outcomes, time.perf_counter() - t0, ns.verbose)
+        every += outcomes
+    ranked = rank_missing(every)
+    if ranked:
+        print("\nmissing rules, by how many OpInfos they block:")
+        for op, n in ranked:
+            print(f"  {n:4}  {op}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""A fast slice of `benchmarks/opinfo_census.py` (the whole census takes a minute or two:
+run it by hand). It checks the census machinery on a few OpInfos of different families, and
+that a wrong gradient is reported as wrong."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunderviz as tv
+from benchmarks import opinfo_census as census
+from thunderviz.autodiff.api import user_rules
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.prims import aten
+
+SLICE = ["sin", "matmul", "sort", "nn.functional.group_norm", "cumsum", "index_select"]
+
+
+@pytest.mark.parametrize("info", census.autograd_opinfos(SLICE), ids=census.label_of)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_census_slice_passes(info, dtype):
+    outcome = census.census_opinfo(info, dtype)
+    assert outcome.status == "pass", outcome.detail
+
+
+def test_a_wrong_rule_is_reported_wrong(monkeypatch):
+    """A user rule with a sign error (user rules win over the built-ins): the census must
+    say `wrong`, not pass."""
+    bad = RuleSet("bad")
+
+    @bad.grad(aten.sin.default)
+    def sin(a):
+        out = aten.sin.default(a)
+        tv.put_grad(a, aten.mul.Tensor(tv.get_grad(out), aten.neg.default(aten.cos.default(a))))
+        return out
+
+    monkeypatch.setitem(user_rules.rules, "aten.sin.default", bad.rules["aten.sin.default"])
+    (info,) = census.autograd_opinfos(["sin"])
+    assert census.census_opinfo(info, torch.float64).status == "wrong"
+
+
+def test_missing_rules_are_ranked_by_opinfos_blocked():
+    outcomes = [census.Outcome("a", "no-rule", missing=["x", "y"]),
+                census.Outcome("b", "no-rule", missing=["x"]),
+                census.Outcome("b", "no-rule", missing=["x"])]  # same OpInfo, other dtype
+    assert census.rank_missing(outcomes) == [("x", 2), ("y", 1)]
