@@ -11,7 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "thunderviz"
 # Bottom to top. A module may import its own layer and any layer listed before it.
 LAYERS = ["core", "prims", "capture", "transforms", "autodiff", "executor", "viz", "debug",
-          "widgets"]
+          "distributed", "widgets"]
 TOP_LEVEL = {"__init__", "models", "__main__"}  # the public facade and user-level examples
 
 

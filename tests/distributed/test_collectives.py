@@ -1,0 +1,48 @@
+"""Collectives in traces, their VJPs, and a tensor-parallel MLP, on 2 real gloo ranks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.distributed import collective_checks as checks
+from thunderviz.distributed import launch
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    """One spawn of 2 ranks runs every check; the tests below read its results."""
+    return launch(checks.run_all, world_size=2, timeout=60)
+
+
+def test_functional_collectives_print_runnable_calls_with_their_group(ranks):
+    text = ranks[0]["functional_trace"]
+    assert "t1 = torch.ops._c10d_functional.all_reduce(t0, 'sum', '0')" in text or \
+        "torch.ops._c10d_functional.all_reduce(" in text
+    assert "process group '0' (ranks 0, 1)" in text
+    assert "torch.ops._c10d_functional.wait_tensor(" in text
+
+
+def test_in_place_calls_are_recorded_as_functional_collectives(ranks):
+    text = ranks[1]["in_place_trace"]
+    for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor"):
+        assert f"torch.ops._c10d_functional.{op}(" in text, op
+    assert "broadcast from group rank 0 over process group '0' (ranks 0, 1)" in text
+
+
+def test_tensor_parallel_mlp_trains_as_one_process(ranks):
+    reference = checks.train_single_process()
+    half = checks.HIDDEN // 2
+    for rank, result in enumerate(ranks):
+        tp = result["tensor_parallel"]
+        torch.testing.assert_close(tp["losses"], reference["losses"], rtol=1e-5, atol=1e-6)
+        shard = slice(rank * half, (rank + 1) * half)
+        want = reference["state"]
+        torch.testing.assert_close(tp["state"]["w1"], want["w1"][shard], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(tp["state"]["b1"], want["b1"][shard], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(tp["state"]["w2"], want["w2"][:, shard], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(tp["state"]["b2"], want["b2"], rtol=1e-5, atol=1e-6)
+        # the all-reduce's VJP is an all-reduce of the cotangent, in the backward trace
+        assert "torch.ops._c10d_functional.all_reduce(" in tp["backward"]
