@@ -14,6 +14,7 @@ import { formatNumber } from "./format.js";
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
 const FAST_LAYOUT_NODES = 500;
 const MARK_CLASSES = ["tv-selected", "tv-highlight", "tv-current-step"];
+let paneCount = 0;
 
 export class GraphView {
   /**
@@ -36,6 +37,7 @@ export class GraphView {
     this.dot = null;
     this.zoom = null; // null: fit on the next layout
     this.token = 0;
+    this.lane = `pane-${++paneCount}`; // its own layout worker (src/layout.js)
     this.nodeEls = new Map(); // visible node id -> <g>
     this.clusterEls = new Map(); // cluster id -> <g>
     this.edgeEls = []; // [{el, edge}]
@@ -117,7 +119,7 @@ export class GraphView {
       const id = idOf(event.target);
       if (id === null) return;
       if (event.target.closest(".tv-toggle")) this.options.onToggle(id);
-      else this.options.onSelect(id);
+      else this.options.onSelect(this.selectionOf(id));
     });
     this.canvas.addEventListener("dblclick", (event) => {
       const g = event.target.closest && event.target.closest("g.node");
@@ -190,7 +192,7 @@ export class GraphView {
     this.busy.textContent = `laying out ${fitted.graph.nodes.length} nodes…`;
     let result;
     try {
-      result = await layoutDot(dot);
+      result = await layoutDot(dot, { lane: this.lane });
     } catch (err) {
       if (token !== this.token) return;
       this.busy.textContent = "";
@@ -198,7 +200,7 @@ export class GraphView {
       this.el.setAttribute("data-tv-ready", "true");
       return;
     }
-    if (token !== this.token) return; // a newer request superseded this one
+    if (token !== this.token || result === null) return; // a newer request superseded this one
     this.busy.textContent = "";
     this.graph = fitted.graph;
     this.dot = dot;
@@ -206,6 +208,7 @@ export class GraphView {
     this.el.setAttribute("data-tv-nodes", String(fitted.graph.nodes.length));
     this.el.setAttribute("data-tv-layout-ms", String(Math.round(result.ms)));
     if (timings.init !== null) this.el.setAttribute("data-tv-wasm-init-ms", String(Math.round(timings.init)));
+    if (timings.where) this.el.setAttribute("data-tv-layout-where", timings.where); // "worker" | "main"
     this.el.setAttribute("data-tv-ready", "true");
     if (this.lastMarks) this.mark(this.lastMarks);
     if (this.gradFlowOn) this.applyGradFlow();
@@ -249,7 +252,19 @@ export class GraphView {
     else this.setZoom(this.zoom);
   }
 
+  /** What a click on a visible node selects: a saved-tensor stub selects its tensor. */
+  selectionOf(id) {
+    const node = this.graph && this.graph.nodeById.get(id);
+    if (node && node.type === "saved") return node.tensors.length === 1 ? node.tensors[0] : node.reader;
+    return id;
+  }
+
   tooltip(node) {
+    if (node.type === "saved") {
+      const lines = node.tensors.slice(0, 12).map((t) => `${t}: ${tensorLabel(this.ti.tensors[t])}`);
+      if (node.tensors.length > 12) lines.push(`… (${node.tensors.length})`);
+      return `saved for backward, read here:\n${lines.join("\n")}\nclick: select (shows its producer in the forward)`;
+    }
     if (node.type === "op") {
       const op = this.ti.ops.get(node.opId);
       return `${op.name} (${op.id})${node.module ? `\nmodule: ${node.module}` : ""}${readsAndReturns(node)}` +

@@ -1,54 +1,166 @@
-// Graph layout with Graphviz compiled to WebAssembly (@hpcc-js/wasm-graphviz). The wasm is
-// inlined in the package's JS, so the bundle needs no network and works from file:// pages.
-// One instance is shared by every view on the page; results are cached by DOT text, so
-// collapsing back to a layout seen before is instant.
+// Graph layout off the page's main thread.
+//
+// The engine (src/layout-worker.js: Graphviz in WebAssembly) is bundled by build.mjs into
+// one classic-script string (generated/layout-worker-source.js) and started as a Web
+// Worker from a blob: URL (a classic worker: Chromium refuses module workers on file://). That works the same in the three places the viewer runs, none of
+// which can serve a second file: the anywidget (the bundle arrives as a string), the
+// standalone HTML export (file://, everything inlined) and the JupyterLab extension.
+//
+// Content-Security-Policy: a page with a CSP must allow `worker-src blob:` (or `script-src
+// blob:`, which worker-src falls back to) and `'wasm-unsafe-eval'` in script-src. Where the
+// worker is refused anyway, the same engine is imported on the main thread (it then blocks
+// the page while it lays out, as before, but still draws).
+//
+// Each pane lays out in its own lane (its own worker), so a long backward layout never
+// delays the forward pane. In a lane the newest request wins: a request that is superseded
+// before it finishes resolves to null, and a running one is cut short by restarting the
+// lane's worker (its WebAssembly restarts in ~0.3 s; a big layout takes seconds).
+// Results are cached by DOT text, so going back to a view seen before is instant.
 
-import { Graphviz } from "@hpcc-js/wasm-graphviz";
+import WORKER_SOURCE from "../generated/layout-worker-source.js";
 
-let loading = null;
 const CACHE_SIZE = 24;
 const cache = new Map();
 
 /** Timings of the most recent work, in milliseconds (shown in the DOM for tests/benchmarks). */
-export const timings = { init: null, lastLayout: null, lastNodes: 0 };
+export const timings = { init: null, lastLayout: null, where: null };
 
-/** Load (once) the wasm Graphviz. */
-export function loadGraphviz() {
-  if (!loading) {
-    const start = now();
-    loading = Graphviz.load().then((graphviz) => {
-      timings.init = now() - start;
-      return graphviz;
-    });
-    // A failed load should not poison the page forever: allow a retry.
-    loading.catch(() => {
-      loading = null;
-    });
-  }
-  return loading;
-}
+let workersRefused = typeof Worker === "undefined";
+let mainThreadEngine = null;
 
 /**
  * Lay `dot` out and return SVG text.
  * @param {string} dot
- * @returns {Promise<{svg: string, ms: number, cached: boolean}>}
+ * @param {{lane?: string}} [options] requests in one lane supersede each other
+ * @returns {Promise<{svg: string, ms: number, cached: boolean} | null>} null: superseded
  */
-export async function layoutDot(dot) {
+export async function layoutDot(dot, { lane = "default" } = {}) {
   const hit = cache.get(dot);
   if (hit !== undefined) {
-    // refresh its place in the LRU order
-    cache.delete(dot);
+    cache.delete(dot); // refresh its place in the LRU order
     cache.set(dot, hit);
+    laneFor(lane).cancel();
     return { svg: hit, ms: 0, cached: true };
   }
-  const graphviz = await loadGraphviz();
-  const start = now();
-  const svg = graphviz.layout(dot, "svg", "dot");
-  const ms = now() - start;
-  timings.lastLayout = ms;
-  cache.set(dot, svg);
+  const result = await laneFor(lane).run(dot);
+  if (result === null) return null;
+  timings.lastLayout = result.ms;
+  if (result.initMs !== null && result.initMs !== undefined) timings.init = result.initMs;
+  cache.set(dot, result.svg);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
-  return { svg, ms, cached: false };
+  return { svg: result.svg, ms: result.ms, cached: false };
 }
 
-const now = () => (globalThis.performance ? globalThis.performance.now() : Date.now());
+const lanes = new Map();
+function laneFor(name) {
+  if (!lanes.has(name)) lanes.set(name, new Lane());
+  return lanes.get(name);
+}
+
+/** One worker and the one request it is working on; a newer request replaces it. */
+class Lane {
+  constructor() {
+    this.worker = null;
+    this.job = null; // {id, dot, resolve, reject}
+    this.nextId = 0;
+  }
+
+  /** Drop the current request (it resolves to null). */
+  cancel() {
+    if (!this.job) return;
+    this.job.resolve(null);
+    this.job = null;
+    // the worker is busy with a layout nobody wants: stop it, start afresh next time
+    if (this.worker) this.worker.terminate();
+    this.worker = null;
+  }
+
+  run(dot) {
+    this.cancel();
+    if (workersRefused) return onMainThread(dot);
+    return new Promise((resolve, reject) => {
+      const job = { id: ++this.nextId, dot, resolve, reject };
+      this.job = job;
+      try {
+        this.ensureWorker().postMessage({ id: job.id, dot });
+      } catch (err) {
+        this.refuse(err);
+      }
+    });
+  }
+
+  ensureWorker() {
+    if (this.worker) return this.worker;
+    const url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }));
+    const worker = new Worker(url, { name: "thunderviz-layout" });
+    let ready = false;
+    worker.onmessage = (event) => {
+      const data = event.data || {};
+      if (data.ready) {
+        ready = true;
+        URL.revokeObjectURL(url);
+        return;
+      }
+      const job = this.job;
+      if (!job || data.id !== job.id) return; // an answer to a request that was superseded
+      this.job = null;
+      if (data.error) job.reject(new Error(data.error));
+      else job.resolve({ svg: data.svg, ms: data.ms, initMs: data.initMs });
+      timings.where = "worker";
+    };
+    worker.onerror = (event) => {
+      // Before it said "ready", the worker could not start (a CSP, an old browser): lay out
+      // on the main thread from now on. After, it is a failure of this one layout.
+      if (event && event.preventDefault) event.preventDefault();
+      if (!ready) this.refuse(event && event.message);
+      else if (this.job) {
+        const job = this.job;
+        this.job = null;
+        job.reject(new Error((event && event.message) || "layout worker failed"));
+      }
+    };
+    this.worker = worker;
+    return worker;
+  }
+
+  /** Workers do not work here: finish the pending request on the main thread. */
+  refuse(reason) {
+    workersRefused = true;
+    if (this.worker) this.worker.terminate();
+    this.worker = null;
+    const job = this.job;
+    this.job = null;
+    if (reason) console.warn(`thunderviz: layout worker unavailable (${reason}); laying out on the main thread`); // eslint-disable-line no-console
+    if (job) onMainThread(job.dot).then(job.resolve, job.reject);
+  }
+}
+
+/** The same engine, imported into this thread (node tests; pages that refuse workers). */
+async function onMainThread(dot) {
+  if (!mainThreadEngine) {
+    mainThreadEngine = importEngine();
+    mainThreadEngine.catch(() => (mainThreadEngine = null));
+  }
+  const engine = await mainThreadEngine;
+  const result = await engine.layout(dot);
+  timings.where = "main";
+  return result;
+}
+
+async function importEngine() {
+  const urls = [];
+  if (typeof Blob !== "undefined" && typeof URL.createObjectURL === "function") {
+    urls.push(() => URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" })));
+  }
+  urls.push(() => "data:text/javascript," + encodeURIComponent(WORKER_SOURCE)); // node has no blob: imports
+  let lastError = null;
+  for (const make of urls) {
+    try {
+      await import(/* webpackIgnore: true */ make()); // runs the script: it leaves its engine here
+      if (globalThis.thundervizLayoutEngine) return globalThis.thundervizLayoutEngine;
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw lastError || new Error("the layout engine did not load");
+}
