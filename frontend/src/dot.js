@@ -2,6 +2,8 @@
 // ever appears inside a plain double-quoted label, escaped by escapeDotString; node, cluster
 // and edge names are generated ("n0", "cluster_3") and never come from the document.
 
+import { formatBytes } from "./format.js";
+
 /** Short dtype names for edge labels ("float32" -> "f32"). */
 const DTYPE_SHORT = {
   float64: "f64", float32: "f32", float16: "f16", bfloat16: "bf16",
@@ -64,7 +66,7 @@ function countNotes(node) {
 }
 
 /** The label lines of a visible node. */
-export function nodeLabelLines(node) {
+export function nodeLabelLines(node, ti) {
   switch (node.type) {
     case "op": {
       const first = (node.expandable ? "▸ " : "") + truncate(node.label);
@@ -75,6 +77,11 @@ export function nodeLabelLines(node) {
     case "module": {
       const notes = countNotes(node).join(" · ");
       return [`▸ ${truncate(node.label, 40, "start")}`, `(${plural(node.count, "op")}${notes ? " · " + notes : ""})`];
+    }
+    case "saved": {
+      const size = formatBytes(node.bytes || 0);
+      if (node.tensors.length > 1) return [`${node.tensors.length} saved`, size];
+      return [truncate(node.label, 24), `${tensorLabel(ti && ti.tensors[node.tensors[0]])} · ${size}`];
     }
     default:
       return [truncate(node.label)];
@@ -88,6 +95,7 @@ const NODE_STYLE = {
   input: 'shape=ellipse style="filled" fillcolor="#e6f4ea" color="#3c8d5a" height=0.25',
   inputs: 'shape=ellipse style="filled" fillcolor="#e6f4ea" color="#3c8d5a" height=0.25',
   output: 'shape=ellipse style="filled" fillcolor="#fde8e8" color="#b54747" height=0.25',
+  saved: 'shape=note style="filled" fillcolor="#f1ebfb" color="#8a6cc2" fontsize=8 height=0.2 margin="0.05,0.02"',
 };
 
 function nodeClass(node) {
@@ -129,7 +137,7 @@ export function graphToDot(graph, ti, options = {}) {
     for (const id of cluster.nodes) {
       const node = graph.nodeById.get(id);
       const style = NODE_STYLE[node.type === "op" && node.isPrim ? "prim" : node.type];
-      const label = nodeLabelLines(node).map(escapeDotString).join("\\n");
+      const label = nodeLabelLines(node, ti).map(escapeDotString).join("\\n");
       out.push(`${indent}${nodeName.get(id)} [label="${label}" class="${nodeClass(node)}" ${style}];`);
     }
     for (const sub of cluster.clusters) {

@@ -289,10 +289,10 @@ class App {
     return view;
   }
 
-  /** Graph limits for one trace; the backward counts saved-tensor inputs instead of drawing them. */
+  /** Graph limits for one trace; in the backward, saved tensors enter as stubs at their readers. */
   limitsFor(kind) {
     if (kind !== "backward") return this.limits;
-    return { ...this.limits, isSaved: (name) => this.index.savedByName.has(name) };
+    return { ...this.limits, savedInfo: (name) => this.index.savedByName.get(name) };
   }
 
   /**

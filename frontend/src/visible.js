@@ -24,7 +24,7 @@ export const DEFAULT_LIMITS = Object.freeze({
 /**
  * @typedef {object} VisibleNode
  * @property {string} id          op id, "module:<path>", a tensor name, "inputs:<kind>" or "output:<kind>"
- * @property {"op"|"module"|"input"|"inputs"|"output"} type
+ * @property {"op"|"module"|"input"|"inputs"|"output"|"saved"} type
  * @property {string} label
  * @property {string} [opId]
  * @property {string} [module]        module path of the op / the module itself
@@ -35,7 +35,9 @@ export const DEFAULT_LIMITS = Object.freeze({
  * @property {string[]} [params]      params/buffers it reads (drawn as a count)
  * @property {string[]} [saved]       saved-for-backward inputs it reads (drawn as a count)
  * @property {string[]} [returns]     trace outputs it produces, when there is no "return" node
- * @property {string[]} [tensors]     tensors of an "inputs" node
+ * @property {string[]} [tensors]     tensors of an "inputs" node or a "saved" stub
+ * @property {number} [bytes]         a "saved" stub: bytes of its tensors
+ * @property {string} [reader]        a "saved" stub: the node that reads it
  *
  * @typedef {object} Cluster
  * @property {string | null} id   "module:<path>" or an expanded op id; null for the root
@@ -46,6 +48,33 @@ export const DEFAULT_LIMITS = Object.freeze({
  *
  * @typedef {{from: string, to: string, tensors: string[]}} VisibleEdge
  */
+
+/** More saved tensors than this read by one node are drawn as one "n saved" stub. */
+const STUBS_PER_NODE = 3;
+
+/**
+ * Top-level ops that only unpack a container input of the trace (the backward's
+ * `saved_for_backward` and `cotangents` tuples). They are not drawn: what they unpack
+ * enters the graph where it is read (saved tensors as stubs, cotangents as inputs).
+ * @returns {{ops: Set<string>, outputs: Set<string>}}
+ */
+export function unpackOps(ti) {
+  if (ti.unpackCache) return ti.unpackCache;
+  const inputs = new Set(ti.inputs);
+  const isContainer = (name) => inputs.has(name) && ti.tensors[name] && ti.tensors[name].shape == null;
+  const ops = new Set();
+  const outputs = new Set();
+  for (const op of ti.trace.ops) {
+    if (op.parent !== null && op.parent !== undefined) continue;
+    const ins = Array.isArray(op.inputs) ? op.inputs : [];
+    if (ins.length && ins.every(isContainer)) {
+      ops.add(op.id);
+      for (const name of op.outputs || []) outputs.add(name);
+    }
+  }
+  ti.unpackCache = { ops, outputs };
+  return ti.unpackCache;
+}
 
 // A module whose subtree holds a single top-level op is drawn as that op: a box around one
 // node, or a "fc1 (1 op)" node, says less than the op itself.
@@ -67,12 +96,14 @@ function moduleEntries(ti, path) {
  * Build the visible graph.
  * @param {ReturnType<import("./traceindex.js").buildTraceIndex>} ti
  * @param {Set<string>} expanded module paths and op ids that are open
- * @param {Partial<typeof DEFAULT_LIMITS> & {isSaved?: (name: string) => boolean}} [limits]
- *   isSaved: graph inputs that are saved-for-backward tensors; like params they are counted
- *   on their consumers instead of drawn, since edges from them would cross the whole graph
+ * @param {Partial<typeof DEFAULT_LIMITS> & {savedInfo?: (name: string) => ({bytes?: number} | undefined)}} [limits]
+ *   savedInfo: the saved-for-backward entry of a graph input, if it is one. A saved tensor
+ *   enters the graph as a small stub beside each node that reads it (edges from one source
+ *   would cross the whole graph); more than STUBS_PER_NODE at one node become one stub.
  */
 export function buildVisibleGraph(ti, expanded, limits = {}) {
-  const { maxInputNodes, maxOutputSources, isSaved } = { ...DEFAULT_LIMITS, ...limits };
+  const { maxInputNodes, maxOutputSources, savedInfo } = { ...DEFAULT_LIMITS, ...limits };
+  const unpack = unpackOps(ti);
   /** @type {VisibleNode[]} */
   const nodes = [];
   const nodeById = new Map();
@@ -81,10 +112,12 @@ export function buildVisibleGraph(ti, expanded, limits = {}) {
   /** @type {Cluster} */
   const root = { id: null, type: "root", label: "", nodes: [], clusters: [] };
 
+  const clusterOf = new Map(); // visible node id -> the cluster it is drawn in
   const addNode = (cluster, node) => {
     nodes.push(node);
     nodeById.set(node.id, node);
     cluster.nodes.push(node.id);
+    clusterOf.set(node.id, cluster);
   };
 
   const emitOp = (cluster, opId, clusterModule) => {
@@ -111,6 +144,7 @@ export function buildVisibleGraph(ti, expanded, limits = {}) {
 
   const emitModule = (cluster, path) => {
     for (const entry of moduleEntries(ti, path)) {
+      if (entry.op && unpack.ops.has(entry.op)) continue; // its outputs enter as inputs / stubs
       if (entry.op) {
         emitOp(cluster, entry.op, path);
       } else if (isTrivialModule(ti, entry.module)) {
@@ -157,6 +191,30 @@ export function buildVisibleGraph(ti, expanded, limits = {}) {
     if (!edge.tensors.includes(tensor)) edge.tensors.push(tensor);
   };
 
+  /** byTensor: saved tensor name -> its stub node ids (a tensor read in several places) */
+  const stubsByTensor = new Map();
+  const addSavedStubs = (reader, cluster, names) => {
+    const list = [...names];
+    const bytesOf = (name) => Number((savedInfo(name) || {}).bytes) || 0;
+    const groups = list.length > STUBS_PER_NODE ? [list] : list.map((name) => [name]);
+    for (const group of groups) {
+      const id = `saved:${group.length === 1 ? group[0] : group.length}@${reader.id}`;
+      addNode(cluster, {
+        id,
+        type: "saved",
+        label: group.length === 1 ? group[0] : `${group.length} saved`,
+        tensors: group,
+        bytes: group.reduce((n, name) => n + bytesOf(name), 0),
+        reader: reader.id,
+      });
+      for (const name of group) {
+        if (!stubsByTensor.has(name)) stubsByTensor.set(name, []);
+        stubsByTensor.get(name).push(id);
+      }
+      for (const name of group) addEdge(id, reader.id, name);
+    }
+  };
+
   const inputNames = new Set(ti.inputs);
   /** graph-input tensor -> consumer node ids, in first-use order */
   const inputUse = new Map();
@@ -178,18 +236,22 @@ export function buildVisibleGraph(ti, expanded, limits = {}) {
         continue;
       }
       const producer = ti.producers.get(name);
-      if (producer !== undefined) {
+      if (producer !== undefined && !unpack.ops.has(producer)) {
         const from = resolveOwner(producer);
         if (from !== undefined && from !== to) addEdge(from, to, name);
-      } else if (isSaved && isSaved(name)) {
+      } else if (savedInfo && savedInfo(name)) {
         addTo(savedSets, to, name);
-      } else if (inputNames.has(name) || (tensor && tensor.kind === "input")) {
+      } else if (inputNames.has(name) || unpack.outputs.has(name) || (tensor && tensor.kind === "input")) {
         addTo(inputUse, name, to);
       }
     }
   }
   for (const [id, names] of paramSets) nodeById.get(id).params = [...names];
-  for (const [id, names] of savedSets) nodeById.get(id).saved = [...names];
+  for (const [id, names] of savedSets) {
+    const reader = nodeById.get(id);
+    reader.saved = [...names];
+    addSavedStubs(reader, clusterOf.get(id), names);
+  }
 
   // Graph inputs: one node each, or a single node when there are many (a backward trace
   // takes every saved tensor as an input).
@@ -219,7 +281,7 @@ export function buildVisibleGraph(ti, expanded, limits = {}) {
     for (const [from, names] of outputSources) for (const name of names) addEdge(from, id, name);
   }
 
-  return { kind: ti.kind, nodes, nodeById, edges: [...edges.values()], root, owner };
+  return { kind: ti.kind, nodes, nodeById, edges: [...edges.values()], root, owner, stubsByTensor };
 }
 
 /** Visible top-level node count, without building the graph (for the default collapse). */
@@ -300,6 +362,7 @@ export function fitVisibleGraph(ti, expanded, limits = {}) {
  */
 export function nodesFor(graph, ti, id) {
   if (graph.nodeById.has(id)) return [id];
+  if (graph.stubsByTensor && graph.stubsByTensor.has(id)) return graph.stubsByTensor.get(id);
   const out = new Set();
   if (isModuleId(id)) {
     const path = modulePathOf(id);
