@@ -1,0 +1,100 @@
+"""Drive the viewer like a person opening modules, and read what the browser measured.
+
+Shared by the freeze regression test (`test_responsiveness.py`) and the benchmark
+(`benchmarks/view_speed.py`). Everything here is measured by the page itself:
+
+* long tasks: a `PerformanceObserver` for `longtask` entries (main-thread tasks of 50 ms or
+  more), installed before the page's own scripts run (`install_long_task_observer`);
+* "drawn": from the click on a ▸ toggle to the frame after every graph pane says
+  `data-tv-ready="true"` with the module drawn open;
+* layout time: each pane's `data-tv-layout-ms` (the engine's own time, in its worker).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LONG_TASK_OBSERVER = """
+window.__tvLongTasks = [];
+try {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) window.__tvLongTasks.push({start: e.startTime, duration: e.duration});
+  }).observe({type: "longtask", buffered: true});
+} catch (err) { window.__tvLongTasks = null; }
+"""
+
+# Click the toggle of `id` in pane `pane`, wait until every pane is ready and shows `id`
+# open, one more frame, and report what happened meanwhile.
+_EXPAND = """
+async ({pane, id, timeoutMs}) => {
+  const sel = (s) => CSS.escape(s);
+  const paneEl = document.querySelector(`.tv-graph-pane[data-tv-graph="${pane}"]`);
+  const toggle = paneEl.querySelector(`g.node[data-tv-id="${sel(id)}"] .tv-toggle`);
+  if (!toggle) return {error: `no toggle for ${id}`};
+  const before = window.__tvLongTasks.length;
+  const start = performance.now();
+  toggle.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
+  for (;;) {
+    await frame();
+    const panes = [...document.querySelectorAll(".tv-graph-pane")];
+    const ready = panes.every((p) => p.dataset.tvReady === "true");
+    if (ready && paneEl.querySelector(`g.cluster[data-tv-id="${sel(id)}"]`)) break;
+    if (performance.now() - start > timeoutMs) return {error: `timed out opening ${id}`};
+  }
+  await frame();
+  const drawnMs = performance.now() - start;
+  const tasks = window.__tvLongTasks.slice(before);
+  const panes = {};
+  for (const p of document.querySelectorAll(".tv-graph-pane")) {
+    panes[p.dataset.tvGraph] = {nodes: Number(p.dataset.tvNodes), layoutMs: Number(p.dataset.tvLayoutMs)};
+  }
+  return {drawnMs, longTasks: tasks.map((t) => t.duration), panes};
+}
+"""
+
+# While a pane is laying out, click a node of another pane and time until it is selected.
+_CLICK_DURING_LAYOUT = """
+async ({busyPane, clickPane}) => {
+  const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
+  const busy = document.querySelector(`.tv-graph-pane[data-tv-graph="${busyPane}"]`);
+  if (busy.dataset.tvReady !== "false") return {error: "no layout running"};
+  const other = document.querySelector(`.tv-graph-pane[data-tv-graph="${clickPane}"]`);
+  const node = [...other.querySelectorAll("g.node[data-tv-type='op']")].find((n) => !n.classList.contains("tv-selected"));
+  const start = performance.now();
+  node.querySelector("text").dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  while (!node.classList.contains("tv-selected")) await frame();
+  return {answeredMs: performance.now() - start, stillLayingOut: busy.dataset.tvReady === "false"};
+}
+"""
+
+
+def install_long_task_observer(page: Any) -> None:
+    """Observe long tasks from the page's first script on (call before `goto`)."""
+    page.add_init_script(LONG_TASK_OBSERVER)
+
+
+def long_tasks(page: Any) -> list[float]:
+    """Durations (ms) of every long task the page has had so far."""
+    tasks = page.evaluate("() => window.__tvLongTasks")
+    if tasks is None:
+        raise RuntimeError("this browser does not report long tasks")
+    return [t["duration"] for t in tasks]
+
+
+def open_module(page: Any, module_path: str, pane: str = "forward", timeout_ms: float = 120_000) -> dict:
+    """Open `module_path` with its ▸ in `pane`; returns drawnMs, longTasks (ms), panes."""
+    result = page.evaluate(_EXPAND, {"pane": pane, "id": f"module:{module_path}", "timeoutMs": timeout_ms})
+    if "error" in result:
+        raise RuntimeError(result["error"])
+    return result
+
+
+def click_during_layout(page: Any, busy_pane: str, click_pane: str) -> dict:
+    """Select a node in `click_pane` while `busy_pane` lays out; answeredMs, stillLayingOut."""
+    return page.evaluate(_CLICK_DURING_LAYOUT, {"busyPane": busy_pane, "clickPane": click_pane})
+
+
+def expanded(page: Any) -> list[str]:
+    """The viewer's `expanded` trait (HTML export page: window.thunderviz.handle.model)."""
+    return page.evaluate("() => window.thunderviz.handle.model.get('expanded')")
