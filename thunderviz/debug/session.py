@@ -17,7 +17,15 @@ from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture import trace
 from thunderviz.core.trace import Trace
 from thunderviz.debug.grad_flow import cotangent_map, grad_flow
+from thunderviz.debug.intervene import (
+    build_plan,
+    edited_forward_grads,
+    replay,
+    resolve_intervention,
+)
+from thunderviz.debug.interventions import GradEdit, Intervention, InterventionPlan
 from thunderviz.debug.reference import autograd_grads, trace_arg_kinds, trace_arg_values
+from thunderviz.debug.roles import BackwardRoles
 from thunderviz.debug.stats import TensorStats
 from thunderviz.debug.stepper import BackwardStepper, GradComparison, StepRecord
 from thunderviz.transforms import CSE, DCE, StepRecorder, Transform, TransformRun, record_transform
@@ -75,6 +83,10 @@ class Session:
         self.steps: list[StepRecord] = []
         self.forward_stats: dict[str, TensorStats] = {}
         self._cotangents: dict[str, str] | None = None
+        self._interventions: list[Intervention] = []
+        self._plan: InterventionPlan | None = None
+        self._roles: BackwardRoles | None = None
+        self._final: BackwardStepper | None = None  # run to the end, for grads()
 
     # --- parts ---------------------------------------------------------------------------
     @property
@@ -104,6 +116,7 @@ class Session:
         """The interactive stepper (made on first use; `new_stepper()` for a fresh one)."""
         if self._stepper is None:
             self._stepper = self.new_stepper()
+            self._stepper.interventions = self._plan
         return self._stepper
 
     def new_stepper(self, cotangents: Any = None, *, record_forward: bool = False) -> BackwardStepper:
@@ -122,6 +135,7 @@ class Session:
         """Run the whole backward once, keeping every step's statistics (and every forward
         tensor's) for a static export. The interactive `stepper` is not moved."""
         self._recording = self.new_stepper(record_forward=True)
+        self._recording.interventions = self._plan
         self.steps = self._recording.record_all()
         self.forward_stats = dict(self._recording.forward_stats)
         return self.steps
@@ -136,7 +150,58 @@ class Session:
             return {}
         if self._cotangents is None:
             self._cotangents = cotangent_map(self.result)
+        if self._plan is not None:
+            return grad_flow(self.result, edited_forward_grads(self._plan, source, self._cotangents))
         return grad_flow(self.result, source, cotangents=self._cotangents)
+
+    # --- interventions (debug/interventions.py) ----------------------------------------
+    @property
+    def interventions(self) -> list[Intervention]:
+        """The interventions in force, in the order they apply."""
+        return list(self._interventions)
+
+    def intervene(self, target: Any, fn: Any, *, seed: int = 0) -> Intervention:
+        """Edit a gradient and re-run the backward from the first step that reads it.
+
+        target: a backward bound symbol (its outputs), a forward bound symbol (its outputs'
+            gradients, as a tensor hook), an op id ("backward:12" / "forward:3"), a module
+            path (what its backward hands to its inputs, as a full backward hook's
+            `grad_input`), or a tensor name (forward: its gradient; backward: that value).
+        fn: a callable `g -> new g`, or "zero", ("scale", k), ("clip", max_norm),
+            ("clamp", lo, hi), ("noise", std) (seeded with `seed`).
+        `grads()`, `grad_flow()`, the steppers and the recorded steps see the edit.
+        """
+        result = self._require_values("an intervention")
+        if self._roles is None:
+            self._roles = BackwardRoles(result)
+        iv = resolve_intervention(self._roles, target, GradEdit.parse(fn, seed))
+        self._apply([*self._interventions, iv])
+        return iv
+
+    def clear_interventions(self) -> None:
+        """Remove every intervention; the backward is re-run where they had changed it."""
+        if self._interventions:
+            self._apply([])
+
+    def _apply(self, interventions: list[Intervention]) -> None:
+        old_start = self._plan.first_step if self._plan is not None else len(self.backward.bound_symbols)
+        plan = build_plan(self._roles, self.arg_kinds, interventions) if interventions else None
+        new_start = plan.first_step if plan is not None else old_start
+        self._interventions, self._plan = interventions, plan
+        replay((self._stepper, self._recording, self._final), plan, min(old_start, new_start))
+        if self._recording is not None:
+            self.steps = list(self._recording.history)
+
+    def grads(self) -> dict[str, torch.Tensor | None]:
+        """The gradient of each forward argument (input, parameter, buffer; by trace
+        argument name), interventions included; None where none flows."""
+        if self._recording is not None:
+            return self._recording.grads
+        if self._final is None:
+            self._final = self.new_stepper()
+            self._final.interventions = self._plan
+            self._final.finish()
+        return self._final.grads
 
     def autograd_reference(self, cotangents: Any = None) -> dict[str, torch.Tensor | None]:
         """torch.autograd's gradients of the same program, keyed by forward argument name
@@ -158,7 +223,10 @@ class Session:
 
     def document(self, **options: Any) -> dict[str, Any]:
         """The view document (docs/view-format.md). Options go to `build_document`."""
-        return build_document(self, **options)
+        doc = build_document(self, **options)
+        if self._interventions:
+            doc["interventions"] = [iv.to_json() for iv in self._interventions]
+        return doc
 
     def __repr__(self) -> str:
         parts = [f"forward: {len(self.forward.bound_symbols)} ops"]

@@ -168,6 +168,8 @@ class BackwardStepper:
         self._bp_nan = False
         self._bp_norm: float | None = None
         self.stop_reason = ""
+        # an InterventionPlan (debug/interventions.py) that runs each step with its edits
+        self.interventions: Any = None
         self.reset()
 
     # --- running the forward --------------------------------------------------------------
@@ -308,6 +310,8 @@ class BackwardStepper:
         out: dict[str, Any] = {}
         for p, g in zip(self.result.forward.flat_args, self.result.grad_inputs, strict=True):
             out[p.name] = self._env.get(g.name) if g is not None else None
+        if self.interventions is not None:
+            out = self.interventions.final_grads(out, self._env, self.value)
         return out
 
     # --- running -------------------------------------------------------------------------
@@ -335,9 +339,16 @@ class BackwardStepper:
             env[name] = value
             produced.append(name)
 
+        def remember(name: str, value: Any) -> None:  # a value of the interventions' own
+            undo.append((name, env.get(name, MISSING)))
+            env[name] = value
+
         try:
             with torch.no_grad():
-                run_bsym(bsym, self._reader(env), write)
+                if self.interventions is None:
+                    run_bsym(bsym, self._reader(env), write)
+                else:
+                    self.interventions.run(i, bsym, env, self._reader(env), write, remember)
         except Exception as e:
             for name, old in reversed(undo):
                 if old is MISSING:
