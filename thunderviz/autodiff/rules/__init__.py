@@ -13,6 +13,7 @@ from thunderviz.autodiff.rules import (
     reductions,
     selection,
     shape,
+    special,
     strided,
 )
 
@@ -20,7 +21,7 @@ BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES, collectives.RULES],
+     recurrent.RULES, collectives.RULES, special.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

@@ -1,0 +1,111 @@
+"""Grad rules for special functions: gamma family, Bessel, error and normal-distribution
+functions (formulas of torch's `tools/autograd/derivatives.yaml`).
+
+Each is `out = f(a)`, gradient `g * f'(a)`, with `f'` written from `a` and `out`. The rules
+sit on the ATen ops (`aten.lgamma`, `aten.special_i1`, ...) that torch decomposes into prims
+(`prims.lgamma`, `prims.bessel_i1`) with no rules of their own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from thunderviz.autodiff.errors import AutodiffError
+from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import scalar_zero
+from thunderviz.prims import aten
+
+RULES = RuleSet("special")
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _unary_rule(op, derivative: Callable) -> None:
+    """Register `out = op(a)` with gradient `g * derivative(a, out)`."""
+
+    def rule(a):
+        out = op(a)
+        put_grad(a, aten.mul.Tensor(get_grad(out), derivative(a, out)))
+        return out
+
+    rule.__name__ = rule.__qualname__ = op.id.split(".")[1]
+    RULES.grad(op)(rule)
+
+
+def _scalar(value, like):
+    return aten.scalar_tensor.default(value, dtype=like.dtype, device=like.device)
+
+
+def _away_from_zero(a):
+    """(a is not tiny, a with its tiny values replaced by eps): Bessel i1/i1e divide by a;
+    their derivative at 0 is 1/2, which the rules put there instead."""
+    eps = torch.finfo(a.dtype).eps
+    big = aten.gt.Scalar(aten.abs.default(a), eps)
+    return big, aten.where.self(big, a, _scalar(eps, a))
+
+
+def _i1_derivative(a, out):
+    big, safe = _away_from_zero(a)
+    d = aten.sub.Tensor(aten.i0.default(safe), aten.div.Tensor(out, safe))
+    return aten.where.self(big, d, _scalar(0.5, a))
+
+
+def _i1e_derivative(a, out):
+    big, safe = _away_from_zero(a)
+    factor = aten.add.Tensor(aten.sign.default(safe), aten.reciprocal.default(safe))
+    d = aten.sub.Tensor(aten.special_i0e.default(safe), aten.mul.Tensor(out, factor))
+    return aten.where.self(big, d, _scalar(0.5, a))
+
+
+_unary_rule(aten.lgamma.default, lambda a, out: aten.digamma.default(a))
+_unary_rule(aten.digamma.default, lambda a, out: aten.polygamma.default(1, a))
+_unary_rule(aten.i0.default, lambda a, out: aten.special_i1.default(a))
+# i0e(a) = exp(-|a|) i0(a): i1e(a) - sign(a) i0e(a)
+_unary_rule(aten.special_i0e.default, lambda a, out: aten.sub.Tensor(
+    aten.special_i1e.default(a), aten.mul.Tensor(aten.sign.default(a), out)))
+_unary_rule(aten.special_i1.default, _i1_derivative)
+_unary_rule(aten.special_i1e.default, _i1e_derivative)
+# erfcx(a) = exp(a^2) erfc(a): 2 a erfcx(a) - 2/sqrt(pi)
+_unary_rule(aten.special_erfcx.default, lambda a, out: aten.sub.Tensor(
+    aten.mul.Tensor(aten.mul.Tensor(a, out), 2), _TWO_OVER_SQRT_PI))
+# ndtri is the inverse of the normal CDF: 1 / pdf(ndtri(a)) = sqrt(2 pi) exp(out^2 / 2)
+_unary_rule(aten.special_ndtri.default, lambda a, out: aten.mul.Tensor(
+    aten.exp.default(aten.div.Tensor(aten.mul.Tensor(out, out), 2)), _SQRT_2PI))
+# log_ndtr = log(cdf(a)): pdf(a) / cdf(a) = exp(-(out + a^2 / 2)) / sqrt(2 pi)
+_unary_rule(aten.special_log_ndtr.default, lambda a, out: aten.div.Tensor(aten.exp.default(
+    aten.neg.default(aten.add.Tensor(out, aten.div.Tensor(aten.mul.Tensor(a, a), 2)))), _SQRT_2PI))
+
+
+@RULES.grad(aten.polygamma.default)
+def polygamma(n, a):
+    out = aten.polygamma.default(n, a)
+    put_grad(a, aten.mul.Tensor(get_grad(out), aten.polygamma.default(n + 1, a)))
+    return out
+
+
+@RULES.grad(aten.frexp.Tensor)
+def frexp(a):
+    """a = mantissa * 2**exponent: the mantissa's gradient is g / 2**exponent; the integer
+    exponent has none."""
+    mantissa, exponent = aten.frexp.Tensor(a)
+    g = get_grad(mantissa)
+    put_grad(a, aten.div.Tensor(g, aten.exp2.default(aten._to_copy.default(exponent, dtype=a.dtype))))
+    return mantissa, exponent
+
+
+@RULES.grad(aten.angle.default)
+def angle(a):
+    """For real a the angle is 0 or pi: constant, zero gradient (as autograd's)."""
+    if a.dtype.is_complex:
+        raise AutodiffError("the gradient of angle() of a complex tensor is not implemented in "
+                            "thunderviz (complex autodiff is out of scope); call it on "
+                            "detached values or under torch.no_grad()")
+    out = aten.angle.default(a)
+    g = get_grad(out)
+    put_grad(a, aten.mul.Tensor(g, scalar_zero(g)))
+    return out
