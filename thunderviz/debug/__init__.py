@@ -3,6 +3,8 @@ comparison against torch.autograd, and the Session that ties them to a program."
 
 from thunderviz.debug.grad_flow import GRAD_STATUSES, cotangent_map, grad_flow
 from thunderviz.debug.interpret import StepError
+from thunderviz.debug.interventions import GradEdit, Intervention
+from thunderviz.debug.ledger import LEDGER_STATUSES, LedgerEntry, nan_ledger
 from thunderviz.debug.reference import autograd_grads, trace_arg_values
 from thunderviz.debug.session import Session
 from thunderviz.debug.stats import TensorStats, tensor_stats
@@ -10,6 +12,11 @@ from thunderviz.debug.stepper import BackwardStepper, GradComparison, StepRecord
 
 __all__ = [
     "GRAD_STATUSES",
+    "LEDGER_STATUSES",
+    "GradEdit",
+    "Intervention",
+    "LedgerEntry",
+    "nan_ledger",
     "BackwardStepper",
     "GradComparison",
     "Session",

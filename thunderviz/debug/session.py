@@ -24,6 +24,7 @@ from thunderviz.debug.intervene import (
     resolve_intervention,
 )
 from thunderviz.debug.interventions import GradEdit, Intervention, InterventionPlan
+from thunderviz.debug.ledger import LedgerEntry, first_nan_note, nan_ledger
 from thunderviz.debug.reference import autograd_grads, trace_arg_kinds, trace_arg_values
 from thunderviz.debug.roles import BackwardRoles
 from thunderviz.debug.stats import TensorStats
@@ -195,13 +196,36 @@ class Session:
     def grads(self) -> dict[str, torch.Tensor | None]:
         """The gradient of each forward argument (input, parameter, buffer; by trace
         argument name), interventions included; None where none flows."""
+        return self._finished().grads
+
+    def _finished(self) -> BackwardStepper:
+        """A stepper that has run the whole backward (the recording, else one of its own)."""
         if self._recording is not None:
-            return self._recording.grads
+            return self._recording
         if self._final is None:
             self._final = self.new_stepper()
             self._final.interventions = self._plan
             self._final.finish()
-        return self._final.grads
+        return self._final
+
+    # --- NaN/Inf (debug/ledger.py) -----------------------------------------------------
+    def nan_ledger(self) -> list[LedgerEntry]:
+        """Every backward step's status: clean, born (non-finite out, finite in),
+        propagated, or healed (non-finite in, finite out), with its forward op and line."""
+        self._require_values("the NaN/Inf ledger")
+        return nan_ledger(self._finished())
+
+    def first_nan(self) -> StepRecord | None:
+        """Move the interactive stepper to the first step that produces NaN/Inf (see
+        `BackwardStepper.first_nan`); its note says whether it is healed later or which
+        gradients it reaches. None when the backward has no NaN/Inf."""
+        record = self.stepper.first_nan()
+        if record is not None:
+            finished = self._finished()
+            note = first_nan_note(record, nan_ledger(finished), finished.grads)
+            if note not in record.note:
+                record.note = f"{record.note}; {note}" if record.note else note
+        return record
 
     def autograd_reference(self, cotangents: Any = None) -> dict[str, torch.Tensor | None]:
         """torch.autograd's gradients of the same program, keyed by forward argument name
