@@ -11,6 +11,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree as pytree
 
+from thunderviz.capture.custom_function import intercepting_function_apply
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.recorder import Recorder
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
@@ -110,7 +111,7 @@ def _run(fn: Callable[..., Any], module: torch.nn.Module | None, args: list[Any]
     post = torch.nn.modules.module.register_module_forward_hook(
         lambda m, _args, _out: recorder.exit_module(m))
     try:
-        with recorder.function_mode, recorder.dispatch_mode:
+        with recorder.function_mode, recorder.dispatch_mode, intercepting_function_apply(recorder):
             if module is None:
                 return fn(*args, **kwargs)
             return torch.func.functional_call(module, state, tuple(args), kwargs,

@@ -146,7 +146,10 @@ class Trace:
             if types:
                 add("  " + comment(types))
         for name, t in self.constants.items():
-            add("  " + comment(f'{name}: captured tensor "{TensorProxy.like(name, t).type_string()}"'))
+            if isinstance(t, torch.Tensor):
+                add("  " + comment(f'{name}: captured tensor "{TensorProxy.like(name, t).type_string()}"'))
+            else:  # an object the program used (an autograd.Function, a checkpointed module)
+                add("  " + comment(f"{name}: captured {type(t).__qualname__} object"))
         last_source = None
         for i, bsym in enumerate(self.bound_symbols):
             last_source = _print_bsym(bsym, (i,), 1, print_depth, add, last_source)

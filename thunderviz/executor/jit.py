@@ -22,6 +22,7 @@ from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture import trace
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.trace import Trace
+from thunderviz.executor.ddp import DDPSync
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
 
@@ -86,6 +87,9 @@ class JittedFunction:
     def __init__(self, fn: Callable[..., Any], *, rematerialize: bool = False) -> None:
         if not callable(fn):
             raise TypeError(f"thunderviz.jit expects a function or an nn.Module, got {type(fn).__name__}")
+        self.ddp = DDPSync.of(fn)  # DistributedDataParallel: its module, DDP's sync in backward
+        if self.ddp is not None:
+            fn = self.ddp.module
         self.fn = fn
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         self.rematerialize = rematerialize
@@ -99,6 +103,8 @@ class JittedFunction:
 
     # --- calling ---------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.ddp is not None:
+            self.ddp.before_forward()
         flat_inputs = self._flat_inputs(args, kwargs)
         key = self._key(flat_inputs, kwargs)
         entry = self._cache.get(key)
@@ -136,7 +142,8 @@ class JittedFunction:
                 return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad)
             return (type(x).__name__, x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
         training = tuple(m.training for m in self._submodules)
-        return (tuple(one(x) for x in flat), tuple(kwargs), training, torch.is_grad_enabled())
+        ddp = self.ddp is not None and self.ddp.syncing
+        return (tuple(one(x) for x in flat), tuple(kwargs), training, torch.is_grad_enabled(), ddp)
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
         forward = trace(self.fn, *args, **kwargs)
@@ -148,6 +155,8 @@ class JittedFunction:
         result = differentiate(forward)
         if self.rematerialize:
             result = rematerialize(result)
+        if self.ddp is not None:
+            result = self.ddp.add_gradient_sync(result)
         flat_out = pytree.tree_leaves(forward.output)
         wanted = {p.name for p in result.cotangent_outputs}
         positions: list[int] = []

@@ -235,7 +235,8 @@ class _ViewBuilder:
                 kind = "intermediate"
             tensors[name] = self._tensor(p, kind, producer.get(name), consumers.get(name))
         for name, t in trace.constants.items():
-            entry = self._tensor(TensorProxy.like(name, t, requires_grad=False), "buffer",
+            captured = TensorProxy.like(name, t, requires_grad=False) if isinstance(t, torch.Tensor) else Proxy(name)
+            entry = self._tensor(captured, "buffer",
                                  producer.get(name), consumers.get(name))
             entry["constant"] = True
             tensors[name] = entry

@@ -6,6 +6,7 @@ from thunderviz.autodiff.rules import (
     attention,
     casts,
     collectives,
+    custom_function,
     elementwise,
     linalg,
     nn,
@@ -21,7 +22,7 @@ BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES, collectives.RULES, special.RULES],
+     recurrent.RULES, collectives.RULES, custom_function.RULES, special.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

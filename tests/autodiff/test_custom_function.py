@@ -1,0 +1,367 @@
+"""User-defined torch.autograd.Functions: their own backward is used, as in eager.
+
+Every check is against eager PyTorch (which runs the same user backward): gradients of
+every parameter over three SGD steps through `jit`, `value_and_grad`/`vjp`, and the debug
+stepper. A deliberately wrong backward must come out as that wrong gradient."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.autograd.function import Function, once_differentiable
+from torch.utils.checkpoint import checkpoint
+
+import thunderviz as tv
+from tests.autodiff.idioms_training import TIGHT, train_like_eager
+from thunderviz.autodiff.errors import AutodiffError
+from thunderviz.capture.custom_function import APPLY_ID, BACKWARD_ID
+from thunderviz.capture.errors import CaptureError
+
+
+class ScaleGrad(Function):
+    """Identity forward, gradient times `scale` (gradient reversal when negative)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None
+
+
+class RoundSTE(Function):
+    """Quantize to quarters; straight-through gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x * 4) / 4
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class WrongGrad(Function):
+    """A planted bug: the forward is x * 2, the backward says 7."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 7
+
+
+NEEDS_LOG: list[tuple[bool, ...]] = []
+
+
+class SplitScale(Function):
+    """Several outputs (one integer, marked non-differentiable), non-tensor arguments, ctx
+    attributes, save_for_backward, needs_input_grad, once_differentiable, and a weight
+    gradient returned in the broadcast shape (the engine sums it to the weight's)."""
+
+    @staticmethod
+    def forward(ctx, x, w, k, mode):
+        ctx.k, ctx.mode = k, mode
+        y = x * w
+        idx = y.argmax(dim=-1)
+        ctx.save_for_backward(x, w)
+        ctx.mark_non_differentiable(idx)
+        return y[..., :k], y[..., k:], idx
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g1, g2, g_idx):
+        NEEDS_LOG.append(tuple(ctx.needs_input_grad))
+        assert ctx.mode == "split" and g1.shape[-1] == ctx.k
+        x, w = ctx.saved_tensors
+        g = torch.cat([g1, g2], dim=-1)
+        gx = g * w if ctx.needs_input_grad[0] else None
+        gw = g * x if ctx.needs_input_grad[1] else None  # shape of x: summed to w's by autograd
+        return gx, gw, None, None
+
+
+class Cube(Function):
+    """New style: forward without ctx, setup_context, a default argument, a vmap rule."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, scale=0.5):
+        return x ** 3 * scale
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, scale = inputs
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * x ** 2 * g * ctx.scale, None
+
+
+class FunctionMLP(nn.Module):
+    def __init__(self, fns=("scale", "ste", "split", "cube")):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(6, 16), nn.Linear(16, 16), nn.Linear(16, 3)
+        self.w = nn.Parameter(torch.linspace(0.5, 1.5, 16))
+        self.fns = fns
+
+    def forward(self, x):
+        h = torch.tanh(self.fc1(x))
+        if "scale" in self.fns:
+            h = ScaleGrad.apply(h, -0.3)
+        if "ste" in self.fns:
+            h = RoundSTE.apply(h)
+        h = torch.relu(self.fc2(h))
+        if "split" in self.fns:
+            a, b, idx = SplitScale.apply(h, self.w, 10, "split")
+            h = torch.cat([a * 2, b], dim=-1) + idx.unsqueeze(-1).to(h.dtype) * 0.01
+        if "cube" in self.fns:
+            h = Cube.apply(h)
+        if "wrong" in self.fns:
+            h = WrongGrad.apply(h)
+        return self.fc3(h)
+
+
+def _mse(out):
+    return out.square().mean()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_functions_in_an_mlp_train_like_eager(dtype):
+    torch.manual_seed(0)
+    model = FunctionMLP().to(dtype)
+    xs = [torch.randn(5, 6, dtype=dtype) for _ in range(3)]
+    NEEDS_LOG.clear()
+    train_like_eager(model, lambda step: ((xs[step],), {}), _mse, dtype=dtype)
+    # eager and jit alternate each step: the user's backward saw the same needs_input_grad
+    assert NEEDS_LOG == [(True, True, False, False)] * 6
+
+
+def test_the_trace_shows_one_call_per_function_and_the_users_backward():
+    torch.manual_seed(0)
+    model, x = FunctionMLP(), torch.randn(5, 6)
+    forward = tv.trace(model, x)
+    calls = [b for b in forward.bound_symbols if b.sym.id == APPLY_ID]
+    assert [b.args[0].value.cls for b in calls] == [ScaleGrad, RoundSTE, SplitScale, Cube]
+    assert all(b.subsymbols for b in calls)  # the forward's ops, for viewing
+    assert calls[0].source.code == "h = ScaleGrad.apply(h, -0.3)"
+    text = str(forward)
+    assert "= ScaleGrad.apply(" in text and "= SplitScale.apply(" in text
+    result = tv.autodiff(forward)
+    backward_text = str(result.backward)
+    for name in ("ScaleGrad", "RoundSTE", "SplitScale", "Cube"):
+        assert f"= {name}.backward(ctx" in backward_text
+        assert f"= {name}.forward_with_ctx(" in str(result.augmented_forward)
+    # printed traces run: the forward trace reproduces eager's output bit for bit
+    params = [*model.parameters()]
+    out = forward.python_callable()(x, *params)
+    assert torch.equal(out, model(x))
+    assert torch.autograd.Function.apply.__func__.__module__ == "torch.autograd.function"
+
+
+def test_a_wrong_user_backward_gives_that_wrong_gradient():
+    torch.manual_seed(0)
+    model, x = FunctionMLP(fns=("wrong",)), torch.randn(5, 6)
+    value, grads = tv.value_and_grad(lambda x: WrongGrad.apply(x).sum())(x)
+    assert torch.equal(grads[0], torch.full_like(x, 7.0))  # the user's 7, not the forward's 2
+    jitted = tv.jit(copy.deepcopy(model))
+    jitted(x).sum().backward()
+    model(x).sum().backward()
+    for pj, pe in zip(jitted.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(pj.grad, pe.grad, **TIGHT[torch.float32])
+
+
+class Loss(nn.Module):
+    """A model and its loss as one module: a scalar output, parameters named net_*."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return _mse(self.net(x))
+
+
+def _eager_grads(model, x):
+    """Eager's gradient of each parameter of `Loss(model)` under its trace argument name."""
+    eager = copy.deepcopy(model)
+    loss = _mse(eager(x))
+    loss.backward()
+    return loss.detach(), {"net_" + n.replace(".", "_"): p.grad for n, p in eager.named_parameters()}
+
+
+def test_value_and_grad_and_vjp_match_eager_in_float64():
+    torch.manual_seed(0)
+    model = FunctionMLP().double()
+    x = torch.randn(4, 6, dtype=torch.float64)
+    loss, expected = _eager_grads(model, x)
+    value, grads = tv.value_and_grad(Loss(model))(x)
+    torch.testing.assert_close(value, loss, **TIGHT[torch.float64])
+    names = [p.name for p in tv.trace(Loss(model), x).args]
+    for name, g in zip(names[1:], grads[1:], strict=True):
+        torch.testing.assert_close(g, expected[name], **TIGHT[torch.float64], msg=name)
+    ct = torch.randn(4, 3, dtype=torch.float64)
+    out, vjp_grads = tv.vjp(model)((x,), (ct,))
+    xe = x.clone().requires_grad_(True)
+    eager_out = model(xe)
+    eager_out.backward(ct)
+    torch.testing.assert_close(out, eager_out.detach(), **TIGHT[torch.float64])
+    torch.testing.assert_close(vjp_grads[0], xe.grad, **TIGHT[torch.float64])
+
+
+def test_the_debug_stepper_steps_through_the_users_backward():
+    torch.manual_seed(0)
+    model, x = FunctionMLP(), torch.randn(5, 6)
+    session = tv.Session(Loss(model), x)
+    stepper = session.new_stepper()
+    records = []
+    while not stepper.done:
+        records.append(stepper.step())
+    user_steps = [r for r in records if r.bsym.sym.id == BACKWARD_ID]
+    assert [r.fwd_bsym.args[0].value.cls for r in user_steps] == [Cube, SplitScale, RoundSTE, ScaleGrad]
+    _, expected = _eager_grads(model, x)
+    for name, g in expected.items():
+        torch.testing.assert_close(stepper.grads[name], g, **TIGHT[torch.float32], msg=name)
+    assert all(c.allclose for c in session.compare_with_autograd())
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block whose body runs under torch.utils.checkpoint."""
+
+    def __init__(self, d=8, reentrant=True):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(d, 16), nn.GELU(), nn.Linear(16, d))
+        self.reentrant = reentrant
+
+    def body(self, x):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+    def forward(self, x):
+        return checkpoint(self.body, x, use_reentrant=self.reentrant)
+
+
+class CheckpointedNet(nn.Module):
+    def __init__(self, reentrant):
+        super().__init__()
+        self.embed, self.block, self.head = nn.Linear(4, 8), Block(reentrant=reentrant), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.block(self.embed(x)))
+
+
+@pytest.mark.parametrize("reentrant", [True, False], ids=["reentrant", "non_reentrant"])
+def test_checkpoint_in_a_transformer_block_trains_like_eager(reentrant):
+    torch.manual_seed(0)
+    model = CheckpointedNet(reentrant)
+    xs = [torch.randn(2, 5, 4) for _ in range(3)]
+    jitted = train_like_eager(model, lambda step: ((xs[step],), {}), _mse)
+    forward = tv.last_traces(jitted)[0]
+    ids = [b.sym.id for b in forward.bound_symbols]
+    assert (APPLY_ID in ids) == reentrant  # non-reentrant checkpoint is recorded op by op
+
+
+def test_reentrant_checkpoint_through_value_and_grad_and_the_stepper():
+    """The reentrant backward accumulates the block's parameter gradients into `.grad`:
+    they are collected as gradients of the trace, and `.grad` is left as it was."""
+    torch.manual_seed(0)
+    model, x = CheckpointedNet(reentrant=True), torch.randn(2, 5, 4)
+    loss, expected = _eager_grads(model, x)
+    value, grads = tv.value_and_grad(Loss(model))(x)
+    torch.testing.assert_close(value, loss, **TIGHT[torch.float32])
+    names = [p.name for p in tv.trace(Loss(model), x).args]
+    for name, g in zip(names[1:], grads[1:], strict=True):
+        torch.testing.assert_close(g, expected[name], **TIGHT[torch.float32], msg=name)
+    stepper = tv.Session(Loss(model), x).new_stepper()
+    stepper.finish()
+    for name, g in expected.items():
+        torch.testing.assert_close(stepper.grads[name], g, **TIGHT[torch.float32], msg=name)
+    assert all(p.grad is None for p in model.parameters())
+
+
+class JvpOnly(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def jvp(ctx, t):
+        return t * 3
+
+
+def test_a_function_without_backward_is_refused_with_where_and_what_to_do():
+    model = nn.Sequential(nn.Linear(3, 3))
+    x = torch.randn(2, 3)
+
+    def fn(x):
+        return JvpOnly.apply(model(x)).sum()
+
+    forward = tv.trace(fn, x.requires_grad_(True))
+    with pytest.raises(AutodiffError) as err:
+        tv.autodiff(forward)
+    msg = str(err.value)
+    assert "JvpOnly.apply" in msg and "test_custom_function.py" in msg
+    assert "return JvpOnly.apply(model(x)).sum()" in msg and "backward staticmethod" in msg
+
+
+class InPlace(Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_an_in_place_function_is_refused_with_where_and_what_to_do():
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(CaptureError) as err:
+        tv.trace(lambda x: InPlace.apply(x * 1), x)
+    assert "InPlace.apply" in str(err.value) and "mark_dirty" in str(err.value)
+    assert err.value.source is not None and "InPlace.apply(x * 1)" in err.value.source.code
+
+
+def test_other_threads_run_function_apply_as_usual_while_a_trace_runs():
+    started, done = threading.Event(), threading.Event()
+    seen = {}
+
+    class Waits(Function):
+        @staticmethod
+        def forward(ctx, x):
+            started.set()
+            assert done.wait(10)
+            return x + 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    def other():
+        assert started.wait(10)
+        y = ScaleGrad.apply(torch.ones(3, requires_grad=True), 2.0)
+        seen["grad_fn"] = type(y.grad_fn).__name__
+        done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    forward = tv.trace(lambda x: Waits.apply(x), torch.ones(3, requires_grad=True))
+    thread.join()
+    assert seen["grad_fn"] == "ScaleGradBackward"  # eager's apply, not our recording
+    assert [b.sym.id for b in forward.bound_symbols] == [APPLY_ID]

@@ -1,0 +1,83 @@
+"""The grad rule of a user's `torch.autograd.Function` call: the user's own backward.
+
+The forward trace holds `t5 = ScaleGrad.apply(t4, 0.5)` (see capture/custom_function.py).
+Differentiated, it becomes
+
+    augmented forward:  (t5, ctx0) = ScaleGrad.forward_with_ctx((True, False), t4, 0.5)
+    backward:           (t9,) = ScaleGrad.backward(ctx0, ct_t5)
+
+so the values are the user's forward's (bit for bit eager's) and the gradients are whatever
+the user's backward returns, wrong ones included: it is never replaced by differentiating the
+forward. As in eager, a call none of whose arguments needs a gradient has no backward (a
+reentrant checkpoint's parameters then get none), and only top-level tensor arguments are
+inputs (`needs_input_grad`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.utils import _pytree as pytree
+
+from thunderviz.autodiff.errors import AutodiffError
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.capture.custom_function import (
+    APPLY_ID,
+    AutogradFunctionCall,
+    apply_symbol,
+    backward_symbol,
+    forward_symbol,
+    has_backward,
+)
+from thunderviz.capture.errors import where
+from thunderviz.core.context import current_builder
+from thunderviz.core.proxies import Proxy, TensorProxy
+
+RULES = RuleSet("custom_function")
+
+
+def _fresh_like(p: Any) -> Any:
+    """A new proxy with `p`'s metadata, named in the trace being built."""
+    if isinstance(p, TensorProxy):
+        return TensorProxy(current_builder().names.fresh(), p.shape, p.dtype, p.device)
+    return p
+
+
+def _like(protos: Any, extra: Any = ()) -> Any:
+    def meta(args: Any, kwargs: Any) -> Any:
+        out = pytree.tree_map(_fresh_like, protos)
+        if extra:
+            return (out, *extra()), None
+        return out, None
+    return meta
+
+
+@RULES.grad(APPLY_ID)
+def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (), **kwargs: Any) -> Any:
+    fn: AutogradFunctionCall = call.value
+    needs = tuple(requires_grad(a) for a in args)
+    if not any(needs):  # eager's apply records no backward when no input needs a gradient
+        return apply_symbol(_like(fn.outputs))(call, *args, reads=reads, **kwargs)
+    if not has_backward(fn.cls):
+        builder = current_builder()
+        raise AutodiffError(
+            f"thunderviz cannot differentiate {fn.cls.__qualname__}.apply at "
+            f"{where(fn.source or builder.source, fn.module_path or builder.module_path)}: the "
+            "autograd.Function defines no backward (or vjp), so reverse-mode autodiff, eager's "
+            "included, has no gradient for it. Give it a backward staticmethod, or call it "
+            "under torch.no_grad() / on detached tensors if it needs no gradient.")
+
+    def ctx_proxy() -> tuple[Proxy]:
+        return (Proxy(current_builder().names.fresh("ctx")),)
+
+    out, ctx = forward_symbol(_like(fn.outputs, ctx_proxy))(call, needs, *args, **kwargs)
+    outs = out if isinstance(out, tuple) else (out,)
+    cotangents = [get_grad(o) if isinstance(o, TensorProxy) else None for o in outs]
+    inputs = [a for a, need in zip(args, needs, strict=True) if need]
+    leaves = tuple(r for r in reads if requires_grad(r))
+    accumulated = {"accumulated": leaves} if leaves else {}
+    grads = backward_symbol(_like((*inputs, *leaves)))(call, ctx, *cotangents, **accumulated)
+    for x, g in zip((*inputs, *leaves), grads, strict=True):
+        put_grad(x, g)
+    return out
