@@ -41,6 +41,7 @@ from thunderviz.capture.functional_ops import (
     mutated_arg_indices,
     scatter_into_base,
 )
+from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.rng import draws_in_place, inverse, memory_order
 from thunderviz.capture.source import user_source
 from thunderviz.capture.torch_symbols import (
@@ -357,9 +358,17 @@ class Recorder:
             tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
             for i, view in enumerate(tensors):
                 self._register_view(func, args, kwargs, p_args, p_kwargs, i, view)
-        if not is_core_aten(func):
+        if selects_by_mask(func, args):
+            self._select_by_positions(bsym, func, args)
+        elif not is_core_aten(func):
             self._decompose(bsym, func, args, kwargs)
         self._append(bsym)
+
+    def _select_by_positions(self, bsym: BoundSymbol, func: Any, args: Any) -> None:
+        """Boolean-mask indexing: its subsymbols select by `nonzero` positions (capture/masks.py)."""
+        bsym.subsymbols = mask_as_positions(
+            func, args, bsym.args, bsym.kwargs, bsym.output,
+            lambda op, a, kw, out: self._bsym(op, a, kw, out), self.names.fresh)
 
     def _decompose(self, bsym: BoundSymbol, func: Any, args: Any, kwargs: Any) -> None:
         """Record `func`'s decomposition as `bsym.subsymbols`, on metadata-only copies of its
@@ -456,7 +465,9 @@ class Recorder:
                 new_values = [_fresh_proxy_like(self, t, wants_grad) for t in mutated]
                 output = new_values[0]
             bsym = self._bsym(functional, p_args, p_kwargs, output)
-            if not is_core_aten(functional):
+            if selects_by_mask(functional, args):
+                self._select_by_positions(bsym, functional, args)
+            elif not is_core_aten(functional):
                 self._decompose(bsym, functional, args, kwargs)
             self._append(bsym)
         frame = self._frames[-1]

@@ -9,6 +9,7 @@ from thunderviz.autodiff.rules import (
     custom_function,
     elementwise,
     linalg,
+    masked,
     nn,
     recurrent,
     reductions,
@@ -22,7 +23,7 @@ BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES, collectives.RULES, custom_function.RULES, special.RULES],
+     recurrent.RULES, masked.RULES, collectives.RULES, custom_function.RULES, special.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

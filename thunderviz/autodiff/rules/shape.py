@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.core.proxies import TensorProxy
@@ -425,31 +424,27 @@ def index_fill_tensor(a, dim, index, value):
     return out
 
 
-def _refuse_bool_masks(op: str, indices) -> None:
-    """A boolean mask selects a data-dependent number of elements: the shape functions the
-    rules run on (meta tensors) cannot know it."""
-    if any(isinstance(i, TensorProxy) and i.dtype in (torch.bool, torch.uint8) for i in indices):
-        raise AutodiffError(
-            f"{op} with a boolean mask index: the number of selected elements depends on the "
-            "mask's values, which thunderviz's rules cannot see. Index with integer positions "
-            "instead (x[mask.nonzero(as_tuple=True)]), or keep the shape with torch.where / "
-            "masked_fill.")
+def _integer_indices(bsym) -> bool:
+    """These rules index by positions. A boolean mask selects a number of elements only its
+    values tell (meta tensors cannot): capture records such a call with subsymbols that
+    select by `nonzero(mask)` instead (capture/masks.py), and those are differentiated."""
+    indices = bsym.args[1] if len(bsym.args) > 1 else bsym.kwargs.get("indices", ())
+    return not any(isinstance(i, TensorProxy) and i.dtype in (torch.bool, torch.uint8)
+                   for i in indices)
 
 
-@RULES.grad(aten.index.Tensor)
+@RULES.grad(aten.index.Tensor, applies=_integer_indices)
 def index(a, indices):
     """Advanced indexing: the cotangent is added back at the indexed places (repeated
     indices accumulate)."""
-    _refuse_bool_masks("indexing (x[mask])", indices)
     out = aten.index.Tensor(a, indices)
     g = get_grad(out)
     put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
     return out
 
 
-@RULES.grad(aten._unsafe_index.Tensor)
+@RULES.grad(aten._unsafe_index.Tensor, applies=_integer_indices)
 def unsafe_index(a, indices):
-    _refuse_bool_masks("indexing (x[mask])", indices)
     out = aten._unsafe_index.Tensor(a, indices)
     g = get_grad(out)
     put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
@@ -463,19 +458,17 @@ def _index_put_grads(a, indices, values, accumulate, g):
         put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
 
 
-@RULES.grad(aten.index_put.default)
+@RULES.grad(aten.index_put.default, applies=_integer_indices)
 def index_put(*args, **kwargs):
     a, indices, values, accumulate = op_args(aten.index_put.default, args, kwargs)
-    _refuse_bool_masks("index_put (x[mask] = v)", indices)
     out = aten.index_put.default(*args, **kwargs)
     _index_put_grads(a, indices, values, accumulate, get_grad(out))
     return out
 
 
-@RULES.grad(aten._unsafe_index_put.default)
+@RULES.grad(aten._unsafe_index_put.default, applies=_integer_indices)
 def unsafe_index_put(*args, **kwargs):
     a, indices, values, accumulate = op_args(aten._unsafe_index_put.default, args, kwargs)
-    _refuse_bool_masks("index_put (x[mask] = v)", indices)
     out = aten._unsafe_index_put.default(*args, **kwargs)
     _index_put_grads(a, indices, values, accumulate, get_grad(out))
     return out
