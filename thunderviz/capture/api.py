@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.custom_function import intercepting_function_apply
@@ -18,7 +19,7 @@ from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorPro
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 
-__all__ = ["trace", "CaptureError"]
+__all__ = ["trace", "trace_without_own_hooks", "CaptureError"]
 
 _COPY_BACK = Symbol(name="copy_", id="torch.Tensor.copy_", fn=torch.Tensor.copy_,
                     kind=SymbolKind.METHOD)
@@ -47,8 +48,20 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
     return result
 
 
+def trace_without_own_hooks(fn: Callable[..., Any], args: tuple[Any, ...],
+                            kwargs: dict[str, Any]) -> Trace:
+    """`trace(fn, *args, **kwargs)`, except that a module's own forward hooks and pre-hooks
+    (and the global ones, as they apply to it) are not run: `jit` runs them around each call,
+    as eager does. Hooks of its submodules are traced as usual."""
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    with timed_provenance("thunderviz.trace") as prov:
+        result = _trace(fn, module, args, kwargs, False, own_hooks=False)
+    result.provenance.append(prov.result)
+    return result
+
+
 def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[Any, ...],
-           kwargs: dict[str, Any], fake: bool) -> Trace:
+           kwargs: dict[str, Any], fake: bool, own_hooks: bool = True) -> Trace:
     names = NameGenerator()
     module_names = {}
     if module is not None:
@@ -79,7 +92,7 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
             run_state[path] = copy
             trace_args.append(proxy)
             originals.append((copy, proxy))
-        out = _run(fn, module, run_args, run_kwargs, run_state, recorder)
+        out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks)
         output = recorder.proxify(out)
         epilogue = _write_backs(recorder, originals)
     flat, spec = pytree.tree_flatten(output)
@@ -105,7 +118,8 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
 
 
 def _run(fn: Callable[..., Any], module: torch.nn.Module | None, args: list[Any],
-         kwargs: dict[str, Any], state: dict[str, torch.Tensor], recorder: Recorder) -> Any:
+         kwargs: dict[str, Any], state: dict[str, torch.Tensor], recorder: Recorder,
+         own_hooks: bool = True) -> Any:
     pre = torch.nn.modules.module.register_module_forward_pre_hook(
         lambda m, _args: recorder.enter_module(m))
     post = torch.nn.modules.module.register_module_forward_hook(
@@ -114,6 +128,9 @@ def _run(fn: Callable[..., Any], module: torch.nn.Module | None, args: list[Any]
         with recorder.function_mode, recorder.dispatch_mode, intercepting_function_apply(recorder):
             if module is None:
                 return fn(*args, **kwargs)
+            if not own_hooks:  # forward itself: the module's own hooks are the caller's
+                with _reparametrize_module(module, state, tie_weights=True, strict=False):
+                    return module.forward(*args, **kwargs)
             return torch.func.functional_call(module, state, tuple(args), kwargs,
                                               tie_weights=True, strict=False)
     finally:

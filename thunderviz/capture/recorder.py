@@ -28,6 +28,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from thunderviz.capture.autocast import autocast_enabled, hoist_autocast_casts
 from thunderviz.capture.collectives import (
     is_collective_call,
     is_collective_op,
@@ -41,6 +42,7 @@ from thunderviz.capture.functional_ops import (
     mutated_arg_indices,
     scatter_into_base,
 )
+from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.rng import draws_in_place, inverse, memory_order
 from thunderviz.capture.source import user_source
@@ -268,7 +270,8 @@ class Recorder:
             ) from e
         finally:
             self._source = outer_source
-        if not frame.bsyms:
+        reads = reads_values(func)  # `.tolist()`, `torch.equal`: no ATen op to see
+        if not frame.bsyms and not reads:
             self._alias_unknown_outputs(out, args)
             return out
         sym = torch_symbol(func)
@@ -288,9 +291,12 @@ class Recorder:
                 bsym.header = f"in-place {sym.name}() recorded functionally"
             else:
                 bsym.tags.add(BsymTag.FUNCTIONALIZED)
-        if any(BsymTag.DATA_DEPENDENT in s.tags for s in frame.bsyms):
+        if reads or any(BsymTag.DATA_DEPENDENT in s.tags for s in frame.bsyms):
             bsym.tags.add(BsymTag.DATA_DEPENDENT)
             self.data_dependent.append(bsym)
+        if autocast_enabled():
+            for cast in hoist_autocast_casts(bsym):  # autocast's casts as calls of their own
+                self._append(cast)
         self._append(bsym)
         return out
 
@@ -354,6 +360,8 @@ class Recorder:
         if not fresh:
             return
         bsym = self._bsym(func, p_args, p_kwargs, pytree.tree_unflatten(proxied, spec))
+        if has_data_dependent_size(func, args):
+            bsym.tags.add(BsymTag.DATA_DEPENDENT)  # a size this run's values chose
         if is_view_op(func) and args and isinstance(args[0], torch.Tensor):
             tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
             for i, view in enumerate(tensors):

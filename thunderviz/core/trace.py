@@ -157,9 +157,11 @@ class Trace:
         return lines
 
     # --- execution -----------------------------------------------------------------------
-    def python_callable(self) -> Callable[..., Any]:
-        """A function that runs this trace on torch (the printed source, compiled)."""
-        fn = _compile(self.python(print_depth=0), self.name)
+    def python_callable(self, names: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
+        """A function that runs this trace on torch (the printed source, compiled). `names`
+        adds (name, value) pairs to the generated code's globals, for symbols whose printed
+        name is not reachable from `torch` (the executor's guard checks)."""
+        fn = _compile(self.python(print_depth=0), self.name, names)
         if self.constants:
             fn = functools.partial(fn, **self.constants)
         spec = self.output_spec
@@ -242,8 +244,9 @@ def _bind_ops(source: str, namespace: dict[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _compile(source: str, name: str) -> Callable[..., Any]:
-    namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten, "prims": torch.ops.prims}
+def _compile(source: str, name: str, names: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten, "prims": torch.ops.prims,
+                                 **dict(names)}
     code = compile(_bind_ops(source, namespace), f"<thunderviz trace {name}>", "exec")
     exec(code, namespace)  # noqa: S102 - generated source; user text only through core/quoting
     return namespace[name]

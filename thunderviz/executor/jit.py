@@ -2,13 +2,23 @@
 
 The forward runs the augmented forward trace; the backward runs the backward trace, inside a
 `torch.autograd.Function`, so `loss.backward()`, `.grad` accumulation and optimizers work as
-with eager PyTorch. Traces are cached per input signature and rebuilt when shapes, dtypes,
-devices, `requires_grad` flags, number values or the module's training mode change.
+with eager PyTorch.
+
+A trace is one run of the program, so a cache entry is only reused when nothing it
+specialised on changed. Checked before a call (the key, `executor/keys.py`): tensor
+metadata, the values of every other argument, each submodule's `training` flag and hooks,
+grad mode and autocast. Checked while the trace runs (guards, `executor/guards.py`): the
+values it read into Python (`if x.sum() > 0`, `.item()`, `.tolist()`) and the sizes values
+chose (`nonzero`, `x[mask]`). A failed guard restores the RNG state and retraces; entries
+for both outcomes stay cached. The cache is an LRU of `cache_size` entries and warns once
+when the function keeps retracing.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,12 +29,20 @@ from torch.utils import _pytree as pytree
 from thunderviz.autodiff.api import differentiate
 from thunderviz.autodiff.remat import rematerialize
 from thunderviz.autodiff.vjp import AutodiffResult
-from thunderviz.capture import trace
+from thunderviz.capture.api import trace_without_own_hooks
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.trace import Trace
 from thunderviz.executor.ddp import DDPSync
+from thunderviz.executor.errors import attribute_error
+from thunderviz.executor.guards import GUARD_NAMES, Guard, GuardFailure, guard_trace, same_value
+from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, hooks_key
+from thunderviz.executor.keys import ambient_key, value_key
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
+
+# A call whose guards keep failing after this many fresh traces reads values that change
+# between tracing and running (a nondeterministic kernel): refused rather than looped.
+_MAX_RETRACES_PER_CALL = 3
 
 
 @dataclass
@@ -38,6 +56,12 @@ class CompiledEntry:
     run_backward: Callable[..., Any] | None = None
     differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
     n_args: int = 0
+    guards: list[Guard] = field(default_factory=list)
+    executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
+
+    def agrees_with(self, seen: dict[Any, Any]) -> bool:
+        """None of this entry's guards contradicts a value this call has already shown."""
+        return all(g.key not in seen or same_value(seen[g.key], g.expected) for g in self.guards)
 
 
 class _TraceFunction(torch.autograd.Function):
@@ -46,7 +70,8 @@ class _TraceFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
         n_pos = len(flat) - len(kwarg_names)
-        out, saved = entry.run_augmented(*flat[:n_pos], **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
+        out, saved = _running(entry, entry.run_augmented, *flat[:n_pos],
+                              **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
         ctx.entry = entry
         flat_out = pytree.tree_leaves(out)
         # Inputs and outputs go through save_for_backward (autograd checks they were not
@@ -77,55 +102,120 @@ class _TraceFunction(torch.autograd.Function):
                 saved[i] = next(rest)
         ctx.intermediates = None
         cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
-        grads = entry.run_backward(tuple(saved), cotangents)
+        grads = _running(entry, entry.run_backward, tuple(saved), cotangents)
         return (None, None, *grads)
+
+
+def _running(entry: CompiledEntry, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one compiled trace; an error says which bound symbol raised it."""
+    try:
+        return fn(*args, **kwargs)
+    except GuardFailure:
+        raise
+    except Exception as e:
+        attribute_error(e, entry.executed)
+        raise
+
+
+class _RngState:
+    """The default generators' states, to undo the draws of a run a guard stopped."""
+
+    def __init__(self) -> None:
+        self.cpu = torch.random.get_rng_state()
+        self.cuda = (torch.cuda.get_rng_state_all()
+                     if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+
+    def restore(self) -> None:
+        torch.random.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
 
 
 class JittedFunction:
     """What `thunderviz.jit` returns. Call it like the original."""
 
-    def __init__(self, fn: Callable[..., Any], *, rematerialize: bool = False) -> None:
+    def __init__(self, fn: Callable[..., Any], *, rematerialize: bool = False,
+                 cache_size: int = 8) -> None:
         if not callable(fn):
             raise TypeError(f"thunderviz.jit expects a function or an nn.Module, got {type(fn).__name__}")
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"cache_size must be a positive int, got {cache_size!r}")
         self.ddp = DDPSync.of(fn)  # DistributedDataParallel: its module, DDP's sync in backward
         if self.ddp is not None:
             fn = self.ddp.module
         self.fn = fn
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         self.rematerialize = rematerialize
-        self._cache: dict[Any, CompiledEntry] = {}
+        self.cache_size = cache_size
+        # key -> entries for that key (one per combination of guard outcomes), most recent last
+        self._cache: OrderedDict[Any, list[CompiledEntry]] = OrderedDict()
         # The module tree, walked once: parameters/buffers/training flags are read from it
         # on every call, and `module.parameters()` re-walks the tree each time.
         self._submodules = list(self.module.modules()) if self.module is not None else []
+        self._hooks = HookRunner(self.module)
         self.last: CompiledEntry | None = None
         self.cache_misses = 0
+        self.guard_failures = 0
+        self.last_retrace_reason = ""
+        self._warned = False
         functools.update_wrapper(self, fn if not self.module else type(fn).forward, updated=())
 
     # --- calling ---------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._hooks.active:
+            return self._hooks.call(self._call, args, kwargs)
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ddp is not None:
             self.ddp.before_forward()
-        flat_inputs = self._flat_inputs(args, kwargs)
-        key = self._key(flat_inputs, kwargs)
-        entry = self._cache.get(key)
-        if entry is None:
-            entry = self._compile(args, kwargs)
-            self._cache[key] = entry
-            self.cache_misses += 1
-        self.last = entry
-        kw_names = tuple(entry.forward.kwargs)
+        arg_leaves, state = _leaves(args), self._state()
+        flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
+        key = self._key(args, kwargs, state)
+        entries = self._cache.get(key)
+        if entries is not None:
+            self._cache.move_to_end(key)
+        seen: dict[Any, Any] = {}  # guard key -> the value this call showed
+        reason = "" if entries is not None else self._miss_reason(key)
+        for _ in range(_MAX_RETRACES_PER_CALL + 1):
+            entry = next((e for e in reversed(entries or ()) if e.agrees_with(seen)), None)
+            if entry is None:
+                entry = self._compile(args, kwargs)
+                entries = self._store(key, entry, reason)
+            elif entries[-1] is not entry:
+                entries.remove(entry)
+                entries.append(entry)
+            self.last = entry
+            rng = _RngState() if entry.guards else None
+            try:
+                return self._run(entry, flat_inputs)
+            except GuardFailure as failure:
+                self.guard_failures += 1
+                guard = entry.guards[failure.index]
+                seen[guard.key] = failure.got
+                reason = guard.describe(failure.got)
+                if rng is not None:
+                    rng.restore()
+        raise RuntimeError(
+            f"thunderviz.jit: {reason} changed between tracing and running "
+            f"{_MAX_RETRACES_PER_CALL} times in one call; the program reads a value that is "
+            "not the same on two runs with the same inputs (a nondeterministic op?). Compute "
+            "it outside the jitted function and pass it in.")
+
+    def _run(self, entry: CompiledEntry, flat_inputs: list[Any]) -> Any:
         if entry.result is None:
-            return self._unflatten(entry, pytree.tree_leaves(
-                entry.run_forward(*flat_inputs[: entry.n_args], **self._kw(entry, flat_inputs))))
-        outs = _TraceFunction.apply(entry, kw_names, *flat_inputs)
+            out = _running(entry, entry.run_forward, *flat_inputs[: entry.n_args],
+                           **self._kw(entry, flat_inputs))
+            return self._unflatten(entry, pytree.tree_leaves(out))
+        outs = _TraceFunction.apply(entry, tuple(entry.forward.kwargs), *flat_inputs)
         return self._unflatten(entry, list(outs))
 
     def _kw(self, entry: CompiledEntry, flat: list[Any]) -> dict[str, Any]:
         return dict(zip(entry.forward.kwargs, flat[entry.n_args:], strict=True))
 
-    def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """The trace's inputs in order: positional leaves, parameters, buffers (each once, in
-        `named_parameters()` / `named_buffers()` order), keyword leaves."""
+    def _state(self) -> list[torch.Tensor]:
+        """Parameters then buffers, each once, in `named_parameters()` / `named_buffers()`
+        order: the trace's inputs after the positional ones (keyword ones come last)."""
         state: list[Any] = []
         for attr in ("_parameters", "_buffers"):
             seen: set[int] = set()
@@ -134,29 +224,65 @@ class JittedFunction:
                     if t is not None and id(t) not in seen:
                         seen.add(id(t))
                         state.append(t)
-        return [*_leaves(args), *state, *_leaves(kwargs)]
+        return state
 
-    def _key(self, flat: list[Any], kwargs: dict[str, Any]) -> Any:
-        def one(x: Any) -> Any:
-            if isinstance(x, torch.Tensor):
-                return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad)
-            return (type(x).__name__, x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
-        training = tuple(m.training for m in self._submodules)
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]) -> Any:
+        inputs = tuple(value_key(a, f"argument {i} of the call") for i, a in enumerate(args))
+        named = tuple((k, value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items())
+        params = tuple(value_key(t, "") for t in state)
+        modules = tuple(m.training for m in self._submodules)
         ddp = self.ddp is not None and self.ddp.syncing
-        return (tuple(one(x) for x in flat), tuple(kwargs), training, torch.is_grad_enabled(), ddp)
+        return (inputs, named, params, modules, hooks_key(self._submodules), ambient_key(), ddp)
+
+    def _miss_reason(self, key: Any) -> str:
+        if not self._cache:
+            return "first call"
+        last = next(reversed(self._cache))
+        parts = ("the positional arguments", "the keyword arguments",
+                 "the module's parameters or buffers", "a submodule's training flag",
+                 "the modules' hooks", "grad mode or autocast", "DDP's gradient sync (no_sync)")
+        changed = [p for p, a, b in zip(parts, key, last, strict=True) if a != b]
+        return "a change in " + (", ".join(changed) or "the call")
+
+    def _store(self, key: Any, entry: CompiledEntry, reason: str) -> list[CompiledEntry]:
+        self.cache_misses += 1
+        self.last_retrace_reason = reason
+        entries = self._cache.setdefault(key, [])
+        entries.append(entry)
+        self._cache.move_to_end(key)
+        while sum(len(v) for v in self._cache.values()) > self.cache_size:
+            oldest_key = next(iter(self._cache))
+            oldest = self._cache[oldest_key]
+            oldest.pop(0)
+            if not oldest:
+                del self._cache[oldest_key]
+        if self.cache_misses > self.cache_size and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"thunderviz.jit({self._name()}) has traced {self.cache_misses} times, more than "
+                f"its cache holds (cache_size={self.cache_size}); the last retrace was for "
+                f"{reason}. Each retrace costs a trace and an autodiff. A trace specialises on "
+                "non-tensor arguments, Python branches on tensor values, .item()/.tolist() "
+                "results and data-dependent sizes: pass values that change as tensors, or raise "
+                "cache_size.", stacklevel=4)
+        return entries
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
-        forward = trace(self.fn, *args, **kwargs)
+        check_submodule_hooks(self.module, self._name())
+        forward = trace_without_own_hooks(self.fn, args, kwargs)
         n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args)
         if not needs_grad:
-            return CompiledEntry(forward, None, forward.python_callable(), n_args=n_args)
+            guarded, guards = guard_trace(forward, forward)
+            return CompiledEntry(forward, None, guarded.python_callable(GUARD_NAMES),
+                                 n_args=n_args, guards=guards, executed=[guarded])
         result = differentiate(forward)
         if self.rematerialize:
             result = rematerialize(result)
         if self.ddp is not None:
             result = self.ddp.add_gradient_sync(result)
+        augmented, guards = guard_trace(result.augmented_forward, forward)
         flat_out = pytree.tree_leaves(forward.output)
         wanted = {p.name for p in result.cotangent_outputs}
         positions: list[int] = []
@@ -166,9 +292,10 @@ class JittedFunction:
                 positions.append(i)
         return CompiledEntry(
             forward, result, forward.python_callable(),
-            run_augmented=result.augmented_forward.python_callable(),
+            run_augmented=augmented.python_callable(GUARD_NAMES),
             run_backward=result.backward.python_callable(),
-            differentiable_outputs=positions, n_args=n_args,
+            differentiable_outputs=positions, n_args=n_args, guards=guards,
+            executed=[augmented, result.backward],
         )
 
     def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:
@@ -178,8 +305,11 @@ class JittedFunction:
         return pytree.tree_unflatten(flat_out, spec)
 
     # --- inspection ------------------------------------------------------------------
+    def _name(self) -> str:
+        return getattr(self.fn, "__name__", type(self.fn).__name__)
+
     def __repr__(self) -> str:
-        return f"<thunderviz.jit of {getattr(self.fn, '__name__', type(self.fn).__name__)}>"
+        return f"<thunderviz.jit of {self._name()}>"
 
     def __getattr__(self, name: str) -> Any:
         # jm.parameters(), jm.train(), jm.eval() ... reach the wrapped module
@@ -194,9 +324,10 @@ def _leaves(tree: Any) -> list[Any]:
     return pytree.tree_leaves(tree)
 
 
-def jit(fn: Callable[..., Any], *, rematerialize: bool = False) -> JittedFunction:
-    """Run `fn` (a function or nn.Module) through thunderviz's traces; see JittedFunction."""
-    return JittedFunction(fn, rematerialize=rematerialize)
+def jit(fn: Callable[..., Any], *, rematerialize: bool = False, cache_size: int = 8) -> JittedFunction:
+    """Run `fn` (a function or nn.Module) through thunderviz's traces; see JittedFunction.
+    `cache_size` bounds the number of traces kept (least recently used go first)."""
+    return JittedFunction(fn, rematerialize=rematerialize, cache_size=cache_size)
 
 
 def _entry(jitted: Any) -> CompiledEntry:
@@ -212,7 +343,7 @@ def last_traces(jitted: JittedFunction) -> list[Trace]:
     entry = _entry(jitted)
     if entry.result is None:
         return [entry.forward]
-    return [entry.forward, entry.result.augmented_forward]
+    return [entry.forward, entry.executed[0]]  # the augmented forward as it runs (guards in)
 
 
 def last_backward_traces(jitted: JittedFunction) -> list[Trace]:

@@ -1,0 +1,334 @@
+"""`thunderviz.jit` replays a trace only when nothing it specialised on changed: every
+result and gradient here is compared with eager PyTorch on the same calls."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import thunderviz as tv
+from thunderviz.executor.errors import bsym_at_line
+
+F64 = dict(dtype=torch.float64)
+
+
+def grads_of(fn, *args):
+    """(value, grads of the args that require grad) by eager torch.autograd."""
+    out = fn(*args)
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    return out.detach(), torch.autograd.grad(out, leaves)
+
+
+def jit_grads_of(jitted, *args):
+    out = jitted(*args)
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    return out.detach(), torch.autograd.grad(out, leaves)
+
+
+def assert_same(got, want):
+    (vg, gg), (vw, gw) = got, want
+    torch.testing.assert_close(vg, vw, rtol=0, atol=0)
+    for a, b in zip(gg, gw, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+# --- non-tensor arguments, keyed by value ---------------------------------------------------
+
+@dataclasses.dataclass
+class Cfg:  # a mutable dataclass: unhashable, keyed by its fields
+    scale: float
+    shift: int = 0
+
+
+class PlainCfg:  # hashed by identity: keyed by its attributes
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+def scaled(x, cfg):
+    return (x * cfg.scale + cfg.__dict__.get("shift", 0)).sin().sum()
+
+
+def test_fresh_config_objects_each_get_their_own_result():
+    x = torch.randn(3, 4, **F64, requires_grad=True)
+    jitted = tv.jit(scaled, cache_size=64)
+    for i in range(50):
+        cfg = Cfg(scale=float(i))  # a fresh object each call; ids get reused
+        assert_same(jit_grads_of(jitted, x, cfg), grads_of(scaled, x, cfg))
+    assert jitted.cache_misses == 50
+    jitted(x, Cfg(scale=3.0))
+    assert jitted.cache_misses == 50  # an equal config finds its trace
+
+
+def test_a_config_mutated_in_place_retraces():
+    x = torch.randn(3, 4, **F64, requires_grad=True)
+    for cfg in (Cfg(scale=2.0), PlainCfg(scale=2.0)):
+        jitted = tv.jit(scaled)
+        assert_same(jit_grads_of(jitted, x, cfg), grads_of(scaled, x, cfg))
+        cfg.scale = 3.0
+        assert_same(jit_grads_of(jitted, x, cfg), grads_of(scaled, x, cfg))
+        assert jitted.cache_misses == 2
+
+
+def test_numbers_bools_and_containers_are_keyed_by_value_and_type():
+    def f(x, k, opts):
+        return x * k if opts["double"] else x + k
+    x = torch.randn(3, **F64)
+    jitted = tv.jit(f)
+    for k, opts in [(2, {"double": True}), (2, {"double": False}), (True, {"double": True}),
+                    (2.0, {"double": True}), (3, {"double": True})]:
+        torch.testing.assert_close(jitted(x, k, opts), f(x, k, opts), rtol=0, atol=0)
+    assert jitted.cache_misses == 5
+
+
+def test_an_argument_that_cannot_be_compared_is_refused_by_name():
+    class Slotted:
+        __slots__ = ("scale",)
+
+        def __init__(self, scale):
+            self.scale = scale
+
+        __hash__ = None  # unhashable and without a __dict__ to compare
+
+    jitted = tv.jit(lambda x, cfg: x * cfg.scale)
+    with pytest.raises(TypeError, match=r"argument 1 of the call is a .*Slotted.*neither a tensor"):
+        jitted(torch.ones(2), Slotted(2.0))
+
+
+# --- the cache: bounded, and says when it retraces too often --------------------------------
+
+def test_cache_is_an_lru_of_the_given_size_and_warns_once_when_it_keeps_retracing():
+    model = nn.Linear(4, 2).double()
+    jitted = tv.jit(model, cache_size=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 7):
+            jitted(torch.randn(n, 4, **F64))
+    assert sum(len(v) for v in jitted._cache.values()) == 3
+    retrace = [w for w in caught if "has traced" in str(w.message)]
+    assert len(retrace) == 1
+    assert "cache_size=3" in str(retrace[0].message) and "positional arguments" in str(retrace[0].message)
+    x = torch.randn(6, 4, **F64)
+    jitted(x)  # the most recent shapes are still cached
+    assert jitted.cache_misses == 6
+    jitted(torch.randn(1, 4, **F64))  # the oldest was evicted
+    assert jitted.cache_misses == 7
+
+
+# --- values read into Python: guards checked on every call ----------------------------------
+
+def branchy(x, w):
+    y = x @ w
+    if y.sum() > 0:
+        return (y.relu() * 2).sum()
+    return y.sin().sum()
+
+
+def test_a_data_dependent_branch_flips_both_ways_with_eager_gradients():
+    torch.manual_seed(0)
+    w = torch.randn(4, 5, **F64, requires_grad=True)
+    jitted = tv.jit(branchy)
+    positive = torch.rand(3, 4, **F64)
+    signs = [1, -1, 1, -1, -1, 1]
+    for s in signs:
+        x = positive * s * (1 + torch.rand(()))
+        assert_same(jit_grads_of(jitted, x, w), grads_of(branchy, x, w))
+    assert jitted.cache_misses == 2  # one trace per branch, both kept under one key
+    assert jitted.guard_failures == 4  # each flip is caught by the guard, then the other trace
+    augmented = tv.last_traces(jitted)[1]
+    assert "thunderviz_guard_value(" in str(augmented)
+
+
+def counted(x, w):
+    n = int((x > 0).sum().item())  # a count read into Python
+    positions = (x > 0).nonzero()  # a size chosen by values
+    first = x.tolist()[0]  # values read into Python
+    with torch.no_grad():
+        offset = positions.sum().to(w.dtype)
+    return (w[:n] * first).sum() + offset * w[-1]
+
+
+def test_item_tolist_and_nonzero_sizes_are_guarded():
+    w = torch.randn(5, **F64, requires_grad=True)
+    jitted = tv.jit(counted)
+    first, more_positive, other_first = [1., -1, 2, 3, -4], [1., 1, 2, 3, -4], [2., 1, 2, 3, -4]
+    for values in (first, first, more_positive, other_first, first, more_positive):
+        x = torch.tensor(values, **F64)
+        assert_same(jit_grads_of(jitted, x, w), grads_of(counted, x, w))
+    # a new count and nonzero size, then a new list: one trace each, all three kept
+    assert jitted.cache_misses == 3
+
+
+def test_a_failed_guard_undoes_the_random_draws_of_the_attempt():
+    def f(x, w):
+        y = F.dropout(x @ w, p=0.5, training=True)
+        if y.sum() > 0:
+            return (y * 2).sum()
+        return y.cos().sum()
+
+    w = torch.randn(4, 4, **F64, requires_grad=True)
+    jitted = tv.jit(f)
+    jitted(torch.ones(2, 4, **F64), w)
+    for seed in range(6):
+        x = torch.randn(2, 4, **F64)
+        torch.manual_seed(seed)
+        want = grads_of(f, x, w)
+        after_eager = torch.rand(1)
+        torch.manual_seed(seed)
+        got = jit_grads_of(jitted, x, w)
+        assert_same(got, want)
+        torch.testing.assert_close(torch.rand(1), after_eager, rtol=0, atol=0)
+    assert jitted.guard_failures > 0
+
+
+# --- autocast and grad mode --------------------------------------------------------------
+
+def _small_net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
+
+
+@pytest.mark.parametrize("device,dtype", [("cpu", torch.bfloat16)] + (
+    [("cuda", torch.float16), ("cuda", torch.bfloat16)] if torch.cuda.is_available() else []))
+def test_autocast_training_matches_eager_for_three_steps(device, dtype):
+    eager = _small_net().to(device)
+    model = copy.deepcopy(eager)
+    jitted = tv.jit(model)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_j = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(5, 8, device=device)
+    y = torch.randint(0, 4, (5,), device=device)
+    for _ in range(3):
+        losses = []
+        for fn, opt in ((eager, opt_e), (jitted, opt_j)):
+            opt.zero_grad()
+            with torch.autocast(device, dtype=dtype):
+                out = fn(x)
+                loss = F.cross_entropy(out, y)
+            assert out.dtype == dtype
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0], rtol=0, atol=0)
+        for pe, pj in zip(eager.parameters(), model.parameters(), strict=True):
+            assert pj.grad.dtype == pe.grad.dtype
+            torch.testing.assert_close(pj.grad, pe.grad, rtol=0, atol=0)
+    forward = tv.last_traces(jitted)[0]
+    casts = [b for b in forward.bound_symbols if b.sym.id == "aten._to_copy.default"]
+    assert casts and all(b.kwargs["dtype"] == dtype for b in casts)  # visible, top level
+    out = jitted(x)  # outside autocast: a trace of its own, in float32
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, eager(x), rtol=0, atol=0)
+
+
+def test_grad_mode_is_part_of_the_key():
+    model = nn.Linear(3, 2).double()
+    jitted = tv.jit(model)
+    x = torch.randn(4, 3, **F64)
+    with torch.no_grad():
+        assert not jitted(x).requires_grad
+    assert jitted(x).requires_grad
+    assert jitted.cache_misses == 2
+
+
+# --- module hooks and training flags ------------------------------------------------------
+
+def test_forward_hooks_of_the_module_run_on_every_call_as_in_eager():
+    eager = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
+    model = copy.deepcopy(eager)
+    jitted = tv.jit(model)
+    seen_e, seen_j = [], []
+    for m, seen in ((eager, seen_e), (model, seen_j)):
+        m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+        m.register_forward_hook(lambda mod, args, out, seen=seen: seen.append(out) or out + 1)
+    x = torch.randn(2, 4, **F64)
+    for _ in range(3):
+        torch.testing.assert_close(jitted(x), eager(x), rtol=0, atol=0)
+    assert len(seen_j) == len(seen_e) == 3
+    assert seen_j[-1].grad_fn is not None  # the hook saw the real, differentiable output
+    later = model.register_forward_hook(lambda mod, args, out: out * 10)
+    later_e = eager.register_forward_hook(lambda mod, args, out: out * 10)
+    torch.testing.assert_close(jitted(x), eager(x), rtol=0, atol=0)  # a hook added later runs
+    later.remove()
+    later_e.remove()
+    out = jitted(x)
+    torch.testing.assert_close(out, eager(x), rtol=0, atol=0)  # ... and stops when removed
+    out.sum().backward()
+    eager(x).sum().backward()
+    for pe, pj in zip(eager.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(pj.grad, pe.grad, rtol=1e-12, atol=1e-14)  # tanh's rule
+    assert jitted.cache_misses == 1  # the module's own hooks never needed a retrace
+
+
+def test_a_hook_added_to_a_submodule_later_retraces_and_warns():
+    eager = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+    model = copy.deepcopy(eager)
+    jitted = tv.jit(model)
+    x = torch.randn(2, 4, **F64)
+    torch.testing.assert_close(jitted(x), eager(x), rtol=0, atol=0)
+    handles = [m[1].register_forward_hook(lambda mod, args, out: out * 3) for m in (model, eager)]
+    with pytest.warns(UserWarning, match=r"forward hooks of submodules \(1\)"):
+        torch.testing.assert_close(jitted(x), eager(x), rtol=0, atol=0)
+    for h in handles:
+        h.remove()
+    torch.testing.assert_close(jitted(x), eager(x), rtol=0, atol=0)
+    assert jitted.cache_misses == 2  # without the hook, the first trace holds again
+
+
+def test_toggling_a_submodule_training_flag_retraces():
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1)).double()
+    model = copy.deepcopy(eager)
+    jitted = tv.jit(model)
+    x = torch.randn(6, 4, **F64)
+    for training in (True, False, True):
+        eager[1].train(training)
+        model[1].train(training)
+        torch.manual_seed(1)
+        want = eager(x)
+        torch.manual_seed(1)
+        torch.testing.assert_close(jitted(x), want, rtol=0, atol=0)
+    assert jitted.cache_misses == 2
+
+
+# --- errors while a trace runs name the bound symbol, line and module -----------------------
+
+class Embedder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, idx):
+        return self.emb(idx).sum()
+
+
+def test_a_runtime_error_names_the_op_the_line_and_the_module():
+    jitted = tv.jit(Embedder())
+    jitted(torch.tensor([1, 2, 3]))
+    with pytest.raises(IndexError) as info:  # the type eager raises, unchanged
+        jitted(torch.tensor([1, 2, 30]))  # same metadata, an index out of range
+    note = "\n".join(info.value.__notes__)
+    assert "augmented_forward trace" in note and "embedding" in note
+    assert "test_guards.py" in note and "self.emb(idx)" in note and "'emb'" in note
+
+
+def test_every_statement_line_of_a_compiled_backward_maps_to_its_bound_symbol():
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
+    jitted = tv.jit(model)
+    jitted(torch.randn(2, 4, **F64)).sum().backward()
+    (backward,) = tv.last_backward_traces(jitted)
+    lines = backward.python(print_depth=0).splitlines()
+    statements = [i for i, text in enumerate(lines, 1) if re.match(r"\s+t\d+ = aten\.", text)]
+    assert len(statements) > 5
+    for lineno in statements:
+        bsym = bsym_at_line(backward, lineno)
+        assert bsym is not None and lines[lineno - 1].strip().startswith(
+            ", ".join(p.name for p in bsym.flat_proxy_outs) or "_")
+        assert bsym.fwd_bsym is not None and bsym.fwd_bsym.source is not None

@@ -1,0 +1,44 @@
+"""What a trace specialises on when the program reads tensor values.
+
+A trace is one run of the program. Where that run read a tensor's value into Python
+(`if x.sum() > 0:` is `Tensor.__bool__`, `.item()`, `.tolist()`, `torch.equal`) or made a
+tensor whose size depends on values (`nonzero`, `masked_select`, `x[mask]`, `unique`,
+tokens per expert), the trace holds what that run saw: the branch it took, the number it
+baked in, the size it allocated. Capture tags those bound symbols `DATA_DEPENDENT`; the
+executor turns each into a guard checked on every call (`executor/guards.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["reads_values", "has_data_dependent_size", "VALUE_READERS"]
+
+# Torch-level calls that hand a tensor's values to Python without an ATen op the dispatch
+# mode would see (`tolist` copies in C++; `equal` returns a bool, not a tensor).
+VALUE_READERS = frozenset({
+    torch.Tensor.tolist, torch.equal, torch.Tensor.equal,
+})
+
+_DYNAMIC = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
+_INDEX = torch.ops.aten.index.Tensor
+
+
+def reads_values(func: Any) -> bool:
+    """A torch-level call whose Python result is read from tensor values."""
+    return func in VALUE_READERS
+
+
+def has_data_dependent_size(func: Any, args: tuple[Any, ...]) -> bool:
+    """An ATen op whose output size depends on its inputs' values, not only their shapes."""
+    tags = getattr(func, "tags", ())
+    if not any(t in tags for t in _DYNAMIC):
+        return False
+    if func is _INDEX:
+        # `x[idx]` with integer indices has the indices' shape; only a mask is data-dependent
+        indices = args[1] if len(args) > 1 else ()
+        return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
+                   for i in indices)
+    return True
