@@ -365,3 +365,38 @@ def test_other_threads_run_function_apply_as_usual_while_a_trace_runs():
     thread.join()
     assert seen["grad_fn"] == "ScaleGradBackward"  # eager's apply, not our recording
     assert [b.sym.id for b in forward.bound_symbols] == [APPLY_ID]
+
+
+def test_a_tensor_reaching_the_forward_through_a_closure_is_refused():
+    block = nn.Linear(4, 4)
+
+    def fn(x):
+        mask = (x > 0).float()
+        return checkpoint(lambda h: block(h) * mask, x, use_reentrant=True).sum()
+
+    with pytest.raises(CaptureError) as err:
+        tv.trace(fn, torch.randn(2, 4, requires_grad=True))
+    assert "Pass the tensor as an argument" in str(err.value)
+    assert "checkpoint(lambda h: block(h) * mask" in err.value.source.code
+
+
+def test_fake_tracing_saved_tensor_hooks_and_the_view_document():
+    torch.manual_seed(0)
+    model, x = FunctionMLP(), torch.randn(5, 6)
+    fake = tv.trace(Loss(model), x, fake=True)
+    assert [b.sym.id for b in fake.bound_symbols].count(APPLY_ID) == 4
+    document = tv.Session(Loss(model), x).document()
+    assert document["traces"]
+    packed = []
+
+    def pack(t):
+        packed.append(t.shape)
+        return t
+
+    eager, jitted = copy.deepcopy(model), tv.jit(model)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        _mse(jitted(x)).backward()
+        _mse(eager(x)).backward()
+    assert packed
+    for pj, pe in zip(model.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(pj.grad, pe.grad, **TIGHT[torch.float32])

@@ -378,6 +378,7 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     p_args = tuple(_printable(recorder, a) for a in p_args)
     p_kwargs = {k: _printable(recorder, v) for k, v in p_kwargs.items()}
     reads = _outside_reads(subsymbols, p_args, p_kwargs)
+    _refuse_stale_reads(recorder, reads, name, source, module_path)
     output = recorder.proxify(out)
     call = AutogradFunctionCall(cls, output, source, module_path)
     call_proxy = ObjectProxy(recorder.names.claim(cls.__name__), call)
@@ -391,6 +392,25 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
         bsym.tags.add(BsymTag.NO_GRAD)
     recorder._append(bsym)
     return out
+
+
+def _refuse_stale_reads(recorder: Any, reads: tuple[TensorProxy, ...], name: str, source: Any,
+                        module_path: str) -> None:
+    """A value the program computed, read by the forward without being an argument, reaches
+    it through a Python closure made while tracing: replayed, the closure would hand it the
+    traced value, not the new one. (Parameters and buffers are read through their module,
+    as they are at every call.)"""
+    made = {p.name for frame in recorder._frames for top in frame.bsyms for b in top.walk()
+            for p in b.flat_proxy_outs}
+    stale = [p.name for p in reads if p.name in made]
+    if stale:
+        raise CaptureError(
+            f"{name} at {where(source, module_path)}: its forward reads {', '.join(stale)}, "
+            "computed earlier in the program but not passed to it (a lambda or "
+            "functools.partial holding a tensor): replayed, the Function would see the traced "
+            "value. Pass the tensor as an argument of the call (checkpoint(fn, x, mask) rather "
+            "than checkpoint(lambda x: fn(x, mask), x)).", op=name, source=source,
+            module_path=module_path)
 
 
 def _grad_alias(recorder: Any, t: Any) -> Any:
