@@ -332,3 +332,22 @@ def test_every_statement_line_of_a_compiled_backward_maps_to_its_bound_symbol():
         assert bsym is not None and lines[lineno - 1].strip().startswith(
             ", ".join(p.name for p in bsym.flat_proxy_outs) or "_")
         assert bsym.fwd_bsym is not None and bsym.fwd_bsym.source is not None
+
+
+def masked_loss(pred, target, w):
+    out = pred @ w
+    mask = target >= 0  # how many targets count changes from batch to batch
+    selected = out[mask]
+    return (selected - target[mask].to(selected.dtype)).pow(2).mean()
+
+
+def test_boolean_mask_indexing_with_a_changing_count_matches_eager():
+    torch.manual_seed(0)
+    w = torch.randn(4, 1, **F64, requires_grad=True)
+    jitted = tv.jit(masked_loss)
+    for labels in ([1, -1, 2, 3], [3, -1, 0, 1], [1, 1, -2, -3], [1, -1, 2, 3], [-1, -1, -1, 5]):
+        pred = torch.randn(4, 4, **F64)
+        target = torch.tensor(labels).unsqueeze(1)
+        assert_same(jit_grads_of(jitted, pred, target, w), grads_of(masked_loss, pred, target, w))
+    assert jitted.cache_misses == 3  # counts 3, 2, 1: one trace each, reused when they recur
+    assert "thunderviz_guard_size(" in str(tv.last_traces(jitted)[1])
