@@ -3,6 +3,7 @@
 // Everything here is pure: no DOM, so it is unit-tested in node.
 
 import { buildTraceIndex } from "./traceindex.js";
+import { MAX_DEPTH, VIEW_SCHEMA } from "./viewschema.js";
 
 export const MIME_TYPE = "application/vnd.thunderviz.view+json";
 export const FORMAT_VERSION = 1;
@@ -19,10 +20,11 @@ export const TRACE_TITLES = {
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
- * Check that `doc` is a thunderviz view document this viewer can read.
- * Only the structure the viewer relies on is checked; optional sections may be missing.
+ * Check that `doc` is a thunderviz view document this viewer can read: the format marker
+ * and version first (with their own messages), then the whole schema, so every reader
+ * after this can trust each field's type. Optional fields may be missing.
  * @param {unknown} doc
- * @returns {{ok: true, error: null} | {ok: false, error: string}}
+ * @returns {{ok: true, error: null} | {ok: false, error: string, path?: string}}
  */
 export function validateDocument(doc) {
   const fail = (error) => ({ ok: false, error });
@@ -42,30 +44,164 @@ export function validateDocument(doc) {
   if (!isObject(doc.traces) || Object.keys(doc.traces).length === 0) {
     return fail('Not a valid thunderviz file: "traces" is missing or empty (at least one trace is required).');
   }
-  for (const [kind, trace] of Object.entries(doc.traces)) {
-    if (!isObject(trace)) return fail(`Trace "${kind}" is not an object.`);
-    if (!Array.isArray(trace.ops)) return fail(`Trace "${kind}" has no "ops" list.`);
-    const seen = new Set();
-    for (const [i, op] of trace.ops.entries()) {
-      if (!isObject(op) || typeof op.id !== "string" || op.id === "") {
-        return fail(`Trace "${kind}": op #${i} has no string "id".`);
-      }
-      if (seen.has(op.id)) return fail(`Trace "${kind}": op id "${op.id}" appears twice.`);
-      seen.add(op.id);
-    }
-    if (trace.tensors !== undefined && !isObject(trace.tensors)) {
-      return fail(`Trace "${kind}": "tensors" must be an object.`);
-    }
-  }
-  for (const key of ["saved", "steps", "transforms"]) {
-    if (doc[key] !== undefined && doc[key] !== null && !Array.isArray(doc[key])) {
-      return fail(`"${key}" must be a list.`);
-    }
-  }
-  if (doc.grad_flow !== undefined && doc.grad_flow !== null && !isObject(doc.grad_flow)) {
-    return fail('"grad_flow" must be an object.');
+  // The schema (thunderviz/viz/view_format.schema.json, as viewschema.js), then its two
+  // extra rules, in the order Python's thunderviz/viz/schema.py checks them.
+  const violation = checkDepth(doc) || checkSchema(doc, VIEW_SCHEMA, "") || checkUniqueIds(doc);
+  if (violation) {
+    return {
+      ok: false,
+      error: `Not a valid thunderviz file: ${violation.path || "the document"}: ${violation.message}.`,
+      path: violation.path,
+    };
   }
   return { ok: true, error: null };
+}
+
+// --- the schema checker: the twin of thunderviz/viz/schema.py, rule for rule -------------
+// A document that passes is safe for every reader: each field the viewer reads has its type.
+
+const hasOwn = (obj, key) => Object.prototype.hasOwnProperty.call(obj, key);
+
+/** The JSON type name of a value ("integer" for 2, as Python says for 2 and 2.0). */
+export function jsonType(value) {
+  if (value === null) return "null";
+  if (typeof value === "boolean") return "boolean";
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) return "non-finite number";
+    return Number.isInteger(value) ? "integer" : "number";
+  }
+  if (typeof value === "string") return "string";
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "object") return "object";
+  return typeof value;
+}
+
+const typeMatches = (value, wanted) => {
+  const actual = jsonType(value);
+  return actual === wanted || (wanted === "number" && actual === "integer");
+};
+
+const same = (a, b) => jsonType(a) === jsonType(b) && a === b;
+
+function resolve(schema) {
+  if (!hasOwn(schema, "$ref")) return schema;
+  const target = VIEW_SCHEMA.$defs[schema.$ref.replace("#/$defs/", "")];
+  const rest = Object.fromEntries(Object.entries(schema).filter(([k]) => k !== "$ref"));
+  return Object.keys(rest).length ? { ...target, ...rest } : target;
+}
+
+function expected(schema) {
+  schema = resolve(schema);
+  if (hasOwn(schema, "const")) return JSON.stringify(schema.const);
+  if (schema.enum) return schema.enum.map((v) => JSON.stringify(v)).join(", ");
+  if (schema.anyOf) return schema.anyOf.map(expected).join(" or ");
+  const kinds = schema.type ?? "anything";
+  return Array.isArray(kinds) ? kinds.join(" or ") : kinds;
+}
+
+function shallowOk(value, schema) {
+  schema = resolve(schema);
+  if (hasOwn(schema, "const")) return same(value, schema.const);
+  if (schema.enum) return schema.enum.some((v) => same(value, v));
+  if (schema.anyOf) return schema.anyOf.some((s) => shallowOk(value, s));
+  if (schema.type === undefined) return true;
+  return (Array.isArray(schema.type) ? schema.type : [schema.type]).some((k) => typeMatches(value, k));
+}
+
+/** The first place `value` breaks `schema`, as {path, message}, or null. */
+function checkSchema(value, schema, path) {
+  schema = resolve(schema);
+  const at = (message) => ({ path, message });
+  if (!shallowOk(value, schema)) {
+    let got = jsonType(value);
+    if (got === "non-finite number") {
+      got = `${value}, which is not strict JSON (write "nan", "inf" or "-inf")`;
+    }
+    return at(`expected ${expected(schema)}, got ${got}`);
+  }
+  if (schema.anyOf) {
+    // The first alternative whose type fits decides (its error is the precise one).
+    return checkSchema(value, schema.anyOf.find((s) => shallowOk(value, s)), path);
+  }
+  const kind = jsonType(value);
+  if (kind === "integer" || kind === "number") {
+    if (schema.minimum !== undefined && value < schema.minimum) {
+      return at(`must be at least ${schema.minimum}, got ${value}`);
+    }
+    if (schema.maximum !== undefined && value > schema.maximum) {
+      return at(`must be at most ${schema.maximum}, got ${value}`);
+    }
+  } else if (kind === "string") {
+    if (value.length < (schema.minLength ?? 0)) return at(`must have at least ${schema.minLength} characters`);
+  } else if (kind === "array") {
+    if (value.length < (schema.minItems ?? 0)) return at(`must have at least ${schema.minItems} items`);
+    if (schema.maxItems !== undefined && value.length > schema.maxItems) {
+      return at(`must have at most ${schema.maxItems} items`);
+    }
+    if (schema.items) {
+      for (let i = 0; i < value.length; i++) {
+        const found = checkSchema(value[i], schema.items, `${path}[${i}]`);
+        if (found) return found;
+      }
+    }
+  } else if (kind === "object") {
+    return checkObject(value, schema, path);
+  }
+  return null;
+}
+
+function checkObject(value, schema, path) {
+  const prefix = path ? `${path}.` : "";
+  for (const key of schema.required ?? []) {
+    if (!hasOwn(value, key)) return { path, message: `missing key ${JSON.stringify(key)}` };
+  }
+  const keys = Object.keys(value);
+  if (keys.length < (schema.minProperties ?? 0)) {
+    return { path, message: `must have at least ${schema.minProperties} entries` };
+  }
+  const props = schema.properties ?? {};
+  for (const [key, sub] of Object.entries(props)) {
+    if (hasOwn(value, key)) {
+      const found = checkSchema(value[key], sub, prefix + key);
+      if (found) return found;
+    }
+  }
+  const extra = schema.additionalProperties;
+  if (extra !== null && typeof extra === "object") {
+    for (const key of keys) {
+      if (hasOwn(props, key)) continue;
+      const found = checkSchema(value[key], extra, prefix + key);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+/** Iteratively: a deeply nested document must not exhaust the stack of its checker. */
+function checkDepth(doc) {
+  const stack = [[doc, 1]];
+  while (stack.length) {
+    const [value, depth] = stack.pop();
+    if (value === null || typeof value !== "object") continue;
+    if (depth > MAX_DEPTH) return { path: "", message: `nested deeper than ${MAX_DEPTH} levels` };
+    const children = Array.isArray(value) ? value : Object.values(value);
+    for (const child of children) stack.push([child, depth + 1]);
+  }
+  return null;
+}
+
+/** Op ids are unique across all traces (an id names one op of the whole document). */
+function checkUniqueIds(doc) {
+  const seen = new Set();
+  for (const [kind, trace] of Object.entries(doc.traces)) {
+    for (const [i, op] of trace.ops.entries()) {
+      if (seen.has(op.id)) {
+        return { path: `traces.${kind}.ops[${i}].id`, message: `op id ${JSON.stringify(op.id)} appears twice` };
+      }
+      seen.add(op.id);
+    }
+  }
+  return null;
 }
 
 function safeRepr(value) {

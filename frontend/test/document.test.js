@@ -38,7 +38,7 @@ test("missing or empty traces are rejected by name", () => {
 test("broken ops are rejected with the trace and position", () => {
   const doc = loadFixture();
   doc.traces.backward.ops[2] = { name: "no id" };
-  assert.match(validateDocument(doc).error, /Trace "backward": op #2 has no string "id"/);
+  assert.match(validateDocument(doc).error, /traces\.backward\.ops\[2\]: missing key "id"/);
   const dup = loadFixture();
   dup.traces.forward.ops[1].id = "forward:0";
   assert.match(validateDocument(dup).error, /"forward:0" appears twice/);

@@ -45,9 +45,18 @@ def dot_quote(text: Any) -> str:
     return '"' + "".join(out) + '"'
 
 
+# Graphviz refuses a quoted string longer than 16384 bytes; a label is for reading anyway.
+_LABEL_CHARS = 200
+
+
+def _shorten(text: Any) -> str:
+    s = str(text)
+    return s if len(s) <= _LABEL_CHARS else s[: _LABEL_CHARS - 1] + "…"
+
+
 def _label(*lines: Any) -> str:
-    """Several lines of user text as one quoted DOT label (each line escaped)."""
-    inner = [dot_quote(line)[1:-1] for line in lines if line is not None and line != ""]
+    """Several lines of user text as one quoted DOT label (each line escaped and shortened)."""
+    inner = [dot_quote(_shorten(line))[1:-1] for line in lines if line is not None and line != ""]
     return '"' + "\\n".join(inner) + '"'
 
 
@@ -388,6 +397,8 @@ def _render(dot: str, fmt: str) -> bytes:
     except graphviz.ExecutableNotFound as e:
         raise RuntimeError("static pictures need Graphviz's `dot` program: install graphviz "
                            "(apt-get install graphviz, brew install graphviz, conda install graphviz)") from e
+    except graphviz.CalledProcessError as e:  # a picture is a convenience: say why, never crash
+        raise RuntimeError(f"Graphviz could not draw this trace: {e.stderr!r:.300}") from e
 
 
 def static_svg(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = 300,

@@ -8,6 +8,7 @@ thunderviz document, is malformed, or was written by a newer thunderviz is refus
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from thunderviz.viz.files import (
     read_regular_file,
     write_text_atomic,
 )
+from thunderviz.viz.schema import SchemaViolation, check_document, json_type
 
 __all__ = ["TvzError", "save", "load", "validate", "dumps", "loads", "MAX_LOAD_BYTES"]
 
@@ -28,7 +30,6 @@ __all__ = ["TvzError", "save", "load", "validate", "dumps", "loads", "MAX_LOAD_B
 MAX_LOAD_BYTES = 1 << 30
 
 _REQUIRED = ("format", "version", "traces")
-_LIST_SECTIONS = ("saved", "steps", "transforms")
 
 
 class TvzError(ValueError):
@@ -40,7 +41,9 @@ def _where(source: str | None) -> str:
 
 
 def validate(doc: Any, source: str | None = None) -> dict[str, Any]:
-    """Check the structure a reader relies on; returns `doc`. Raises TvzError."""
+    """Check `doc` against the view document's schema (viz/schema.py); returns `doc`.
+    Raises TvzError saying where and why. A document that passes is safe for every reader
+    (static pictures, the HTML export, the widget, the viewer): every field has its type."""
     at = _where(source)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise TvzError(f'{at}not a thunderviz file: expected a JSON object with "format": '
@@ -50,7 +53,7 @@ def validate(doc: Any, source: str | None = None) -> dict[str, Any]:
         if key not in doc:
             raise TvzError(f"{at}not a valid thunderviz file: missing key {key!r}")
     version = doc["version"]
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    if json_type(version) != "integer" or version < 1:
         raise TvzError(f'{at}not a valid thunderviz file: "version" must be a positive integer, '
                        f"got {version!r}")
     if version > VERSION:
@@ -61,26 +64,10 @@ def validate(doc: Any, source: str | None = None) -> dict[str, Any]:
     if not isinstance(traces, dict) or not traces:
         raise TvzError(f'{at}not a valid thunderviz file: "traces" must be a non-empty object '
                        "(at least one trace)")
-    seen: set[str] = set()
-    for kind, tr in traces.items():
-        if not isinstance(tr, dict):
-            raise TvzError(f"{at}trace {kind!r} is not an object")
-        ops = tr.get("ops")
-        if not isinstance(ops, list):
-            raise TvzError(f'{at}trace {kind!r} has no "ops" list (missing key "ops")')
-        for i, op in enumerate(ops):
-            if not isinstance(op, dict) or not isinstance(op.get("id"), str) or not op["id"]:
-                raise TvzError(f'{at}trace {kind!r}: op #{i} has no string "id"')
-            if op["id"] in seen:
-                raise TvzError(f"{at}op id {op['id']!r} appears twice")
-            seen.add(op["id"])
-        if "tensors" in tr and not isinstance(tr["tensors"], dict):
-            raise TvzError(f'{at}trace {kind!r}: "tensors" must be an object')
-    for key in _LIST_SECTIONS:
-        if doc.get(key) is not None and not isinstance(doc[key], list):
-            raise TvzError(f'{at}"{key}" must be a list')
-    if doc.get("grad_flow") is not None and not isinstance(doc["grad_flow"], dict):
-        raise TvzError(f'{at}"grad_flow" must be an object')
+    try:
+        check_document(doc)  # the schema (viz/view_format.schema.json), as the viewer checks it
+    except SchemaViolation as e:
+        raise TvzError(f"{at}not a valid thunderviz file: {e}") from None
     return doc
 
 
@@ -115,6 +102,13 @@ def _reject_constant(name: str) -> Any:
                    'infinite are written as the strings "nan", "inf", "-inf")')
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: JSON has no infinity, and JavaScript would read one
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def loads(data: str | bytes, source: str | None = None) -> dict[str, Any]:
     """Parse and validate .tvz content."""
     at = _where(source)
@@ -130,12 +124,14 @@ def loads(data: str | bytes, source: str | None = None) -> dict[str, Any]:
         except UnicodeDecodeError as e:
             raise TvzError(f"{at}not a thunderviz file: not UTF-8 text (byte {e.start})") from None
     try:
-        doc = json.loads(data, parse_constant=_reject_constant)
+        doc = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise TvzError(f"{at}not a thunderviz file: malformed JSON at line {e.lineno}, column "
                        f"{e.colno}: {e.msg}") from None
     except RecursionError:
         raise TvzError(f"{at}not a thunderviz file: JSON nested too deeply") from None
+    except ValueError as e:  # 1e400, or an integer of thousands of digits
+        raise TvzError(f"{at}not a valid thunderviz file: {e}") from None
     return validate(doc, source)
 
 
