@@ -8,6 +8,7 @@ from thunderviz.autodiff.rules import (
     collectives,
     custom_function,
     elementwise,
+    grouped,
     linalg,
     masked,
     nn,
@@ -23,7 +24,7 @@ BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES, masked.RULES, collectives.RULES, custom_function.RULES, special.RULES],
+     recurrent.RULES, masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]
