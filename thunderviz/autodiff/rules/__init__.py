@@ -6,7 +6,9 @@ from thunderviz.autodiff.rules import (
     attention,
     casts,
     collectives,
+    composite,
     custom_function,
+    distances,
     elementwise,
     grouped,
     linalg,
@@ -14,6 +16,7 @@ from thunderviz.autodiff.rules import (
     nn,
     recurrent,
     reductions,
+    scans,
     selection,
     shape,
     special,
@@ -24,7 +27,7 @@ BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES, masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES],
+     recurrent.RULES, masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES, composite.RULES, scans.RULES, distances.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

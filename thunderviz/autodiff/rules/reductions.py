@@ -194,6 +194,13 @@ def median_all(a):
     return out
 
 
+@RULES.grad(aten.nanmedian.default)
+def nanmedian_all(a):
+    out = aten.nanmedian.default(a)
+    put_grad(a, _evenly_all(get_grad(out), a, out))
+    return out
+
+
 # --- value-selecting: max(dim), min(dim), sort, topk, kthvalue, median(dim), mode --------
 
 def _select_back(g, indices, a, dim, keepdim):
@@ -225,6 +232,13 @@ def min_dim(a, dim, keepdim=False):
 @RULES.grad(aten.median.dim)
 def median_dim(a, dim, keepdim=False):
     values, indices = aten.median.dim(a, dim, keepdim)
+    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
+    return values, indices
+
+
+@RULES.grad(aten.nanmedian.dim)
+def nanmedian_dim(a, dim, keepdim=False):
+    values, indices = aten.nanmedian.dim(a, dim, keepdim)
     put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
     return values, indices
 

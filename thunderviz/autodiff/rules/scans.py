@@ -1,0 +1,59 @@
+"""Grad rules for the scans torch has no decomposition for here: cummax, cummin and
+logcumsumexp. (cumsum and cumprod live with the reductions.)"""
+
+from __future__ import annotations
+
+from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import scalar_zero
+from thunderviz.prims import aten
+
+RULES = RuleSet("scans")
+
+
+def _running_extreme(op):
+    """cummax / cummin: each output is the input element its index names, so the cotangents
+    are added back at those places (one element may be the running extreme many times)."""
+
+    def rule(a, dim):
+        values, indices = op(a, dim)
+        g = get_grad(values)
+        if a.ndim == 0:
+            put_grad(a, g)
+        else:
+            put_grad(a, aten.scatter_add.default(aten.new_zeros.default(g, list(a.shape)), dim,
+                                                 indices, g))
+        return values, indices
+
+    rule.__name__ = rule.__qualname__ = op.id.split(".")[1]
+    RULES.grad(op)(rule)
+
+
+_running_extreme(aten.cummax.default)
+_running_extreme(aten.cummin.default)
+
+
+def _reversed_logcumsumexp(t, dim):
+    return aten.flip.default(aten.logcumsumexp.default(aten.flip.default(t, [dim]), dim), [dim])
+
+
+@RULES.grad(aten.logcumsumexp.default)
+def logcumsumexp(a, dim):
+    """out_j = log sum_{i<=j} exp(a_i), so da_i = sum_{j>=i} g_j exp(a_i - out_j). The sum is
+    taken in log space, the positive and negative parts of g apart (log of a negative
+    cotangent does not exist), so large a does not overflow."""
+    out = aten.logcumsumexp.default(a, dim)
+    g = get_grad(out)
+    if a.ndim == 0:
+        put_grad(a, g)
+        return out
+    minus_inf = aten.scalar_tensor.default(float("-inf"), dtype=g.dtype, device=g.device)
+    parts = []
+    for sign_g in (g, aten.neg.default(g)):
+        log_part = aten.where.self(aten.gt.Scalar(sign_g, 0), aten.log.default(sign_g), minus_inf)
+        parts.append(aten.exp.default(aten.add.Tensor(
+            _reversed_logcumsumexp(aten.sub.Tensor(log_part, out), dim), a)))
+    grad = aten.sub.Tensor(*parts)
+    # where every input so far is -inf the output is -inf too: no gradient flows there
+    put_grad(a, aten.where.self(aten.isnan.default(grad), scalar_zero(grad), grad))
+    return out
