@@ -26,8 +26,9 @@ from thunderviz.autodiff.rules import (
 BUILTIN_RULES = RuleSet.merged(
     "builtin",
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
-     shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES,
-     recurrent.RULES, masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES, composite.RULES, scans.RULES, distances.RULES],
+     shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES, recurrent.RULES,
+     masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES,
+     composite.RULES, scans.RULES, distances.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]
