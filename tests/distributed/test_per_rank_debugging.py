@@ -1,0 +1,57 @@
+"""Per-rank sessions saved and compared (the desync finder), and a failing rank, on 2 real
+gloo ranks."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+from tests.distributed import debug_checks as checks
+from thunderviz.distributed import RankError, compare, launch
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ranks")
+    return launch(checks.save_sessions, str(folder), world_size=2, timeout=60)
+
+
+def _paths(saved, name):
+    return [saved[0][name], saved[1][name]]
+
+
+def test_ranks_that_agree_have_no_divergence(saved):
+    assert compare(_paths(saved, "agreeing")) is None
+
+
+def test_a_loss_scaled_on_one_rank_is_found_at_the_scaling(saved):
+    found = compare(_paths(saved, "scaled_loss"))
+    assert found is not None
+    assert found.trace == "forward" and found.ranks == (0, 1)
+    assert checks.SCALED_LOSS_LINE in found.source
+    assert found.op == "torch.Tensor.mul"
+
+
+def test_unsynchronized_noise_on_a_replicated_value_is_found_where_it_is_drawn(saved):
+    found = compare(_paths(saved, "noise"))
+    assert found is not None
+    assert checks.NOISE_LINE in found.source
+    assert "randn" in found.op and found.max_difference > 0
+    assert found.reason == "computed from values that agree on every rank"
+
+
+def test_a_replicated_parameter_that_differs_is_found_at_the_input(saved):
+    assert compare(_paths(saved, "perturbed_parameter")) is None  # w not declared replicated
+    found = compare(_paths(saved, "perturbed_parameter"), replicated=["w"])
+    assert found is not None and found.tensor == "w" and found.ranks == (0, 1)
+    assert found.max_difference > 0
+
+
+def test_a_rank_that_raises_mid_trace_ends_the_others_with_its_error():
+    with pytest.raises(RankError, match="planted failure on rank 1") as info:
+        launch(checks.raises_mid_trace, world_size=2, timeout=60)
+    assert info.value.rank == 1
+    assert multiprocessing.active_children() == []  # rank 0 was ended, not left waiting

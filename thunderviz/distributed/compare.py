@@ -1,0 +1,223 @@
+"""The desync finder: the first bound symbol where ranks disagree where they should agree.
+
+Each rank saves its session (`thunderviz.save(session, f"run.rank{rank}.tvz")` after
+`session.record_backward()`), with statistics of every value its forward and backward
+computed. `compare(paths)` walks the ranks' traces side by side, in execution order
+(forward, then backward), and knows which values must be the same on every rank:
+
+* the result of a collective that replicates (all_reduce, all_gather, broadcast), once
+  waited on: every rank receives the same tensor;
+* anything computed only from values that agree (a loss of replicated activations, the
+  gradient of a replicated parameter from replicated cotangents): the same op on the same
+  values gives the same result;
+* the inputs the caller names as replicated (`replicated=`: e.g. DDP's parameters).
+
+Values that may differ (each rank's data, a shard of a tensor-parallel weight, the output
+of reduce_scatter or all_to_all) are followed but never reported. The first value that
+should agree and does not is returned as a `Divergence`: its op, module, source line, the
+ranks, and the largest difference between their statistics (min, max, mean, std, norm;
+the saved files hold statistics and histograms, not whole tensors). Ranks that ran
+different ops at the same place (a collective one rank skipped) are reported there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from thunderviz.capture.collectives import ALL_GATHER, ALL_REDUCE, BROADCAST, WAIT
+from thunderviz.viz import load
+
+__all__ = ["Divergence", "compare"]
+
+_REPLICATING = {ALL_REDUCE.id, ALL_GATHER.id, BROADCAST.id}
+_UNPACK = "thunderviz.unpack"
+_STAT_FIELDS = ("min", "max", "mean", "std", "norm")
+_TRACE_ORDER = ("forward", "backward")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where the ranks first disagree. `ranks` is the pair compared (rank 0 and the first
+    rank that differs); `max_difference` the largest difference of their statistics, and
+    `statistic` which one; `stats` each rank's statistics of `tensor`."""
+
+    trace: str
+    op_id: str
+    op: str
+    module: str
+    source: str
+    line: int | None
+    tensor: str
+    ranks: tuple[int, int]
+    max_difference: float
+    statistic: str
+    reason: str
+    stats: dict[int, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        where = f"{self.source}" + (f" [{self.module}]" if self.module else "")
+        return (f"ranks {self.ranks[0]} and {self.ranks[1]} disagree at {self.op} "
+                f"({self.trace} {self.op_id}) in {self.tensor}, at {where}: {self.reason}; "
+                f"max difference {self.max_difference:.6g} ({self.statistic})")
+
+
+def _number(x: Any) -> float:
+    if isinstance(x, str):  # "nan", "inf", "-inf" in the view document
+        return float(x)
+    return float(x) if x is not None else math.nan
+
+
+def _difference(a: Any, b: Any, rtol: float, atol: float) -> tuple[float, str] | None:
+    """None when two values' statistics agree; else (largest difference, which statistic)."""
+    if a is None or b is None:
+        return None  # not recorded on one side: nothing to say
+    worst: tuple[float, str] | None = None
+    for name in _STAT_FIELDS:
+        x, y = _number(a.get(name)), _number(b.get(name))
+        if math.isnan(x) and math.isnan(y) or x == y:
+            continue
+        diff = abs(x - y)
+        if math.isnan(diff) or diff > atol + rtol * max(abs(x), abs(y)):
+            if worst is None or not diff <= worst[0]:
+                worst = (diff, name)
+    for name in ("numel", "nan", "inf"):
+        if a.get(name) != b.get(name):
+            diff = abs(_number(a.get(name)) - _number(b.get(name)))
+            worst = worst if worst is not None and worst[0] >= diff else (diff, name)
+    if worst is None and (a.get("hist") or {}).get("counts") != (b.get("hist") or {}).get("counts"):
+        worst = (0.0, "histogram")
+    return worst
+
+
+def _source(op: dict[str, Any]) -> tuple[str, int | None]:
+    src = op.get("source") or {}
+    if not src:
+        return "", None
+    return f"{Path(src['file']).name}:{src['line']}: {src.get('code', '')}", src["line"]
+
+
+def _top_ops(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [op for op in doc["traces"][kind]["ops"] if op.get("parent") is None]
+
+
+class _Walk:
+    def __init__(self, docs: Sequence[dict[str, Any]], replicated: set[str], rtol: float,
+                 atol: float) -> None:
+        self.docs, self.replicated, self.rtol, self.atol = docs, replicated, rtol, atol
+        self.agreed: set[str] = set()
+        self.replicas: set[str] = set()  # a replicating collective's output, not yet waited on
+
+    def stats(self, kind: str, name: str) -> list[Any]:
+        return [doc["traces"][kind]["tensors"].get(name, {}).get("stats") for doc in self.docs]
+
+    def check(self, kind: str, op: dict[str, Any], name: str, expected: bool, reason: str
+              ) -> Divergence | None:
+        """Note whether `name` agrees on all ranks; a Divergence if it should and does not."""
+        per_rank = self.stats(kind, name)
+        if any(s is None for s in per_rank):
+            return None
+        worst: tuple[float, str, int] | None = None
+        for rank in range(1, len(per_rank)):
+            diff = _difference(per_rank[0], per_rank[rank], self.rtol, self.atol)
+            if diff is not None and (worst is None or diff[0] > worst[0]):
+                worst = (diff[0], diff[1], rank)
+        if worst is None:
+            self.agreed.add(name)
+            return None
+        if not expected:
+            return None
+        source, line = _source(op)
+        return Divergence(kind, op["id"], op.get("name", op.get("sym_id", "")),
+                          op.get("module_path", ""), source, line, name, (0, worst[2]),
+                          worst[0], worst[1], reason, dict(enumerate(per_rank)))
+
+    def inputs(self, kind: str) -> Divergence | None:
+        view = self.docs[0]["traces"][kind]
+        for name in view.get("inputs", []):
+            op = {"id": "input", "name": f"input {name}"}
+            found = self.check(kind, op, name, name in self.replicated,
+                               "an input named as replicated differs between ranks")
+            if found is not None:
+                return found
+        return None
+
+    def op(self, kind: str, ops: list[dict[str, Any]]) -> Divergence | None:
+        first = ops[0]
+        sym = first.get("sym_id")
+        if any(o.get("sym_id") != sym or o.get("args_repr") != first.get("args_repr")
+               for o in ops[1:]):
+            differing = next(i for i, o in enumerate(ops) if o.get("sym_id") != sym
+                             or o.get("args_repr") != first.get("args_repr"))
+            source, line = _source(first)
+            return Divergence(kind, first["id"], first.get("name", ""),
+                              first.get("module_path", ""), source, line,
+                              ", ".join(first.get("outputs", [])), (0, differing), math.inf,
+                              "op", "the ranks ran different ops or arguments here: "
+                              f"{first.get('name')}({first.get('args_repr')}) on rank 0, "
+                              f"{ops[differing].get('name')}({ops[differing].get('args_repr')}) "
+                              f"on rank {differing}")
+        tensor_inputs = [n for n in first.get("inputs", []) if n in self._known(kind)]
+        if sym in _REPLICATING:
+            self.replicas.update(first.get("outputs", []))
+            return None  # read only after its wait: the value is in flight until then
+        if sym == WAIT.id:
+            expected = all(n in self.replicas or n in self.agreed for n in tensor_inputs)
+            reason = "the result of a collective that gives every rank the same tensor"
+        elif sym == _UNPACK:
+            expected, reason = False, ""
+        else:
+            expected = sym not in _REPLICATING and all(n in self.agreed for n in tensor_inputs) \
+                and not first.get("sym_id", "").startswith("_c10d_functional.")
+            reason = "computed from values that agree on every rank"
+        for name in first.get("outputs", []):
+            found = self.check(kind, first, name, expected, reason)
+            if found is not None:
+                return found
+        return None
+
+    def _known(self, kind: str) -> dict[str, Any]:
+        return self.docs[0]["traces"][kind]["tensors"]
+
+
+def compare(paths: Iterable[str | Path | dict[str, Any]], *,
+            replicated: Iterable[str] = (), rtol: float = 1e-5, atol: float = 1e-6
+            ) -> Divergence | None:
+    """The first place the ranks' saved sessions disagree where they should agree, or None.
+
+    `paths`: each rank's `.tvz` file (or loaded document), in rank order.
+    `replicated`: names of trace inputs every rank must hold the same (replicated
+    parameters, e.g. `"fc1_weight"`); other inputs may differ (each rank's data, shards).
+    """
+    docs = [p if isinstance(p, dict) else load(p) for p in paths]
+    if len(docs) < 2:
+        raise ValueError("compare needs the files of at least two ranks")
+    kinds = [k for k in _TRACE_ORDER if all(k in d["traces"] for d in docs)]
+    if not any(s for d in docs for t in d["traces"].values()
+               for s in (v.get("stats") for v in t["tensors"].values())):
+        raise ValueError("these files hold no recorded values: call session.record_backward() "
+                         "before thunderviz.save(session, path) on each rank")
+    walk = _Walk(docs, set(replicated), rtol, atol)
+    for kind in kinds:
+        found = walk.inputs(kind)
+        if found is not None:
+            return found
+        per_rank = [_top_ops(d, kind) for d in docs]
+        for ops in zip(*per_rank, strict=False):
+            found = walk.op(kind, list(ops))
+            if found is not None:
+                return found
+        lengths = {len(ops) for ops in per_rank}
+        if len(lengths) > 1:
+            short = min(range(len(docs)), key=lambda r: len(per_rank[r]))
+            longer = max(range(len(docs)), key=lambda r: len(per_rank[r]))
+            extra = per_rank[longer][len(per_rank[short])]
+            source, line = _source(extra)
+            return Divergence(kind, extra["id"], extra.get("name", ""),
+                              extra.get("module_path", ""), source, line,
+                              ", ".join(extra.get("outputs", [])), (short, longer), math.inf,
+                              "op", f"rank {longer} runs more ops than rank {short} from here")
+    return None
