@@ -8,7 +8,7 @@ from thunderviz.autodiff.api import differentiate as autodiff
 from thunderviz.autodiff.api import grad, register_grad, value_and_grad, vjp
 from thunderviz.capture import CaptureError, trace
 from thunderviz.core import BoundSymbol, NumberProxy, Proxy, TensorProxy, Trace, TraceTag
-from thunderviz.debug import BackwardStepper, Session, grad_flow, tensor_stats
+from thunderviz.debug import BackwardStepper, Session, compare, grad_flow, tensor_stats
 from thunderviz.executor import (
     JittedFunction,
     clear_grads,
@@ -31,6 +31,7 @@ __all__ = [
     "load_ipython_extension",
     "show",
     "Session",
+    "compare",
     "TvzError",
     "build_document",
     "grad_flow",

@@ -1,6 +1,7 @@
 """The debugger: per-tensor statistics, a backward stepper with breakpoints, gradient flow,
 comparison against torch.autograd, and the Session that ties them to a program."""
 
+from thunderviz.debug.compare import Comparison, OpDifference, compare
 from thunderviz.debug.grad_flow import GRAD_STATUSES, cotangent_map, grad_flow
 from thunderviz.debug.interpret import StepError
 from thunderviz.debug.interventions import GradEdit, Intervention
@@ -18,6 +19,9 @@ __all__ = [
     "LedgerEntry",
     "nan_ledger",
     "BackwardStepper",
+    "Comparison",
+    "OpDifference",
+    "compare",
     "GradComparison",
     "Session",
     "StepError",

@@ -141,6 +141,11 @@ class Session:
         self.forward_stats = dict(self._recording.forward_stats)
         return self.steps
 
+    @property
+    def recording(self) -> BackwardStepper | None:
+        """The stepper `record_backward` ran (every forward and backward value), or None."""
+        return self._recording
+
     def grad_flow(self) -> dict[str, dict[str, Any]]:
         """Gradient norm and status per forward tensor (from the recorded run, else from the
         interactive stepper's position). Empty without a backward."""
