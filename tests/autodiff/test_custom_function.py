@@ -385,6 +385,24 @@ def test_a_tensor_reaching_the_forward_through_a_closure_is_refused():
     assert "checkpoint(lambda h: block(h) * mask" in err.value.source.code
 
 
+def test_a_traced_tensor_held_by_a_closure_is_refused():
+    """`attention_mask` is an input: a lambda holding it would replay the traced copy."""
+    block = nn.Linear(4, 4)
+
+    def fn(x, attention_mask):
+        return checkpoint(lambda h: block(h) * attention_mask, x, use_reentrant=True).sum()
+
+    with pytest.raises(CaptureError) as err:
+        tv.trace(fn, torch.randn(2, 4, requires_grad=True), torch.ones(2, 4))
+    assert "holds the traced tensor(s) attention_mask" in str(err.value)
+    # passed as an argument it is fine, and the real tensor a closure holds is fine too
+    scale = torch.full((4,), 2.0)
+    forward = tv.trace(lambda x, m: checkpoint(lambda h, m: block(h) * m * scale, x, m,
+                                               use_reentrant=True).sum(),
+                       torch.randn(2, 4, requires_grad=True), torch.ones(2, 4))
+    assert [b.sym.id for b in forward.bound_symbols][0] == APPLY_ID
+
+
 def test_fake_tracing_saved_tensor_hooks_and_the_view_document():
     torch.manual_seed(0)
     model, x = FunctionMLP(), torch.randn(5, 6)

@@ -12,8 +12,8 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
-from thunderviz.capture.custom_function import intercepting_function_apply
 from thunderviz.capture.errors import CaptureError
+from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorder import Recorder
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind

@@ -1,9 +1,6 @@
-"""User-defined `torch.autograd.Function`s: recorded as one call whose backward is the user's.
+"""User-defined `torch.autograd.Function`s in traces: the call, its ctx, the user's backward.
 
-`torch.autograd.Function.apply` never reaches a TorchFunctionMode, and it runs the Function's
-forward under no_grad: recorded op by op, its output would look like it needs no gradient
-and the user's `backward` would never be used. So while a trace runs, `Function.apply` is
-intercepted (for the tracing thread only) and each call becomes ONE bound symbol
+A call is recorded (capture/function_apply.py) as ONE bound symbol
 `t5 = ScaleGrad.apply(t4, 0.5)` whose subsymbols are the ops its forward ran (for viewing).
 
 The Function is a constant of the trace (`ScaleGrad` above is an `AutogradFunctionCall`
@@ -25,8 +22,6 @@ parameters) are listed as `reads=(...)`. A reentrant backward
 from __future__ import annotations
 
 import contextlib
-import inspect
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,15 +29,12 @@ from typing import Any
 import torch
 from torch.autograd.function import Function, FunctionCtx
 
-from thunderviz.capture.errors import CaptureError, where
-from thunderviz.capture.recorder import _Frame
-from thunderviz.capture.source import user_source
-from thunderviz.core.codegen import codeval
-from thunderviz.core.proxies import Proxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
+from thunderviz.core.proxies import Proxy
+from thunderviz.core.symbol import Symbol, SymbolKind
 
-__all__ = ["APPLY_ID", "AutogradFunctionCall", "FunctionContext", "ObjectProxy",
-           "intercepting_function_apply", "has_backward"]
+__all__ = ["APPLY_ID", "FORWARD_ID", "BACKWARD_ID", "AutogradFunctionCall", "FunctionContext",
+           "ObjectProxy", "has_backward", "run_forward", "defines_setup_context", "apply_symbol",
+           "forward_symbol", "backward_symbol"]
 
 APPLY_ID = "torch.autograd.Function.apply"
 FORWARD_ID = "torch.autograd.Function.forward_with_ctx"
@@ -209,14 +201,14 @@ def _alias_if_input(o: Any, inputs: tuple[Any, ...]) -> Any:
 def run_forward(cls: type, ctx: FunctionContext, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The user's forward: `forward(ctx, *args)`, or `forward(*args)` then
     `setup_context(ctx, inputs, output)` for a Function that defines setup_context."""
-    if _defines_setup_context(cls):
+    if defines_setup_context(cls):
         out = cls.forward(*args, **kwargs)
         cls.setup_context(ctx, args, out)
         return out
     return cls.forward(ctx, *args, **kwargs)
 
 
-def _defines_setup_context(cls: type) -> bool:
+def defines_setup_context(cls: type) -> bool:
     return cls.setup_context is not Function.setup_context
 
 
@@ -278,178 +270,3 @@ def forward_symbol(meta: Callable[..., Any]) -> Symbol:
 def backward_symbol(meta: Callable[..., Any]) -> Symbol:
     return Symbol(name="backward", id=BACKWARD_ID, fn=_call_backward, kind=SymbolKind.METHOD,
                   meta=meta, label="backward")
-
-
-# --- capture -----------------------------------------------------------------------------
-
-_ORIGINAL_APPLY = Function.__dict__["apply"]
-_patch_lock = threading.Lock()
-_patch_users = 0
-_tracing = threading.local()  # .recorders: the recorders active in this thread
-
-
-def _intercepted_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
-    recorders = getattr(_tracing, "recorders", None)
-    if not recorders:
-        return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
-    return _record_apply(recorders[-1], cls, args, kwargs)
-
-
-@contextlib.contextmanager
-def intercepting_function_apply(recorder: Any) -> Iterator[None]:
-    """While the body runs, `Function.apply` called in this thread is recorded by
-    `recorder`; other threads' calls run as usual. The original `apply` is back when the
-    last trace using it ends."""
-    global _patch_users
-    with _patch_lock:
-        if _patch_users == 0:
-            Function.apply = classmethod(_intercepted_apply)
-        _patch_users += 1
-    stack = getattr(_tracing, "recorders", None)
-    if stack is None:
-        stack = _tracing.recorders = []
-    stack.append(recorder)
-    try:
-        yield
-    finally:
-        stack.pop()
-        with _patch_lock:
-            _patch_users -= 1
-            if _patch_users == 0:
-                Function.apply = _ORIGINAL_APPLY
-
-
-def _bind_default_args(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]
-                       ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """What `Function.apply` does for a Function with setup_context: defaults filled in."""
-    if not _defines_setup_context(cls):
-        return args, kwargs
-    bound = inspect.signature(cls.forward).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return bound.args, bound.kwargs
-
-
-def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run one `cls.apply(*args)` on the traced tensors and record it as one bound symbol."""
-    source = user_source(skip=2)
-    module_path = recorder.module_path
-    name = f"{cls.__qualname__}.apply"
-    args, kwargs = _bind_default_args(cls, args, kwargs)
-    grad_enabled = torch.is_grad_enabled()
-    p_args, p_kwargs = recorder.proxify((args, kwargs))
-    needs = tuple(grad_enabled and isinstance(p, TensorProxy) and p.requires_grad for p in p_args)
-    run_args = tuple(_grad_alias(recorder, a) if need else a for a, need in zip(args, needs, strict=True))
-    ctx = FunctionContext(needs)
-    frame = _Frame()
-    outer_source, recorder._source = recorder._source, source
-    try:
-        with recorder._collecting(frame), torch.no_grad():
-            out = run_forward(cls, ctx, run_args, kwargs)
-            outs = out if isinstance(out, tuple) else (out,)
-            # an input returned as it is: eager returns a view of it (recorded here)
-            aliased = [o.view_as(o) if isinstance(o, torch.Tensor) and any(o is a for a in run_args)
-                       else o for o in outs]
-    except CaptureError:
-        raise
-    except Exception as e:
-        raise CaptureError(f"{name} failed at {where(source, module_path)}: {type(e).__name__}: {e}",
-                           op=name, source=source, module_path=module_path) from e
-    finally:
-        recorder._source = outer_source
-    if ctx.dirty_tensors or frame.mutated:
-        what = "marks inputs dirty (ctx.mark_dirty)" if ctx.dirty_tensors else "writes into a tensor it did not create"
-        raise CaptureError(
-            f"{name} at {where(source, module_path)} {what}: thunderviz records autograd.Functions "
-            "whose forward is out of place only. Return a new tensor instead of modifying one in "
-            "place (for torch.utils.checkpoint over layers that update buffers, such as "
-            "BatchNorm: use_reentrant=False).", op=name, source=source, module_path=module_path)
-    out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
-    differentiable = any(needs)
-    non_diff = {id(t) for t in ctx.non_differentiable}
-    renames: dict[str, Proxy] = {}
-    for o in aliased:
-        if isinstance(o, torch.Tensor):
-            p = recorder.proxy_of(o)
-            wants = differentiable and id(o) not in non_diff and p.is_float
-            if p.requires_grad != wants:
-                renames[p.name] = TensorProxy(p.name, p.shape, p.dtype, p.device, wants)
-                recorder.bind(o, renames[p.name])
-    subsymbols = [b.rename(renames) for b in frame.bsyms]
-    p_args = tuple(_printable(recorder, a) for a in p_args)
-    p_kwargs = {k: _printable(recorder, v) for k, v in p_kwargs.items()}
-    reads = _outside_reads(subsymbols, p_args, p_kwargs)
-    _refuse_stale_reads(recorder, reads, name, source, module_path)
-    output = recorder.proxify(out)
-    call = AutogradFunctionCall(cls, output, source, module_path)
-    call_proxy = ObjectProxy(recorder.names.claim(cls.__name__), call)
-    recorder.constants[call_proxy.name] = call
-    bsym = BoundSymbol(sym=apply_symbol(), args=(call_proxy, *p_args),
-                       kwargs={**p_kwargs, **({"reads": reads} if reads else {})},
-                       output=output, subsymbols=subsymbols, source=source,
-                       module_path=module_path, header=f"autograd.Function {cls.__qualname__}: "
-                       f"its backward is {cls.__qualname__}.backward")
-    if not grad_enabled:
-        bsym.tags.add(BsymTag.NO_GRAD)
-    recorder._append(bsym)
-    return out
-
-
-def _refuse_stale_reads(recorder: Any, reads: tuple[TensorProxy, ...], name: str, source: Any,
-                        module_path: str) -> None:
-    """A value the program computed, read by the forward without being an argument, reaches
-    it through a Python closure made while tracing: replayed, the closure would hand it the
-    traced value, not the new one. (Parameters and buffers are read through their module,
-    as they are at every call.)"""
-    made = {p.name for frame in recorder._frames for top in frame.bsyms for b in top.walk()
-            for p in b.flat_proxy_outs}
-    stale = [p.name for p in reads if p.name in made]
-    if stale:
-        raise CaptureError(
-            f"{name} at {where(source, module_path)}: its forward reads {', '.join(stale)}, "
-            "computed earlier in the program but not passed to it (a lambda or "
-            "functools.partial holding a tensor): replayed, the Function would see the traced "
-            "value. Pass the tensor as an argument of the call (checkpoint(fn, x, mask) rather "
-            "than checkpoint(lambda x: fn(x, mask), x)).", op=name, source=source,
-            module_path=module_path)
-
-
-def _grad_alias(recorder: Any, t: Any) -> Any:
-    """The input as the forward sees it in eager: a tensor that requires grad (a reentrant
-    checkpoint checks it). Made outside the recording, bound to the input's proxy."""
-    if not isinstance(t, torch.Tensor):
-        return t
-    with torch.overrides._pop_mode_temporarily(), torch.utils._python_dispatch._disable_current_modes():
-        alias = t.detach().requires_grad_(True)
-    recorder.bind(alias, recorder.proxy_of(t))
-    return alias
-
-
-def _printable(recorder: Any, value: Any) -> Any:
-    """A non-tensor argument as the trace prints it: itself when it has a Python literal
-    (numbers, strings, None, dtypes...), else a captured constant (a module, a function)."""
-    if isinstance(value, Proxy):
-        return value
-    try:
-        codeval(value)
-        return value
-    except TypeError:
-        name = getattr(value, "__name__", None) or type(value).__name__.lower()
-        proxy = ObjectProxy(recorder.names.claim(name), value)
-        recorder.constants[proxy.name] = value
-        return proxy
-
-
-def _outside_reads(subsymbols: list[BoundSymbol], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> tuple[TensorProxy, ...]:
-    """Tensors the forward's ops read that are neither its arguments nor made inside it."""
-    given = {p.name for p in BoundSymbol(sym=apply_symbol(), args=args, kwargs=kwargs,
-                                         output=None).flat_proxy_args}
-    made: set[str] = set()
-    reads: dict[str, TensorProxy] = {}
-    for b in subsymbols:
-        for sub in b.walk():
-            for p in sub.flat_tensor_args:
-                if p.name not in made and p.name not in given:
-                    reads.setdefault(p.name, p)
-            made.update(p.name for p in sub.flat_proxy_outs)
-    return tuple(reads.values())

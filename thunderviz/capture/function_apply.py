@@ -1,0 +1,254 @@
+"""Recording `torch.autograd.Function.apply` calls while a trace runs.
+
+`Function.apply` never reaches a TorchFunctionMode, and it runs the Function's forward under
+no_grad: recorded op by op, its output would look like it needs no gradient and the user's
+`backward` would never be used. So while a trace runs, `Function.apply` is intercepted (for
+the tracing thread only; other threads call torch's) and each call becomes one bound symbol
+on an `AutogradFunctionCall` constant (see capture/custom_function.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.autograd.function import Function
+
+from thunderviz.capture.custom_function import (
+    AutogradFunctionCall,
+    FunctionContext,
+    ObjectProxy,
+    apply_symbol,
+    defines_setup_context,
+    run_forward,
+)
+from thunderviz.capture.errors import CaptureError, where
+from thunderviz.capture.recorder import _Frame
+from thunderviz.capture.source import user_source
+from thunderviz.core.codegen import codeval
+from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.symbol import BoundSymbol, BsymTag
+
+__all__ = ["intercepting_function_apply"]
+
+_ORIGINAL_APPLY = Function.__dict__["apply"]
+_patch_lock = threading.Lock()
+_patch_users = 0
+_tracing = threading.local()  # .recorders: the recorders active in this thread
+
+
+def _intercepted_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+    recorders = getattr(_tracing, "recorders", None)
+    if not recorders:
+        return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
+    return _record_apply(recorders[-1], cls, args, kwargs)
+
+
+@contextlib.contextmanager
+def intercepting_function_apply(recorder: Any) -> Iterator[None]:
+    """While the body runs, `Function.apply` called in this thread is recorded by
+    `recorder`; other threads' calls run as usual. The original `apply` is back when the
+    last trace using it ends."""
+    global _patch_users
+    with _patch_lock:
+        if _patch_users == 0:
+            Function.apply = classmethod(_intercepted_apply)
+        _patch_users += 1
+    stack = getattr(_tracing, "recorders", None)
+    if stack is None:
+        stack = _tracing.recorders = []
+    stack.append(recorder)
+    try:
+        yield
+    finally:
+        stack.pop()
+        with _patch_lock:
+            _patch_users -= 1
+            if _patch_users == 0:
+                Function.apply = _ORIGINAL_APPLY
+
+
+def _bind_default_args(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]
+                       ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """What `Function.apply` does for a Function with setup_context: defaults filled in."""
+    if not defines_setup_context(cls):
+        return args, kwargs
+    bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.args, bound.kwargs
+
+
+def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run one `cls.apply(*args)` on the traced tensors and record it as one bound symbol."""
+    source = user_source(skip=2)
+    module_path = recorder.module_path
+    name = f"{cls.__qualname__}.apply"
+    args, kwargs = _bind_default_args(cls, args, kwargs)
+    grad_enabled = torch.is_grad_enabled()
+    p_args, p_kwargs = recorder.proxify((args, kwargs))
+    needs = tuple(grad_enabled and isinstance(p, TensorProxy) and p.requires_grad for p in p_args)
+    run_args = tuple(_grad_alias(recorder, a) if need else a for a, need in zip(args, needs, strict=True))
+    ctx = FunctionContext(needs)
+    frame = _Frame()
+    outer_source, recorder._source = recorder._source, source
+    try:
+        with recorder._collecting(frame), torch.no_grad():
+            out = run_forward(cls, ctx, run_args, kwargs)
+            outs = out if isinstance(out, tuple) else (out,)
+            # an input returned as it is: eager returns a view of it (recorded here)
+            aliased = [o.view_as(o) if isinstance(o, torch.Tensor) and any(o is a for a in run_args)
+                       else o for o in outs]
+    except CaptureError:
+        raise
+    except Exception as e:
+        raise CaptureError(f"{name} failed at {where(source, module_path)}: {type(e).__name__}: {e}",
+                           op=name, source=source, module_path=module_path) from e
+    finally:
+        recorder._source = outer_source
+    if ctx.dirty_tensors or frame.mutated:
+        what = "marks inputs dirty (ctx.mark_dirty)" if ctx.dirty_tensors else "writes into a tensor it did not create"
+        raise CaptureError(
+            f"{name} at {where(source, module_path)} {what}: thunderviz records autograd.Functions "
+            "whose forward is out of place only. Return a new tensor instead of modifying one in "
+            "place (for torch.utils.checkpoint over layers that update buffers, such as "
+            "BatchNorm: use_reentrant=False).", op=name, source=source, module_path=module_path)
+    out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
+    differentiable = any(needs)
+    non_diff = {id(t) for t in ctx.non_differentiable}
+    renames: dict[str, Proxy] = {}
+    for o in aliased:
+        if isinstance(o, torch.Tensor):
+            p = recorder.proxy_of(o)
+            wants = differentiable and id(o) not in non_diff and p.is_float
+            if p.requires_grad != wants:
+                renames[p.name] = TensorProxy(p.name, p.shape, p.dtype, p.device, wants)
+                recorder.bind(o, renames[p.name])
+    subsymbols = [b.rename(renames) for b in frame.bsyms]
+    p_args = tuple(_printable(recorder, a) for a in p_args)
+    p_kwargs = {k: _printable(recorder, v) for k, v in p_kwargs.items()}
+    reads = _outside_reads(subsymbols, p_args, p_kwargs)
+    _refuse_stale_reads(recorder, reads, name, source, module_path)
+    _refuse_stale_captures(recorder, args, name, source, module_path)
+    output = recorder.proxify(out)
+    call = AutogradFunctionCall(cls, output, source, module_path)
+    call_proxy = ObjectProxy(recorder.names.claim(cls.__name__), call)
+    recorder.constants[call_proxy.name] = call
+    bsym = BoundSymbol(sym=apply_symbol(), args=(call_proxy, *p_args),
+                       kwargs={**p_kwargs, **({"reads": reads} if reads else {})},
+                       output=output, subsymbols=subsymbols, source=source,
+                       module_path=module_path, header=f"autograd.Function {cls.__qualname__}: "
+                       f"its backward is {cls.__qualname__}.backward")
+    if not grad_enabled:
+        bsym.tags.add(BsymTag.NO_GRAD)
+    recorder._append(bsym)
+    return out
+
+
+def _refuse_stale_reads(recorder: Any, reads: tuple[TensorProxy, ...], name: str, source: Any,
+                        module_path: str) -> None:
+    """A value the program computed, read by the forward without being an argument, reaches
+    it through a Python closure made while tracing: replayed, the closure would hand it the
+    traced value, not the new one. (Parameters and buffers are read through their module,
+    as they are at every call.)"""
+    made = {p.name for frame in recorder._frames for top in frame.bsyms for b in top.walk()
+            for p in b.flat_proxy_outs}
+    stale = [p.name for p in reads if p.name in made]
+    if stale:
+        raise CaptureError(
+            f"{name} at {where(source, module_path)}: its forward reads {', '.join(stale)}, "
+            "computed earlier in the program but not passed to it (a lambda or "
+            "functools.partial holding a tensor): replayed, the Function would see the traced "
+            "value. Pass the tensor as an argument of the call (checkpoint(fn, x, mask) rather "
+            "than checkpoint(lambda x: fn(x, mask), x)).", op=name, source=source,
+            module_path=module_path)
+
+
+def _refuse_stale_captures(recorder: Any, args: tuple[Any, ...], name: str, source: Any,
+                           module_path: str) -> None:
+    """A callable argument (checkpoint's function) that holds a traced tensor in a closure
+    cell, a default or a partial's arguments would hand the traced copy to every replay,
+    never the new value (parameters and inputs included)."""
+    constants = {id(t) for t in recorder.constants.values()}
+    stale = [recorder.proxy_of(t).name for a in args if not isinstance(a, torch.Tensor)
+             for t in _held_tensors(a) if id(t) in recorder._proxies and id(t) not in constants]
+    if stale:
+        raise CaptureError(
+            f"{name} at {where(source, module_path)}: a function passed to it holds the traced "
+            f"tensor(s) {', '.join(dict.fromkeys(stale))} (a lambda, a nested function or "
+            "functools.partial closing over them): replayed, it would use the traced value. "
+            "Pass the tensor as an argument of the call (checkpoint(fn, x, mask) rather than "
+            "checkpoint(lambda x: fn(x, mask), x)).", op=name, source=source,
+            module_path=module_path)
+
+
+def _held_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    """Tensors a callable holds on to: in closure cells, defaults and a partial's arguments
+    (a module it holds is read at call time, so its attributes are not held values)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _held_tensors(v, depth)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _held_tensors(v, depth)]
+    if depth > 3:
+        return []
+    held: list[Any] = []
+    if isinstance(value, functools.partial):
+        held = [value.func, value.args, value.keywords]
+    elif inspect.ismethod(value):
+        held = [value.__func__]
+    elif inspect.isfunction(value):
+        for cell in value.__closure__ or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # a cell not filled yet
+                continue
+        held += [value.__defaults__ or (), value.__kwdefaults__ or {}]
+    return [t for h in held for t in _held_tensors(h, depth + 1)]
+
+
+def _grad_alias(recorder: Any, t: Any) -> Any:
+    """The input as the forward sees it in eager: a tensor that requires grad (a reentrant
+    checkpoint checks it). Made outside the recording, bound to the input's proxy."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    with torch.overrides._pop_mode_temporarily(), torch.utils._python_dispatch._disable_current_modes():
+        alias = t.detach().requires_grad_(True)
+    recorder.bind(alias, recorder.proxy_of(t))
+    return alias
+
+
+def _printable(recorder: Any, value: Any) -> Any:
+    """A non-tensor argument as the trace prints it: itself when it has a Python literal
+    (numbers, strings, None, dtypes...), else a captured constant (a module, a function)."""
+    if isinstance(value, Proxy):
+        return value
+    try:
+        codeval(value)
+        return value
+    except TypeError:
+        name = getattr(value, "__name__", None) or type(value).__name__.lower()
+        proxy = ObjectProxy(recorder.names.claim(name), value)
+        recorder.constants[proxy.name] = value
+        return proxy
+
+
+def _outside_reads(subsymbols: list[BoundSymbol], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> tuple[TensorProxy, ...]:
+    """Tensors the forward's ops read that are neither its arguments nor made inside it."""
+    given = {p.name for p in BoundSymbol(sym=apply_symbol(), args=args, kwargs=kwargs,
+                                         output=None).flat_proxy_args}
+    made: set[str] = set()
+    reads: dict[str, TensorProxy] = {}
+    for b in subsymbols:
+        for sub in b.walk():
+            for p in sub.flat_tensor_args:
+                if p.name not in made and p.name not in given:
+                    reads.setdefault(p.name, p)
+            made.update(p.name for p in sub.flat_proxy_outs)
+    return tuple(reads.values())
