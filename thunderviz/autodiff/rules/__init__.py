@@ -11,6 +11,7 @@ from thunderviz.autodiff.rules import (
     distances,
     elementwise,
     grouped,
+    indexed_reductions,
     linalg,
     masked,
     nn,
@@ -28,7 +29,7 @@ BUILTIN_RULES = RuleSet.merged(
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES, recurrent.RULES,
      masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES,
-     composite.RULES, scans.RULES, distances.RULES],
+     composite.RULES, scans.RULES, distances.RULES, indexed_reductions.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]
