@@ -64,7 +64,7 @@ test-fast: setup
 # On a machine with a GPU: the CUDA variants of the capture, rule and model tests (they skip
 # where torch.cuda.is_available() is false).
 test-cuda: $(STAMP)
-	$(PY) -m pytest -q -ra -k cuda tests/capture tests/autodiff
+	$(PY) -m pytest -q -ra -k cuda tests/capture tests/autodiff tests/distributed
 
 bench: setup
 	$(PY) benchmarks/trace_speed.py

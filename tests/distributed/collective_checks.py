@@ -194,13 +194,13 @@ def single_process_mlp(x, p):
     return F.linear(F.gelu(F.linear(x, p["w1"], p["b1"])), p["w2"], p["b2"])
 
 
-def train_tensor_parallel(rank: int, world_size: int) -> dict[str, object]:
+def train_tensor_parallel(rank: int, world_size: int, device: str = "cpu") -> dict[str, object]:
     """3 SGD steps through thunderviz.jit. Each rank's loss is 1/world_size of the total: the
     gradients of functional collectives are those of the sum of the ranks' losses. The
     replicated bias's gradient is summed over ranks, as for any replicated parameter."""
-    model = ColumnRowParallelMLP(rank, world_size)
+    model = ColumnRowParallelMLP(rank, world_size).to(device)
     jm = tv.jit(model)
-    x, target = mlp_batch()
+    x, target = (t.to(device) for t in mlp_batch())
     losses = []
     for _ in range(STEPS):
         model.zero_grad()
@@ -212,9 +212,14 @@ def train_tensor_parallel(rank: int, world_size: int) -> dict[str, object]:
                 p -= LR * p.grad
         losses.append(loss.detach() * world_size)
     backward = str(tv.last_backward_traces(jm)[0])
-    return {"losses": torch.stack(losses), "state": {k: v.detach() for k, v in
-                                                     model.state_dict().items()},
+    return {"losses": torch.stack(losses).cpu(), "state": {k: v.detach().cpu() for k, v in
+                                                           model.state_dict().items()},
             "backward": backward}
+
+
+def train_tensor_parallel_cuda(rank: int, world_size: int) -> dict[str, object]:
+    """The same training on this rank's GPU, the collectives through NCCL."""
+    return train_tensor_parallel(rank, world_size, device=f"cuda:{rank}")
 
 
 def train_single_process() -> dict[str, object]:
