@@ -38,13 +38,16 @@ def batch(rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
 def _train(model: torch.nn.Module, call, rank: int, no_sync_first: bool) -> dict[str, object]:
     """SGD steps; with `no_sync_first`, each step first accumulates one batch under no_sync()."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses, grads = [], []
+    losses, grads, unsynced_collectives = [], [], []
     for step in range(STEPS):
         opt.zero_grad()
         if no_sync_first:
             with model.no_sync():
                 x, y = batch(rank, 100 + step)
                 F.cross_entropy(call(x), y).backward()
+            if isinstance(call, tv.JittedFunction):
+                backward = tv.last_backward_traces(call)[0]
+                unsynced_collectives.append(sum(map(is_collective, backward.bound_symbols)))
         x, y = batch(rank, step)
         loss = F.cross_entropy(call(x), y)
         loss.backward()
@@ -53,6 +56,7 @@ def _train(model: torch.nn.Module, call, rank: int, no_sync_first: bool) -> dict
                       if p.grad is not None})
         opt.step()
     return {"losses": torch.stack(losses), "grads": grads,
+            "unsynced_collectives": unsynced_collectives,
             "state": {k: v.detach().clone() for k, v in model.module.state_dict().items()}}
 
 

@@ -46,7 +46,9 @@ def test_gradient_all_reduces_are_bucketed_in_the_backward_trace(ranks):
 
 
 def test_no_sync_backward_has_no_all_reduce_and_sync_one_has(ranks):
-    assert ranks[1]["no_sync"]["n_collectives"] >= 1  # the last backward traced is a synced one
+    result = ranks[1]["no_sync"]
+    assert result["ours"]["unsynced_collectives"] == [0] * checks.STEPS
+    assert result["n_collectives"] >= 1  # the last backward traced is a synced one
 
 
 def test_fully_sharded_model_is_refused_with_a_clear_error(ranks):
