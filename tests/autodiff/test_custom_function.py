@@ -423,3 +423,30 @@ def test_fake_tracing_saved_tensor_hooks_and_the_view_document():
     assert packed
     for pj, pe in zip(model.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(pj.grad, pe.grad, **TIGHT[torch.float32])
+
+
+class BlockGrad(Function):
+    """Stops the gradient by returning None for an input that needs one."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+def test_a_none_gradient_for_an_input_that_needs_one_is_zeros_with_a_warning():
+    torch.manual_seed(0)
+    fc1, fc2 = nn.Linear(3, 3), nn.Linear(3, 1)
+
+    def fn(x):
+        return fc2(BlockGrad.apply(fc1(x))).sum()
+
+    x = torch.randn(4, 3, requires_grad=True)
+    with pytest.warns(UserWarning, match="BlockGrad.backward returned None as the gradient of input 0"):
+        _, grads = tv.value_and_grad(fn)(x)
+    assert torch.equal(grads[0], torch.zeros_like(x))  # eager: x.grad stays None
+    fn(x).backward()
+    assert x.grad is None

@@ -22,6 +22,7 @@ parameters) are listed as `reads=(...)`. A reentrant backward
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -168,10 +169,23 @@ class AutogradFunctionCall:
         for i, need in enumerate(ctx.needs_input_grad):
             meta = record.inputs[i]
             if need and meta is not None:
+                if raw[i] is None:
+                    self._warn_zeros(f"returned None as the gradient of input {i}, which needs one")
                 out.append(meta.zeros() if raw[i] is None else self._fitted(raw[i], meta, i))
+        if accumulated and all(g is None for g in collected):
+            self._warn_zeros("accumulated nothing into the .grad of the tensors its forward reads "
+                             "without taking them as arguments")
         for t, g in zip(accumulated, collected, strict=True):
             out.append(g if g is not None else torch.zeros_like(t))
         return tuple(out)
+
+    def _warn_zeros(self, what: str) -> None:
+        """A gradient eager leaves as None is zeros in a trace (a trace has no None values):
+        the sums are the same, but an optimizer skips a None gradient and not a zero one."""
+        warnings.warn(f"{self.cls.__qualname__}.backward {what}: thunderviz uses zeros there, "
+                      "where eager gives no gradient (None). Return a gradient (or pass the "
+                      "tensor as an argument and return its gradient) to train it as eager does.",
+                      stacklevel=3)
 
     def _fitted(self, g: torch.Tensor, meta: _TensorMeta, index: int) -> torch.Tensor:
         """The autograd engine's checks on a custom backward's gradient: a broadcast shape is
