@@ -3,6 +3,7 @@ comparison against torch.autograd, and the Session that ties them to a program."
 
 from thunderviz.debug.compare import Comparison, OpDifference, compare
 from thunderviz.debug.grad_flow import GRAD_STATUSES, cotangent_map, grad_flow
+from thunderviz.debug.gradcheck import GradCheck, GradientReport
 from thunderviz.debug.interpret import StepError
 from thunderviz.debug.interventions import GradEdit, Intervention
 from thunderviz.debug.ledger import LEDGER_STATUSES, LedgerEntry, nan_ledger
@@ -14,7 +15,9 @@ from thunderviz.debug.stepper import BackwardStepper, GradComparison, StepRecord
 __all__ = [
     "GRAD_STATUSES",
     "LEDGER_STATUSES",
+    "GradCheck",
     "GradEdit",
+    "GradientReport",
     "Intervention",
     "LedgerEntry",
     "nan_ledger",

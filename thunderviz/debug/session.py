@@ -17,6 +17,13 @@ from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture import trace
 from thunderviz.core.trace import Trace
 from thunderviz.debug.grad_flow import cotangent_map, grad_flow
+from thunderviz.debug.gradcheck import (
+    GradCheck,
+    GradientReport,
+    check_all,
+    forward_op,
+    gradcheck_op,
+)
 from thunderviz.debug.intervene import (
     build_plan,
     edited_forward_grads,
@@ -88,6 +95,7 @@ class Session:
         self._plan: InterventionPlan | None = None
         self._roles: BackwardRoles | None = None
         self._final: BackwardStepper | None = None  # run to the end, for grads()
+        self._checking: BackwardStepper | None = None  # every value, no interventions
 
     # --- parts ---------------------------------------------------------------------------
     @property
@@ -212,6 +220,29 @@ class Session:
             self._final.interventions = self._plan
             self._final.finish()
         return self._final
+
+    # --- gradient checks (debug/gradcheck.py) ------------------------------------------
+    def _check_run(self) -> tuple[BackwardRoles, BackwardStepper]:
+        result = self._require_values("a gradient check")
+        if self._roles is None:
+            self._roles = BackwardRoles(result)
+        if self._checking is None:
+            self._checking = self.new_stepper(record_forward=True)
+            self._checking.finish()
+        return self._roles, self._checking
+
+    def gradcheck(self, target: Any) -> GradCheck:
+        """One forward op's recorded backward (a bound symbol, its op id, or a backward op
+        of it) against torch.autograd and finite differences on its recorded inputs, in
+        float64. Interventions are not applied: this checks the rules."""
+        roles, stepper = self._check_run()
+        bsym, op_id = forward_op(roles, target)
+        return gradcheck_op(roles, stepper, bsym, op_id)
+
+    def check_gradients(self) -> GradientReport:
+        """`gradcheck` for every forward op with a backward; `first_failure` names the
+        first op whose recorded gradient disagrees with torch.autograd."""
+        return check_all(*self._check_run())
 
     # --- NaN/Inf (debug/ledger.py) -----------------------------------------------------
     def nan_ledger(self) -> list[LedgerEntry]:
