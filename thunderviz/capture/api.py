@@ -16,6 +16,7 @@ from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorder import Recorder
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
+from thunderviz.core.rng import preserved_rng
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 
@@ -69,7 +70,7 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
             module_names.setdefault(id(m), path)
     recorder = Recorder(names, module_names)
     state = [] if module is None else [*module.named_parameters(), *module.named_buffers()]
-    with _rng_preserved(), _fake_mode(fake) as fake_mode:
+    with preserved_rng(), _fake_mode(fake) as fake_mode:
         convert = _converter(fake_mode)
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
@@ -213,18 +214,6 @@ def _is_native_structure(output: Any) -> bool:
     if type(output) is dict:
         return all(isinstance(k, str) and _is_native_structure(v) for k, v in output.items())
     return isinstance(output, (int, float, bool, str))
-
-
-@contextlib.contextmanager
-def _rng_preserved() -> Iterator[None]:
-    cpu = torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
 
 
 @contextlib.contextmanager

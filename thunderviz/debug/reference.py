@@ -2,7 +2,8 @@
 
 Nothing here uses thunderviz's traces or grad rules: the function or module runs eagerly on
 copies of its inputs and parameters, and `torch.autograd.grad` differentiates it. The user's
-tensors, parameters (and their `.grad`) and buffers are left as they were.
+tensors, parameters (and their `.grad`), buffers and random number generators are left as
+they were.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import sanitize_name
+from thunderviz.core.rng import preserved_rng
 
 __all__ = ["autograd_grads", "trace_arg_values", "trace_arg_kinds"]
 
@@ -95,7 +97,9 @@ def autograd_grads(fn: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | N
     if len(keys) != len(values):
         raise ValueError(f"got {len(keys)} names for {len(values)} trace arguments")
 
-    with torch.enable_grad():
+    # The user's RNG is left as it was (the run draws from it as eager would, then it is
+    # restored), and buffers the program updates in place are the copies in `state`.
+    with preserved_rng(), torch.enable_grad():
         if module is not None:
             out = torch.func.functional_call(module, state, tuple(run_args), run_kwargs,
                                              tie_weights=True, strict=False)

@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.core.proxies import Proxy
+from thunderviz.core.rng import preserved_rng
 from thunderviz.core.symbol import BoundSymbol, BsymTag, SourceLocation
 from thunderviz.debug.interpret import (
     MISSING,
@@ -150,7 +151,8 @@ class BackwardStepper:
                 "user's inputs, then the module's parameters and buffers, then keyword values.")
         self.forward_inputs = forward_inputs
         self.forward_stats: dict[str, TensorStats] = {}
-        self.forward_values = self._run_forward(record_forward)
+        with preserved_rng():  # the forward's dropout draws what eager would; the user's RNG stays
+            self.forward_values = self._run_forward(record_forward)
         self.cotangents = self._cotangent_values(cotangents)
         self._grad_of: dict[str, list[str]] = {}  # backward name -> forward args it is the grad of
         for p, g in zip(fwd_args, result.grad_inputs, strict=True):
@@ -179,9 +181,14 @@ class BackwardStepper:
         mutated = {b.args[0].name for b in self.result.augmented_forward.bound_symbols
                    if BsymTag.MUTATION_EPILOGUE in b.tags and b.args and isinstance(b.args[0], Proxy)}
         names = [p.name for p in fwd.flat_args]
-        for i, name in enumerate(names):  # never write back into the caller's buffers
-            if name in mutated and isinstance(values[i], torch.Tensor):
-                values[i] = values[i].detach().clone()
+        # Never write into the caller's tensors: the program's own in-place updates (BatchNorm's
+        # running statistics, an input updated in place) land on copies. Everything but
+        # parameters is copied, not only what the trace says it mutates: interpreting a
+        # torch-level call runs the call itself, which may update a buffer in place.
+        for i, name in enumerate(names):
+            v = values[i]
+            if isinstance(v, torch.Tensor) and (name in mutated or not isinstance(v, torch.nn.Parameter)):
+                values[i] = v.detach().clone()
         n = len(fwd.args)
         return values[:n], dict(zip(fwd.kwargs, values[n:], strict=True))
 
