@@ -23,7 +23,7 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.utils.hooks import BackwardHook
 
-__all__ = ["HookRunner", "hooks_key", "check_submodule_hooks"]
+__all__ = ["HookRunner", "module_key", "check_submodule_hooks"]
 
 
 def _hook_dicts(m: torch.nn.Module) -> tuple[Any, ...]:
@@ -35,15 +35,19 @@ def _globals() -> tuple[Any, ...]:
             nn_module._global_backward_pre_hooks, nn_module._global_backward_hooks)
 
 
-def hooks_key(submodules: list[torch.nn.Module]) -> tuple[Any, ...]:
-    """The hooks in force (the hook objects themselves): () in the common case of none."""
-    key: list[Any] = []
-    for i, m in enumerate(submodules[1:], start=1):  # [0], the module itself: run around
-        if m._forward_pre_hooks or m._forward_hooks or m._backward_pre_hooks or m._backward_hooks:
-            key.append((i, *(tuple(d.values()) for d in _hook_dicts(m))))
+def module_key(submodules: list[torch.nn.Module]) -> tuple[Any, ...]:
+    """Every submodule's `training` flag, and the hooks in force (the hook objects
+    themselves; none in the common case). One pass: it runs on every call."""
+    flags = []
+    hooks: list[Any] = []
+    for i, m in enumerate(submodules):
+        flags.append(m.training)
+        if i and (m._forward_pre_hooks or m._forward_hooks or m._backward_pre_hooks
+                  or m._backward_hooks):  # [0], the module itself: its hooks run around
+            hooks.append((i, *(tuple(d.values()) for d in _hook_dicts(m))))
     if any(_globals()):
-        key.append(("global", *(tuple(d.values()) for d in _globals())))
-    return tuple(key)
+        hooks.append(("global", *(tuple(d.values()) for d in _globals())))
+    return (tuple(flags), tuple(hooks))
 
 
 def check_submodule_hooks(module: torch.nn.Module | None, name: str) -> None:

@@ -35,7 +35,7 @@ from thunderviz.core.trace import Trace
 from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.errors import attribute_error
 from thunderviz.executor.guards import GUARD_NAMES, Guard, GuardFailure, guard_trace, same_value
-from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, hooks_key
+from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import ambient_key, value_key
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
@@ -58,6 +58,12 @@ class CompiledEntry:
     n_args: int = 0
     guards: list[Guard] = field(default_factory=list)
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
+
+    def __post_init__(self) -> None:
+        # worked out once, not on every call
+        self.kwarg_names = tuple(self.forward.kwargs)
+        self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
+        self.single_output = isinstance(self.forward.output, TensorProxy)
 
     def agrees_with(self, seen: dict[Any, Any]) -> bool:
         """None of this entry's guards contradicts a value this call has already shown."""
@@ -175,6 +181,9 @@ class JittedFunction:
         entries = self._cache.get(key)
         if entries is not None:
             self._cache.move_to_end(key)
+            if not entries[-1].guards:  # the common case: nothing to check while running
+                self.last = entries[-1]
+                return self._run(entries[-1], flat_inputs)
         seen: dict[Any, Any] = {}  # guard key -> the value this call showed
         reason = "" if entries is not None else self._miss_reason(key)
         for _ in range(_MAX_RETRACES_PER_CALL + 1):
@@ -207,7 +216,7 @@ class JittedFunction:
             out = _running(entry, entry.run_forward, *flat_inputs[: entry.n_args],
                            **self._kw(entry, flat_inputs))
             return self._unflatten(entry, pytree.tree_leaves(out))
-        outs = _TraceFunction.apply(entry, tuple(entry.forward.kwargs), *flat_inputs)
+        outs = _TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)
         return self._unflatten(entry, list(outs))
 
     def _kw(self, entry: CompiledEntry, flat: list[Any]) -> dict[str, Any]:
@@ -227,20 +236,23 @@ class JittedFunction:
         return state
 
     def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]) -> Any:
-        inputs = tuple(value_key(a, f"argument {i} of the call") for i, a in enumerate(args))
+        # Runs on every call: tensors (the common case) are keyed inline, without a call.
+        inputs = tuple(
+            (a.shape, a.dtype, a.device, a.requires_grad, a.is_contiguous())
+            if type(a) is torch.Tensor else value_key(a, f"argument {i} of the call")
+            for i, a in enumerate(args))
         named = tuple((k, value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items())
-        params = tuple(value_key(t, "") for t in state)
-        modules = tuple(m.training for m in self._submodules)
+        params = tuple((t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state)
         ddp = self.ddp is not None and self.ddp.syncing
-        return (inputs, named, params, modules, hooks_key(self._submodules), ambient_key(), ddp)
+        return (inputs, named, params, module_key(self._submodules), ambient_key(), ddp)
 
     def _miss_reason(self, key: Any) -> str:
         if not self._cache:
             return "first call"
         last = next(reversed(self._cache))
         parts = ("the positional arguments", "the keyword arguments",
-                 "the module's parameters or buffers", "a submodule's training flag",
-                 "the modules' hooks", "grad mode or autocast", "DDP's gradient sync (no_sync)")
+                 "the module's parameters or buffers", "a submodule's training flag or hooks",
+                 "grad mode or autocast", "DDP's gradient sync (no_sync)")
         changed = [p for p, a, b in zip(parts, key, last, strict=True) if a != b]
         return "a change in " + (", ".join(changed) or "the call")
 
@@ -299,10 +311,9 @@ class JittedFunction:
         )
 
     def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:
-        spec = entry.forward.output_spec
-        if spec is None:
-            spec = pytree.tree_structure(entry.forward.output)
-        return pytree.tree_unflatten(flat_out, spec)
+        if entry.single_output:
+            return flat_out[0]
+        return pytree.tree_unflatten(flat_out, entry.output_spec)
 
     # --- inspection ------------------------------------------------------------------
     def _name(self) -> str:

@@ -43,7 +43,7 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
     if isinstance(x, torch.Tensor):
         if inside_object:
             return ("C", _Identity(x))
-        return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad, x.is_contiguous())
+        return (x.shape, x.dtype, x.device, x.requires_grad, x.is_contiguous())  # as jit's fast path
     kind = type(x)
     if isinstance(x, _ATOMS):
         if kind is float and math.isnan(x):
@@ -109,6 +109,8 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 def ambient_key() -> tuple[Any, ...]:
     """Global state the recorded ops depend on: grad mode, and autocast (enabled, dtype) per
     device type, which decides the casts a trace holds."""
+    if not torch._C._is_any_autocast_enabled():
+        return (torch.is_grad_enabled(), None)
     autocast = tuple(
         (torch.get_autocast_dtype(d) if torch.is_autocast_enabled(d) else None)
         for d in _AUTOCAST_DEVICES)
