@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -121,22 +122,39 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
 def _run(fn: Callable[..., Any], module: torch.nn.Module | None, args: list[Any],
          kwargs: dict[str, Any], state: dict[str, torch.Tensor], recorder: Recorder,
          own_hooks: bool = True) -> Any:
-    pre = torch.nn.modules.module.register_module_forward_pre_hook(
-        lambda m, _args: recorder.enter_module(m))
-    post = torch.nn.modules.module.register_module_forward_hook(
-        lambda m, _args, _out: recorder.exit_module(m))
+    with _module_hooks(recorder), recorder.function_mode, recorder.dispatch_mode, \
+            intercepting_function_apply(recorder):
+        if module is None:
+            return fn(*args, **kwargs)
+        if not own_hooks:  # forward itself: the module's own hooks are the caller's
+            with _reparametrize_module(module, state, tie_weights=True, strict=False):
+                return module.forward(*args, **kwargs)
+        return torch.func.functional_call(module, state, tuple(args), kwargs,
+                                          tie_weights=True, strict=False)
+
+
+@contextlib.contextmanager
+def _module_hooks(recorder: Recorder) -> Iterator[None]:
+    """Module paths come from forward hooks, which torch only has process-wide. They act
+    only for calls made in the thread that traces: another thread's modules (tracing a
+    model of its own, or running eagerly) never land in this trace's module paths."""
+    owner = threading.get_ident()
+
+    def pre(module: torch.nn.Module, _args: Any) -> None:
+        if threading.get_ident() == owner:
+            recorder.enter_module(module)
+
+    def post(module: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if threading.get_ident() == owner:
+            recorder.exit_module(module)
+
+    handles = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
+               torch.nn.modules.module.register_module_forward_hook(post)]
     try:
-        with recorder.function_mode, recorder.dispatch_mode, intercepting_function_apply(recorder):
-            if module is None:
-                return fn(*args, **kwargs)
-            if not own_hooks:  # forward itself: the module's own hooks are the caller's
-                with _reparametrize_module(module, state, tie_weights=True, strict=False):
-                    return module.forward(*args, **kwargs)
-            return torch.func.functional_call(module, state, tuple(args), kwargs,
-                                              tie_weights=True, strict=False)
+        yield
     finally:
-        pre.remove()
-        post.remove()
+        for handle in handles:
+            handle.remove()
 
 
 def _write_backs(recorder: Recorder, originals: list[tuple[torch.Tensor, Proxy]]) -> list[BoundSymbol]:
