@@ -37,9 +37,10 @@ writeFileSync(
 console.log(`wrote ${workerModule} (${(workerText.length / 1024).toFixed(0)} KiB)`);
 
 if (!process.argv.includes("--worker")) {
-  await build({
+  const viewer = await build({
     entryPoints: [resolve(here, "src/index.js")],
     outfile,
+    write: false,
     bundle: true,
     format: "esm",
     platform: "browser",
@@ -49,5 +50,9 @@ if (!process.argv.includes("--worker")) {
     charset: "utf8",
     logLevel: "warning",
   });
+  // The bundle is inlined in <script> elements (HTML export), where "<!--" must not appear.
+  // esbuild escapes "</script" itself; "<!--" can only occur inside a string, template or
+  // regular expression literal, where "\x3C" means the same character.
+  writeFileSync(outfile, viewer.outputFiles[0].text.replaceAll("<!--", "\\x3C!--"));
   console.log(`wrote ${outfile} (${(statSync(outfile).size / 1024).toFixed(0)} KiB)`);
 }

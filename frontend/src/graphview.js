@@ -7,7 +7,7 @@ import { h, replace, scrollWithin } from "./dom.js";
 import { fitVisibleGraph, nodesFor, moduleId, DEFAULT_LIMITS } from "./visible.js";
 import { graphToDot, tensorLabel } from "./dot.js";
 import { layoutDot, timings } from "./layout.js";
-import { parseSvg } from "./sanitize.js";
+import { buildSvg } from "./svgtree.js";
 import { gradFlowStyle, normRange, worstStatus, paletteStops, GRAD_STATUS_STYLE } from "./gradflow.js";
 import { formatNumber } from "./format.js";
 
@@ -167,6 +167,13 @@ export class GraphView {
    * @returns {Promise<void>}
    */
   async setExpanded(expanded) {
+    // Each pane works out its graph in a task of its own, after the click that asked for it
+    // has been answered: no single task does the work of every pane.
+    const token = ++this.token;
+    const wasReady = this.el.getAttribute("data-tv-ready");
+    this.el.setAttribute("data-tv-ready", "false");
+    await nextTask();
+    if (token !== this.token) return;
     const limits = { ...DEFAULT_LIMITS, ...(this.options.limits || {}) };
     const fitted = fitVisibleGraph(this.ti, expanded, limits);
     if (!fitted.graph) {
@@ -186,9 +193,10 @@ export class GraphView {
       : "";
     const fast = fitted.graph.nodes.length > FAST_LAYOUT_NODES;
     const { dot, items } = graphToDot(fitted.graph, this.ti, { labels: !fast, fast });
-    if (dot === this.dot) return;
-    const token = ++this.token;
-    this.el.setAttribute("data-tv-ready", "false");
+    if (dot === this.dot) {
+      this.el.setAttribute("data-tv-ready", wasReady === "true" ? "true" : "false");
+      return;
+    }
     this.busy.textContent = `laying out ${fitted.graph.nodes.length} nodes…`;
     let result;
     try {
@@ -201,10 +209,15 @@ export class GraphView {
       return;
     }
     if (token !== this.token || result === null) return; // a newer request superseded this one
+    const superseded = () => token !== this.token;
+    const svg = await buildSvg(result.tree, this.el.ownerDocument, { cancelled: superseded });
+    if (svg === null || superseded()) return;
+    await nextTask(); // building took the last slice; tagging and marking get their own task
+    if (superseded()) return;
     this.busy.textContent = "";
     this.graph = fitted.graph;
     this.dot = dot;
-    this.install(parseSvg(result.svg), items);
+    this.install(svg, items);
     this.el.setAttribute("data-tv-nodes", String(fitted.graph.nodes.length));
     this.el.setAttribute("data-tv-layout-ms", String(Math.round(result.ms)));
     if (timings.init !== null) this.el.setAttribute("data-tv-wasm-init-ms", String(Math.round(timings.init)));
@@ -244,7 +257,6 @@ export class GraphView {
         splitToggle(g.querySelector(":scope > text"));
       }
     }
-    for (const el of svg.querySelectorAll("[id]")) el.removeAttribute("id");
     this.svg = svg;
     this.natural = viewBoxSize(svg);
     replace(this.canvas, svg);
@@ -408,6 +420,8 @@ export class GraphView {
     this.legend.hidden = false;
   }
 }
+
+const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /** Tooltip lines for what a node reads or returns without drawn edges. */
 function readsAndReturns(node) {

@@ -13,6 +13,7 @@
 // for the WebAssembly. The HTML export already needs `script-src blob:` for the viewer itself.
 
 import { Graphviz } from "@hpcc-js/wasm-graphviz";
+import { svgToTree } from "./svgread.js";
 
 let loading = null;
 let initMs = null;
@@ -30,18 +31,19 @@ function load() {
 }
 
 /**
- * Lay out one DOT graph.
+ * Lay out one DOT graph; the SVG comes back as a sanitized tree (src/svgtree.js), which the
+ * page turns into elements without parsing anything.
  * @param {string} dot
- * @returns {Promise<{svg: string, ms: number, initMs: number | null}>}
+ * @returns {Promise<{tree: object, ms: number, initMs: number | null}>}
  */
 async function layout(dot) {
   const graphviz = await load();
   const start = performance.now();
-  const svg = graphviz.layout(dot, "svg", "dot");
-  return { svg, ms: performance.now() - start, initMs };
+  const tree = svgToTree(graphviz.layout(dot, "svg", "dot"));
+  return { tree, ms: performance.now() - start, initMs };
 }
 
-// Inside a worker: answer {id, dot} with {id, svg, ms, initMs} or {id, error}.
+// Inside a worker: answer {id, dot} with {id, tree, ms, initMs} or {id, error}.
 const inWorker = typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlobalScope; // eslint-disable-line no-undef
 if (inWorker) {
   globalThis.onmessage = async (event) => {

@@ -29,10 +29,11 @@ let workersRefused = typeof Worker === "undefined";
 let mainThreadEngine = null;
 
 /**
- * Lay `dot` out and return SVG text.
+ * Lay `dot` out; the SVG comes back as a sanitized tree (src/svgtree.js: buildSvg makes it
+ * elements).
  * @param {string} dot
  * @param {{lane?: string}} [options] requests in one lane supersede each other
- * @returns {Promise<{svg: string, ms: number, cached: boolean} | null>} null: superseded
+ * @returns {Promise<{tree: object, ms: number, cached: boolean} | null>} null: superseded
  */
 export async function layoutDot(dot, { lane = "default" } = {}) {
   const hit = cache.get(dot);
@@ -40,15 +41,15 @@ export async function layoutDot(dot, { lane = "default" } = {}) {
     cache.delete(dot); // refresh its place in the LRU order
     cache.set(dot, hit);
     laneFor(lane).cancel();
-    return { svg: hit, ms: 0, cached: true };
+    return { tree: hit, ms: 0, cached: true };
   }
   const result = await laneFor(lane).run(dot);
   if (result === null) return null;
   timings.lastLayout = result.ms;
   if (result.initMs !== null && result.initMs !== undefined) timings.init = result.initMs;
-  cache.set(dot, result.svg);
+  cache.set(dot, result.tree);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
-  return { svg: result.svg, ms: result.ms, cached: false };
+  return { tree: result.tree, ms: result.ms, cached: false };
 }
 
 const lanes = new Map();
@@ -105,7 +106,7 @@ class Lane {
       if (!job || data.id !== job.id) return; // an answer to a request that was superseded
       this.job = null;
       if (data.error) job.reject(new Error(data.error));
-      else job.resolve({ svg: data.svg, ms: data.ms, initMs: data.initMs });
+      else job.resolve({ tree: data.tree, ms: data.ms, initMs: data.initMs });
       timings.where = "worker";
     };
     worker.onerror = (event) => {

@@ -21,6 +21,9 @@ export const ALLOWED_ATTRIBUTES = new Set([
   "gradientTransform", "preserveAspectRatio", "xmlns", "xmlns:xlink", "version",
 ]);
 
+/** Attributes the page does not need from Graphviz's SVG (ids would repeat across panes; namespaces are implied). */
+export const DROPPED_ATTRIBUTES = new Set(["id", "xmlns", "xmlns:xlink", "xml:space"]);
+
 /** Is this attribute safe to keep? `url(...)` is allowed only as a local reference. */
 export function isSafeAttribute(name, value) {
   if (!ALLOWED_ATTRIBUTES.has(name)) return false;

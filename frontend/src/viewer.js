@@ -6,7 +6,7 @@
 import { h, replace, clear } from "./dom.js";
 import { installStyle } from "./style.js";
 import { validateDocument, parseDocument, indexDocument, TRACE_TITLES } from "./document.js";
-import { DEFAULT_LIMITS, defaultExpanded, buildVisibleGraph, isModuleId, modulePathOf } from "./visible.js";
+import { DEFAULT_LIMITS, defaultExpanded, countVisible, isModuleId, modulePathOf } from "./visible.js";
 import { linkedHighlights, addExplicitHighlights } from "./links.js";
 import { navigateSteps, emptyBreakpoints } from "./stepper.js";
 import { GraphView } from "./graphview.js";
@@ -198,7 +198,7 @@ class App {
       expanded.add(key);
       for (const ti of this.index.traces.values()) {
         if (!ti.ops.has(key) && !ti.modules.has(key)) continue;
-        const count = buildVisibleGraph(ti, expanded, this.limitsFor(ti.kind)).nodes.length;
+        const count = countVisible(ti, expanded); // ops and modules; cheap, unlike building the graph
         if (count > this.limits.maxNodes) {
           this.say(`Not expanding ${key || "(root)"}: it would show ${count.toLocaleString("en")} nodes; the layout is given at most ${this.limits.maxNodes.toLocaleString("en")}. Expand a smaller module.`);
           return;

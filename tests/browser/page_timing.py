@@ -4,7 +4,9 @@ Shared by the freeze regression test (`test_responsiveness.py`) and the benchmar
 (`benchmarks/view_speed.py`). Everything here is measured by the page itself:
 
 * long tasks: a `PerformanceObserver` for `longtask` entries (main-thread tasks of 50 ms or
-  more), installed before the page's own scripts run (`install_long_task_observer`);
+  more), installed before the page's own scripts run (`install_long_task_observer`), and the
+  script invocations inside long animation frames (`long-animation-frame` entries: which
+  handler ran and for how long), which attribute main-thread time to the viewer's code;
 * "drawn": from the click on a ▸ toggle to the frame after every graph pane says
   `data-tv-ready="true"` with the module drawn open;
 * layout time: each pane's `data-tv-layout-ms` (the engine's own time, in its worker).
@@ -16,11 +18,22 @@ from typing import Any
 
 LONG_TASK_OBSERVER = """
 window.__tvLongTasks = [];
+window.__tvLongScripts = [];
 try {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) window.__tvLongTasks.push({start: e.startTime, duration: e.duration});
   }).observe({type: "longtask", buffered: true});
 } catch (err) { window.__tvLongTasks = null; }
+try {
+  // Long animation frames name the script invocations inside them: which handler ran, how long.
+  new PerformanceObserver((list) => {
+    for (const frame of list.getEntries()) {
+      for (const s of frame.scripts) {
+        window.__tvLongScripts.push({start: s.startTime, duration: s.duration, invoker: s.invoker});
+      }
+    }
+  }).observe({type: "long-animation-frame", buffered: true});
+} catch (err) { window.__tvLongScripts = null; }
 """
 
 # Click the toggle of `id` in pane `pane`, wait until every pane is ready and shows `id`
@@ -32,6 +45,7 @@ async ({pane, id, timeoutMs}) => {
   const toggle = paneEl.querySelector(`g.node[data-tv-id="${sel(id)}"] .tv-toggle`);
   if (!toggle) return {error: `no toggle for ${id}`};
   const before = window.__tvLongTasks.length;
+  const beforeScripts = (window.__tvLongScripts || []).length;
   const start = performance.now();
   toggle.dispatchEvent(new MouseEvent("click", {bubbles: true}));
   const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
@@ -45,11 +59,13 @@ async ({pane, id, timeoutMs}) => {
   await frame();
   const drawnMs = performance.now() - start;
   const tasks = window.__tvLongTasks.slice(before);
+  const scripts = (window.__tvLongScripts || []).slice(beforeScripts);
   const panes = {};
   for (const p of document.querySelectorAll(".tv-graph-pane")) {
     panes[p.dataset.tvGraph] = {nodes: Number(p.dataset.tvNodes), layoutMs: Number(p.dataset.tvLayoutMs)};
   }
-  return {drawnMs, longTasks: tasks.map((t) => t.duration), panes};
+  return {drawnMs, longTasks: tasks.map((t) => t.duration),
+          scripts: scripts.map((s) => [s.invoker, s.duration]), panes};
 }
 """
 
@@ -83,7 +99,8 @@ def long_tasks(page: Any) -> list[float]:
 
 
 def open_module(page: Any, module_path: str, pane: str = "forward", timeout_ms: float = 120_000) -> dict:
-    """Open `module_path` with its ▸ in `pane`; returns drawnMs, longTasks (ms), panes."""
+    """Open `module_path` with its ▸ in `pane`; returns drawnMs, longTasks (ms), scripts
+    ([invoker, ms] of script runs in long animation frames), panes."""
     result = page.evaluate(_EXPAND, {"pane": pane, "id": f"module:{module_path}", "timeoutMs": timeout_ms})
     if "error" in result:
         raise RuntimeError(result["error"])

@@ -1,0 +1,65 @@
+// The worker-side SVG reader and the page-side builder (src/svgread.js, src/svgtree.js): Graphviz's real
+// output round-trips, hostile content is dropped the same way sanitize.js drops it.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { parseHTML } from "linkedom";
+import { svgToTree } from "../src/svgread.js";
+import { buildSvg } from "../src/svgtree.js";
+import { layoutDot } from "../src/layout.js";
+
+const noYield = () => Promise.resolve();
+
+function texts(node, out = []) {
+  for (const c of node.c) typeof c === "string" ? out.push(c) : texts(c, out);
+  return out;
+}
+
+test("a real Graphviz layout reads into a tree with its nodes, titles and label text", async () => {
+  const dot = 'digraph G { a [label="x < y & \\"z\\""]; a -> b [label="f32[2]"]; }';
+  const { tree } = await layoutDot(dot, { lane: "svgtree-test" });
+  assert.equal(tree.t, "svg");
+  assert.ok(tree.a.viewBox);
+  const all = texts(tree).join("|");
+  assert.match(all, /x < y & "z"/);
+  assert.match(all, /f32\[2\]/);
+  assert.match(all, /a->b/);
+});
+
+test("entities are decoded once, whitespace between elements is dropped", () => {
+  const tree = svgToTree('<?xml version="1.0"?>\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "x.dtd">\n<!-- c -->\n<svg viewBox="0 0 1 1">\n  <g class="node">\n    <text x="1">&amp;lt; &#60;&#x3e; &quot;</text>\n  </g>\n</svg>');
+  const g = tree.c[0];
+  assert.equal(tree.c.length, 1);
+  assert.equal(g.a.class, "node");
+  assert.deepEqual(g.c[0].c, ['&lt; <> "']);
+});
+
+test("elements off the allow-list go with their content; unsafe attributes go", () => {
+  const tree = svgToTree(
+    '<svg onload="alert(1)"><script>alert(1)</script><foreignObject><div>hi</div></foreignObject>' +
+      '<a href="javascript:alert(1)"><text>in link</text></a><image href="x"/>' +
+      '<polygon fill="url(https://evil/x)" stroke="red" points="0,0" style="x" onclick="y"/></svg>',
+  );
+  assert.deepEqual(tree.a, {});
+  assert.equal(tree.c.length, 1);
+  assert.deepEqual(tree.c[0], { t: "polygon", a: { stroke: "red", points: "0,0" }, c: [] });
+});
+
+test("malformed SVG is refused", () => {
+  assert.throws(() => svgToTree("<svg><g></svg>"), /could not be read/);
+  assert.throws(() => svgToTree("<svg><g>"), /could not be read/);
+  assert.throws(() => svgToTree("<html></html>"), /could not be read/);
+  assert.throws(() => svgToTree('<!DOCTYPE svg [<!ENTITY x "y">]><svg></svg>'), /could not be read/);
+});
+
+test("buildSvg makes SVG elements in order, text as text, and stops when cancelled", async () => {
+  const { document } = parseHTML("<!doctype html><html><body></body></html>");
+  const tree = svgToTree('<svg viewBox="0 0 2 2"><g class="node"><title>n0</title><text>&lt;img src=x onerror=alert(1)&gt;</text></g><g class="edge"></g></svg>');
+  const svg = await buildSvg(tree, document, { yieldFn: noYield });
+  assert.equal(svg.getAttribute("viewBox"), "0 0 2 2");
+  assert.deepEqual([...svg.children].map((c) => c.getAttribute("class")), ["node", "edge"]);
+  assert.equal(svg.querySelector("text").textContent, "<img src=x onerror=alert(1)>");
+  assert.equal(svg.querySelectorAll("img").length, 0);
+  const big = svgToTree(`<svg>${"<g><text>x</text></g>".repeat(2000)}</svg>`);
+  const stopped = await buildSvg(big, document, { sliceMs: -1, yieldFn: noYield, cancelled: () => true });
+  assert.equal(stopped, null);
+});
