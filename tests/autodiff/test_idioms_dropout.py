@@ -37,14 +37,19 @@ def test_attention_block_with_two_dropouts_trains_like_eager():
     train_like_eager(_AttentionBlock().double(), lambda step: ((x,), {}), _loss, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("draw", ["bernoulli_", "uniform_", "exponential_"])
-def test_in_place_draws_into_a_transposed_tensor_equal_eager(draw):
-    """The draw fills memory order; the trace must put each number where eager put it."""
+@pytest.mark.parametrize("draw", ["bernoulli_", "uniform_", "normal_", "exponential_", "geometric_",
+                                  "log_normal_", "cauchy_", "random_"])
+@pytest.mark.parametrize("shape", [(6, 4), (6, 40)], ids=["small", "vectorized"])
+def test_in_place_draws_into_a_transposed_tensor_equal_eager(draw, shape):
+    """The draw fills memory order; the trace must put each number where eager put it
+    (normal_ fills tensors of 16+ elements by a vectorized path when contiguous)."""
+    args = (0.3,) if draw in ("bernoulli_", "geometric_") else ()
+
     def fn(x):
-        noise = getattr(torch.empty_like(x.t()), draw)()
+        noise = getattr(torch.empty_like(x.t()), draw)(*args)
         return x.t() * noise
 
-    x = torch.randn(6, 4, requires_grad=True)
+    x = torch.randn(*shape, requires_grad=True)
     jitted = tv.jit(fn)
     torch.manual_seed(7)
     eager = fn(x)

@@ -65,6 +65,7 @@ def functional_variant(op: _OpOverload) -> tuple[_OpOverload, bool] | None:
 # In-place ops whose functional twin takes other arguments.
 _SPECIAL: dict[Any, tuple[_OpOverload, bool]] = {
     aten.bernoulli_.float: (aten.bernoulli.p, False),
+    aten.normal_.default: (aten.normal_functional.default, False),
     aten.zero_.default: (aten.zeros_like.default, False),
     aten.native_batch_norm.default: (aten._native_batch_norm_legit_functional.default, True),
 }

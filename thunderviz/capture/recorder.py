@@ -44,7 +44,7 @@ from thunderviz.capture.functional_ops import (
 )
 from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
-from thunderviz.capture.rng import draws_in_place, inverse, memory_order
+from thunderviz.capture.rng import draw_order, inverse
 from thunderviz.capture.source import user_source
 from thunderviz.capture.torch_symbols import (
     functional_method_name,
@@ -460,9 +460,9 @@ class Recorder:
             if isinstance(value, torch.Tensor):
                 mutated.append(value)
         wants_grad = self._wants_grad(func, p_args, p_kwargs)
-        draw_order = memory_order(args[0]) if draws_in_place(func) and not returns_mutated else None
-        if draw_order is not None:
-            new_values = [self._draw_in_memory_order(functional, p_args, p_kwargs, args[0], draw_order)]
+        order = None if returns_mutated else draw_order(func, functional, args, kwargs)
+        if order is not None:
+            new_values = [self._draw_in_memory_order(functional, p_args, p_kwargs, args[0], order)]
         else:
             if returns_mutated:
                 normal = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
