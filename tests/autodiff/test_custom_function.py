@@ -337,7 +337,9 @@ def test_a_function_without_backward_is_refused_with_where_and_what_to_do():
     assert "backward staticmethod" in msg
 
 
-class InPlace(Function):
+class DoubleInPlace(Function):
+    """Writes into its input and says so (ctx.mark_dirty), as in-place activations do."""
+
     @staticmethod
     def forward(ctx, x):
         x.mul_(2)
@@ -349,12 +351,59 @@ class InPlace(Function):
         return g * 2
 
 
-def test_an_in_place_function_is_refused_with_where_and_what_to_do():
-    x = torch.randn(3, requires_grad=True)
+def _in_place_on_a_tensor(x, w):
+    h = x * w
+    y = DoubleInPlace.apply(h)
+    return (y * h + x).sum()  # y is h, which now holds the new value (as in eager)
+
+
+def _in_place_on_a_view(x, w):
+    h = x * w
+    DoubleInPlace.apply(h[:, :2])  # the write reaches h
+    return (h * h).sum()
+
+
+@pytest.mark.parametrize("fn", [_in_place_on_a_tensor, _in_place_on_a_view])
+def test_an_in_place_function_marking_its_input_dirty_matches_eager(fn):
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    value, grads = tv.value_and_grad(fn)(x, w)
+    xe, we = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    loss = fn(xe, we)
+    loss.backward()
+    torch.testing.assert_close(value, loss.detach(), **TIGHT[torch.float64])
+    torch.testing.assert_close(grads[0], xe.grad, **TIGHT[torch.float64])
+    torch.testing.assert_close(grads[1], we.grad, **TIGHT[torch.float64])
+    forward_only = tv.trace(fn, x, w).python_callable()(x.clone(), w)  # runs the user's apply
+    torch.testing.assert_close(forward_only, loss.detach(), **TIGHT[torch.float64])
+    xj, wj = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    tv.jit(fn)(xj, wj).backward()
+    torch.testing.assert_close(xj.grad, xe.grad, **TIGHT[torch.float64])
+    torch.testing.assert_close(wj.grad, we.grad, **TIGHT[torch.float64])
+
+
+class WritesABuffer(Function):
+    @staticmethod
+    def forward(ctx, x, counter):
+        counter.add_(1)  # not an argument it marks dirty: eager's autograd would not know
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, None
+
+
+def test_a_function_writing_into_a_tensor_it_does_not_mark_dirty_is_refused():
+    counter = torch.zeros(())
+
+    def fn(x):
+        return WritesABuffer.apply(x * 1, counter).sum()
+
     with pytest.raises(CaptureError) as err:
-        tv.trace(lambda x: InPlace.apply(x * 1), x)
-    assert "InPlace.apply" in str(err.value) and "mark_dirty" in str(err.value)
-    assert err.value.source is not None and "InPlace.apply(x * 1)" in err.value.source.code
+        tv.trace(fn, torch.randn(3, requires_grad=True))
+    assert "WritesABuffer.apply" in str(err.value) and "ctx.mark_dirty" in str(err.value)
+    assert "WritesABuffer.apply(x * 1, counter)" in err.value.source.code
+    assert counter.item() == 0  # tracing wrote into a copy, never into the user's tensor
 
 
 def test_other_threads_run_function_apply_as_usual_while_a_trace_runs():

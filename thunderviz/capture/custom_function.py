@@ -103,11 +103,13 @@ class AutogradFunctionCall:
 
     `outputs` is the call's output as recorded (proxies), `source` the user's line."""
 
-    def __init__(self, cls: type, outputs: Any, source: Any, module_path: str) -> None:
+    def __init__(self, cls: type, outputs: Any, source: Any, module_path: str,
+                 dirty_inputs: tuple[int, ...] = ()) -> None:
         self.cls = cls
         self.outputs = outputs
         self.source = source
         self.module_path = module_path
+        self.dirty_inputs = dirty_inputs  # arguments its forward writes in place (mark_dirty)
 
     def __repr__(self) -> str:
         return f"<autograd.Function {self.cls.__module__}.{self.cls.__qualname__}>"
@@ -125,13 +127,13 @@ class AutogradFunctionCall:
         that require grad, as in eager (a reentrant backward detaches them and asks for
         their `.grad`)."""
         ctx = FunctionContext(needs_input_grad)
-        run_args = tuple(
-            a.detach().requires_grad_(True) if need and isinstance(a, torch.Tensor) else a
-            for a, need in zip(args, needs_input_grad, strict=True))
+        run_args = tuple(self._argument(i, a, need)
+                         for i, (a, need) in enumerate(zip(args, needs_input_grad, strict=True)))
         with torch.no_grad():
             out = run_forward(self.cls, ctx, run_args, kwargs)
         outs = out if isinstance(out, tuple) else (out,)
-        aliased = [_alias_if_input(o, run_args) for o in outs]
+        aliased = [o if any(o is t for t in ctx.dirty_tensors) else _alias_if_input(o, run_args)
+                   for o in outs]
         out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
         non_diff = {i for i, o in enumerate(outs) if any(o is t for t in ctx.non_differentiable)}
         ctx._thunderviz_call = _CallRecord(
@@ -139,6 +141,16 @@ class AutogradFunctionCall:
             [_TensorMeta.of(o) if isinstance(o, torch.Tensor) else None for o in aliased],
             non_diff)
         return out, ctx
+
+    def _argument(self, index: int, a: Any, needs_grad: bool) -> Any:
+        """An argument as the forward gets it: one it writes in place is a copy (values in a
+        trace are never overwritten; the trace names the new value), one that needs a
+        gradient requires grad (as in eager; a reentrant checkpoint asks for its `.grad`)."""
+        if not isinstance(a, torch.Tensor):
+            return a
+        if index in self.dirty_inputs:
+            a = a.clone()
+        return a.detach().requires_grad_(True) if needs_grad else a
 
     # --- the backward --------------------------------------------------------------------
     def backward(self, ctx: FunctionContext, *grad_outputs: Any,

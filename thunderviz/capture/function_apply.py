@@ -92,17 +92,22 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     grad_enabled = torch.is_grad_enabled()
     p_args, p_kwargs = recorder.proxify((args, kwargs))
     needs = tuple(grad_enabled and isinstance(p, TensorProxy) and p.requires_grad for p in p_args)
-    run_args = tuple(_grad_alias(recorder, a) if need else a for a, need in zip(args, needs, strict=True))
+    # Each tensor argument reaches the forward as a fresh alias of itself (requiring grad where
+    # it needs a gradient, as in eager): an in-place write (ctx.mark_dirty) moves only the
+    # alias's proxy, and the argument takes the call's output as its new value afterwards.
+    run_args = tuple(_alias(recorder, a, need) for a, need in zip(args, needs, strict=True))
     ctx = FunctionContext(needs)
     frame = _Frame()
+    before = dict(recorder._proxies)
     outer_source, recorder._source = recorder._source, source
     try:
         with recorder._collecting(frame), torch.no_grad():
             out = run_forward(cls, ctx, run_args, kwargs)
             outs = out if isinstance(out, tuple) else (out,)
-            # an input returned as it is: eager returns a view of it (recorded here)
-            aliased = [o.view_as(o) if isinstance(o, torch.Tensor) and any(o is a for a in run_args)
-                       else o for o in outs]
+            dirty = {id(t) for t in ctx.dirty_tensors}
+            # an input returned as it is (not dirty): eager returns a view of it (recorded here)
+            aliased = [o.view_as(o) if isinstance(o, torch.Tensor) and id(o) not in dirty
+                       and any(o is a for a in run_args) else o for o in outs]
     except CaptureError:
         raise
     except Exception as e:
@@ -110,14 +115,17 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
                            op=name, source=source, module_path=module_path) from e
     finally:
         recorder._source = outer_source
-    if ctx.dirty_tensors or frame.mutated:
-        what = "marks inputs dirty (ctx.mark_dirty)" if ctx.dirty_tensors else "writes into a tensor it did not create"
+    dirty_positions = tuple(i for i, a in enumerate(run_args) if id(a) in dirty)
+    written = {k for k, p in before.items() if recorder._proxies.get(k) is not p}
+    allowed = {id(run_args[i]) for i in dirty_positions}
+    if len(dirty_positions) != len(dirty) or not written <= allowed \
+            or any(not any(o is run_args[i] for o in outs) for i in dirty_positions):
         raise CaptureError(
-            f"{name} at {where(source, module_path)} {what}: thunderviz records autograd.Functions "
-            "whose forward is out of place only. Return a new tensor instead of modifying one in "
-            "place (for torch.utils.checkpoint over layers that update buffers, such as "
-            "BatchNorm: use_reentrant=False).", op=name, source=source, module_path=module_path)
-    out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
+            f"{name} at {where(source, module_path)} writes into a tensor in place that is not "
+            "an argument it marks dirty and returns (ctx.mark_dirty): thunderviz records such a "
+            "write only when eager's rules for it hold. Return a new tensor instead (for "
+            "torch.utils.checkpoint over layers that update buffers, such as BatchNorm: "
+            "use_reentrant=False).", op=name, source=source, module_path=module_path)
     differentiable = any(needs)
     non_diff = {id(t) for t in ctx.non_differentiable}
     renames: dict[str, Proxy] = {}
@@ -134,8 +142,12 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     reads = _outside_reads(subsymbols, p_args, p_kwargs)
     _refuse_stale_reads(recorder, reads, name, source, module_path)
     _refuse_stale_captures(recorder, args, name, source, module_path)
-    output = recorder.proxify(out)
-    call = AutogradFunctionCall(cls, output, source, module_path)
+    output = recorder.proxify(tuple(aliased) if isinstance(out, tuple) else aliased[0])
+    # eager's output is the dirty argument itself, holding the new value from now on
+    returned = {id(run_args[i]): args[i] for i in dirty_positions}
+    aliased = [returned.get(id(o), o) for o in aliased]
+    out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
+    call = AutogradFunctionCall(cls, output, source, module_path, dirty_positions)
     call_proxy = ObjectProxy(recorder.names.claim(cls.__name__), call)
     recorder.constants[call_proxy.name] = call
     bsym = BoundSymbol(sym=apply_symbol(), args=(call_proxy, *p_args),
@@ -146,6 +158,8 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     if not grad_enabled:
         bsym.tags.add(BsymTag.NO_GRAD)
     recorder._append(bsym)
+    for i in dirty_positions:  # after the call: a view's write reaches its base
+        recorder._write(args[i], recorder.proxy_of(run_args[i]))
     return out
 
 
@@ -212,13 +226,16 @@ def _held_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
     return [t for h in held for t in _held_tensors(h, depth + 1)]
 
 
-def _grad_alias(recorder: Any, t: Any) -> Any:
-    """The input as the forward sees it in eager: a tensor that requires grad (a reentrant
-    checkpoint checks it). Made outside the recording, bound to the input's proxy."""
+def _alias(recorder: Any, t: Any, requires_grad: bool) -> Any:
+    """The argument as the forward sees it: the same values in a tensor of its own (a copy
+    when it is the user's own tensor, so tracing never writes into it), which requires grad
+    where eager's would (a reentrant checkpoint checks). Made outside the recording, bound
+    to the argument's proxy."""
     if not isinstance(t, torch.Tensor):
         return t
+    users = any(t is c for c in recorder.constants.values())  # the user's own tensor: a copy
     with torch.overrides._pop_mode_temporarily(), torch.utils._python_dispatch._disable_current_modes():
-        alias = t.detach().requires_grad_(True)
+        alias = (t.detach().clone() if users else t.detach()).requires_grad_(requires_grad)
     recorder.bind(alias, recorder.proxy_of(t))
     return alias
 
