@@ -9,11 +9,15 @@ from a blob: URL, as frontend/README.md describes), the view document as JSON in
 `<script type="application/json">` (with `<`, `>` and `&` written as \\u escapes, so no string
 of the program can end the tag), and a static SVG of the forward in `<noscript>`. No kernel,
 no server, no network: graphs, expand/collapse, details and the recorded backward steps work
-from `file://`.
+from `file://`. A Content-Security-Policy `<meta>` (`content_security_policy()`) lets the page
+run only its own bootstrap script (by hash) and what that starts from blob: URLs, and load
+nothing from the network. The file is written atomically (viz/files.py).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import os
@@ -32,13 +36,14 @@ from thunderviz.widgets.widget import (
     viewer_bundle,
 )
 
-__all__ = ["export_html", "render_html", "json_for_script"]
+__all__ = ["export_html", "render_html", "json_for_script", "content_security_policy"]
 
 _PAGE = """\
 <!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="{generator}">
 <title>{title}</title>
@@ -57,17 +62,42 @@ forward trace:</p>
 <script type="application/json" id="tv-doc">{document}</script>
 <script type="application/json" id="tv-options">{options}</script>
 <script type="text/plain" id="tv-bundle">{bundle}</script>
-<script type="module">
-const text = document.getElementById("tv-bundle").textContent;
-const url = URL.createObjectURL(new Blob([text], {{ type: "text/javascript" }}));
-const viewer = await import(url);
-const doc = JSON.parse(document.getElementById("tv-doc").textContent);
-const options = JSON.parse(document.getElementById("tv-options").textContent);
-window.thunderviz = {{ viewer, handle: viewer.mountViewer(document.getElementById("tv-app"), doc, options) }};
-</script>
+<script type="module">{bootstrap}</script>
 </body>
 </html>
 """
+
+# The page's one inline script: it imports the viewer bundle (inlined as text) from a blob:
+# URL and mounts it. The Content-Security-Policy allows exactly this script, by its hash.
+_BOOTSTRAP = """
+const text = document.getElementById("tv-bundle").textContent;
+const url = URL.createObjectURL(new Blob([text], { type: "text/javascript" }));
+const viewer = await import(url);
+const doc = JSON.parse(document.getElementById("tv-doc").textContent);
+const options = JSON.parse(document.getElementById("tv-options").textContent);
+window.thunderviz = { viewer, handle: viewer.mountViewer(document.getElementById("tv-app"), doc, options) };
+"""
+
+
+def content_security_policy(bootstrap: str = _BOOTSTRAP) -> str:
+    """The page's policy: nothing from the network (`default-src 'none'`, no connections),
+    scripts only the bootstrap (by hash) and what it starts from blob: URLs (the viewer
+    bundle, the layout worker), WebAssembly compilation for Graphviz, inline styles (the
+    viewer's own), images only from data:/blob:. No 'unsafe-inline' for scripts, so an
+    inline event handler (`onclick=...`) never runs."""
+    digest = base64.b64encode(hashlib.sha256(bootstrap.encode("utf-8")).digest()).decode("ascii")
+    return "; ".join([
+        "default-src 'none'",
+        f"script-src 'sha256-{digest}' blob: 'wasm-unsafe-eval'",
+        "worker-src blob:",
+        "style-src 'unsafe-inline'",
+        "img-src data: blob:",
+        "font-src data:",
+        "connect-src 'none'",
+        "base-uri 'none'",
+        "form-action 'none'",
+    ])
+
 
 _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                    "\u2029": "\\u2029"}
@@ -124,6 +154,8 @@ def render_html(doc: dict[str, Any], *, title: str | None = None, tab: str = "",
         document=json_for_script(doc),
         options=json_for_script(options),
         bundle=_inline_bundle(),
+        bootstrap=_BOOTSTRAP,
+        csp=html.escape(content_security_policy()),
     )
 
 
