@@ -67,6 +67,24 @@ export const VIEW_SCHEMA = {
    "items": {
     "$ref": "#/$defs/transform"
    }
+  },
+  "interventions": {
+   "type": [
+    "array",
+    "null"
+   ],
+   "items": {
+    "$ref": "#/$defs/intervention"
+   }
+  },
+  "nan_ledger": {
+   "type": [
+    "array",
+    "null"
+   ],
+   "items": {
+    "$ref": "#/$defs/ledger_entry"
+   }
   }
  },
  "$defs": {
@@ -446,6 +464,63 @@ export const VIEW_SCHEMA = {
     },
     "status": {
      "type": "string"
+    }
+   }
+  },
+  "intervention": {
+   "type": "object",
+   "properties": {
+    "target": {
+     "type": "string"
+    },
+    "kind": {
+     "type": "string"
+    },
+    "edit": {
+     "type": "object",
+     "properties": {
+      "kind": {
+       "type": "string"
+      },
+      "params": {
+       "type": "array",
+       "items": {
+        "$ref": "#/$defs/number"
+       }
+      },
+      "seed": {
+       "$ref": "#/$defs/int"
+      },
+      "name": {
+       "type": "string"
+      }
+     }
+    },
+    "names": {
+     "$ref": "#/$defs/names"
+    },
+    "op": {
+     "$ref": "#/$defs/op_ref"
+    },
+    "first_step": {
+     "$ref": "#/$defs/count"
+    }
+   }
+  },
+  "ledger_entry": {
+   "type": "object",
+   "properties": {
+    "op": {
+     "$ref": "#/$defs/op_ref"
+    },
+    "status": {
+     "type": "string"
+    },
+    "bad_inputs": {
+     "$ref": "#/$defs/names"
+    },
+    "bad_outputs": {
+     "$ref": "#/$defs/names"
     }
    }
   },

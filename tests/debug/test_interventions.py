@@ -213,3 +213,16 @@ def test_bad_targets_and_edits_are_refused(program_session):
     with pytest.raises(IndexError):
         s.intervene("backward:100000", "zero")
     assert s.interventions == []
+
+
+def test_interventions_and_the_nan_ledger_are_saved_in_tvz(program_session, tmp_path):
+    values, _ = program_session
+    s = tv.Session(_program, *values)
+    s.record_backward()
+    iv = s.intervene(_op(s, "torch.tanh"), ("noise", 0.5), seed=3)
+    s.intervene("w1", "zero")
+    doc = tv.load(tv.save(s, tmp_path / "edited.tvz"))
+    assert doc["interventions"] == [iv.to_json(), s.interventions[1].to_json()]
+    assert doc["interventions"][0]["edit"] == {"kind": "noise", "params": [0.5], "seed": 3}
+    assert doc["nan_ledger"] == []  # every step is clean
+    assert doc["grad_flow"]["w1"]["status"] == "zero"

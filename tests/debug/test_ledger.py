@@ -110,3 +110,13 @@ def test_a_clean_backward_has_a_clean_ledger_and_no_first_nan():
                    cotangents=torch.ones(4, 3, dtype=torch.float64))
     assert {e.status for e in s.nan_ledger()} == {"clean"}
     assert s.first_nan() is None
+
+
+def test_the_ledger_marks_go_into_the_saved_document(tmp_path):
+    model, x = _sqrt_of_relu_case()
+    s = tv.Session(model, x)
+    s.record_backward()
+    doc = tv.load(tv.save(s, tmp_path / "nan.tvz"))
+    statuses = {e["op"]: e["status"] for e in doc["nan_ledger"]}
+    expected = {e.op_id: e.status for e in s.nan_ledger() if e.status != "clean"}
+    assert statuses == expected and "born" in statuses.values() and "healed" in statuses.values()

@@ -286,6 +286,8 @@ class Session:
         doc = build_document(self, **options)
         if self._interventions:
             doc["interventions"] = [iv.to_json() for iv in self._interventions]
+        if self._recording is not None and self.steps:  # steps not listed are clean
+            doc["nan_ledger"] = [e.to_json() for e in nan_ledger(self._recording) if e.status != "clean"]
         return doc
 
     def __repr__(self) -> str:
