@@ -1,5 +1,6 @@
 // The details panel: everything known about the selected op, module or tensor.
 
+import { describeOp } from "./opnames.js";
 import { h, replace } from "./dom.js";
 import { findTensor, TRACE_TITLES } from "./document.js";
 import { lineRange } from "./traceindex.js";
@@ -38,7 +39,7 @@ export class DetailsPanel {
     replace(this.el, body);
   }
 
-  link(id, text = id) {
+  link(id, text = describeOp(this.ctx.index, id)) {
     return h("button", { class: "tv-link", title: `select ${id}`, on: { click: () => this.ctx.select(id) } }, text);
   }
 

@@ -43,10 +43,12 @@ export class SavedPanel {
   /**
    * @param {any[]} saved
    * @param {(id: string) => void} onSelect
+   * @param {(id: string) => string} [describe] how an op id is shown (src/opnames.js)
    */
-  constructor(saved, onSelect) {
+  constructor(saved, onSelect, describe = String) {
     this.summary = summarizeSaved(saved);
     this.onSelect = onSelect;
+    this.describe = describe;
     this.rowEls = new Map();
     this.el = h("div", { class: "tv-saved" });
     this.build();
@@ -58,7 +60,7 @@ export class SavedPanel {
       replace(this.el, h("div", { class: "tv-empty" }, "Nothing is saved for backward."));
       return;
     }
-    const link = (id) => (id ? h("button", { class: "tv-link", on: { click: (e) => { e.stopPropagation(); this.onSelect(id); } } }, String(id)) : h("span", { class: "tv-muted" }, "(input)"));
+    const link = (id) => (id ? h("button", { class: "tv-link", title: `select ${id}`, on: { click: (e) => { e.stopPropagation(); this.onSelect(id); } } }, this.describe(id)) : h("span", { class: "tv-muted" }, "(input)"));
     const biggest = Math.max(...modules.map((m) => m.bytes), 1);
     const moduleTable = h(
       "table",

@@ -2,6 +2,7 @@
 // the current step's statistics. Actions go to the kernel when `live`, otherwise they move
 // through the recorded steps locally (stepper.js).
 
+import { describeOp } from "./opnames.js";
 import { h, replace } from "./dom.js";
 import { isModuleId, modulePathOf } from "./visible.js";
 import { statsTable } from "./statsview.js";
@@ -119,9 +120,9 @@ export class StepPanel {
       const found = this.ctx.index.opById.get(step.op);
       replace(
         this.current,
-        h("div", {}, "op ", h("button", { class: "tv-link", on: { click: () => this.ctx.select(step.op) } }, String(step.op)),
-          found ? ` ${found.op.label || found.op.name}` : "",
-          found && found.op.fwd_op ? [" ← ", h("button", { class: "tv-link", on: { click: () => this.ctx.select(found.op.fwd_op) } }, found.op.fwd_op)] : null,
+        h("div", { class: "tv-step-op" },
+          h("button", { class: "tv-link", title: `select ${step.op}`, on: { click: () => this.ctx.select(step.op) } }, describeOp(this.ctx.index, step.op)),
+          found && found.op.fwd_op ? [" ← ", h("button", { class: "tv-link", title: `select ${found.op.fwd_op}`, on: { click: () => this.ctx.select(found.op.fwd_op) } }, describeOp(this.ctx.index, found.op.fwd_op))] : null,
           stepHasNanInf(step) ? h("span", { class: "tv-badge tv-bad" }, "NaN/Inf") : null),
         h("h4", {}, "outputs"),
         statsTable(step.outputs, this.ctx.select),

@@ -8,6 +8,7 @@ import { installStyle } from "./style.js";
 import { validateDocument, parseDocument, indexDocument, TRACE_TITLES } from "./document.js";
 import { DEFAULT_LIMITS, defaultExpanded, countVisible, isModuleId, modulePathOf } from "./visible.js";
 import { linkedHighlights, addExplicitHighlights } from "./links.js";
+import { describeOp, gradLabel } from "./opnames.js";
 import { navigateSteps, emptyBreakpoints } from "./stepper.js";
 import { GraphView } from "./graphview.js";
 import { TraceText } from "./tracetext.js";
@@ -292,7 +293,15 @@ class App {
   /** Graph limits for one trace; in the backward, saved tensors enter as stubs at their readers. */
   limitsFor(kind) {
     if (kind !== "backward") return this.limits;
-    return { ...this.limits, savedInfo: (name) => this.index.savedByName.get(name) };
+    const forwardOf = (op) => {
+      const found = op.fwd_op ? this.index.opById.get(op.fwd_op) : undefined;
+      return found ? found.op : undefined;
+    };
+    return {
+      ...this.limits,
+      savedInfo: (name) => this.index.savedByName.get(name),
+      labelOf: (op) => gradLabel(op, forwardOf(op)),
+    };
   }
 
   /**
@@ -340,7 +349,7 @@ class App {
   }
 
   savedTab() {
-    const saved = new SavedPanel(this.index.saved, (id) => this.select(id));
+    const saved = new SavedPanel(this.index.saved, (id) => this.select(id), (id) => describeOp(this.index, id));
     const side = this.side(false);
     const el = h("div", { class: "tv-panel-tab tv-layout-saved", data: { panel: "saved" } }, h("div", { class: "tv-col" }, saved.el), side.sideEl);
     return { el, views: [], texts: [], saved, detailsSlot: side.detailsSlot, stepsSlot: null };

@@ -100,9 +100,10 @@ function moduleEntries(ti, path) {
  *   savedInfo: the saved-for-backward entry of a graph input, if it is one. A saved tensor
  *   enters the graph as a small stub beside each node that reads it (edges from one source
  *   would cross the whole graph); more than STUBS_PER_NODE at one node become one stub.
+ *   labelOf: an op's node label (the backward names what each op is the gradient of).
  */
 export function buildVisibleGraph(ti, expanded, limits = {}) {
-  const { maxInputNodes, maxOutputSources, savedInfo } = { ...DEFAULT_LIMITS, ...limits };
+  const { maxInputNodes, maxOutputSources, savedInfo, labelOf } = { ...DEFAULT_LIMITS, ...limits };
   const unpack = unpackOps(ti);
   /** @type {VisibleNode[]} */
   const nodes = [];
@@ -132,7 +133,7 @@ export function buildVisibleGraph(ti, expanded, limits = {}) {
       id: opId,
       type: "op",
       opId,
-      label: String(op.label || op.name || opId),
+      label: labelOf ? labelOf(op) : String(op.label || op.name || opId),
       module: ti.moduleOfAny(opId),
       clusterModule,
       expandable: hasChildren(ti, opId),
