@@ -43,6 +43,8 @@ LAYERS = {
                                                      batch_first=True),
     "lstm_proj": lambda: nn.LSTM(4, 5, proj_size=2, num_layers=2),
     "lstm_no_bias": lambda: nn.LSTM(4, 3, bias=False),
+    "lstm_dropout_between_layers": lambda: nn.LSTM(4, 3, num_layers=2, dropout=0.3),
+    "lstm_eval": lambda: nn.LSTM(4, 3, num_layers=2, dropout=0.3).eval(),  # no workspace kept
     "gru_bidir": lambda: nn.GRU(4, 3, num_layers=2, bidirectional=True),
     "rnn_tanh": lambda: nn.RNN(4, 3, num_layers=2),
     "rnn_relu_bidir": lambda: nn.RNN(4, 3, nonlinearity="relu", bidirectional=True, batch_first=True),
