@@ -84,13 +84,12 @@ class HookRunner:
 
     def __init__(self, module: torch.nn.Module | None) -> None:
         self.module = module
+        # the dicts themselves (torch mutates them, never replaces them): checked every call
+        self._dicts = (*_hook_dicts(module), *_globals()) if module is not None else ()
 
     @property
     def active(self) -> bool:
-        m = self.module
-        return m is not None and bool(
-            m._forward_pre_hooks or m._forward_hooks or m._backward_hooks or m._backward_pre_hooks
-            or any(_globals()))
+        return any(self._dicts)
 
     def call(self, inner: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         m = self.module

@@ -64,6 +64,9 @@ class CompiledEntry:
         self.kwarg_names = tuple(self.forward.kwargs)
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
         self.single_output = isinstance(self.forward.output, TensorProxy)
+        self.non_differentiable_outputs = [
+            i for i, p in enumerate(pytree.tree_leaves(self.forward.output))
+            if isinstance(p, TensorProxy) and i not in self.differentiable_outputs]
 
     def agrees_with(self, seen: dict[Any, Any]) -> bool:
         """None of this entry's guards contradicts a value this call has already shown."""
@@ -79,20 +82,21 @@ class _TraceFunction(torch.autograd.Function):
         out, saved = _running(entry, entry.run_augmented, *flat[:n_pos],
                               **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
         ctx.entry = entry
-        flat_out = pytree.tree_leaves(out)
+        flat_out = [out] if entry.single_output else pytree.tree_leaves(out)
         # Inputs and outputs go through save_for_backward (autograd checks they were not
         # modified in place before backward). Intermediates the forward made are held on
         # ctx directly, as torch's docs advise: nothing else can see or modify them, and
         # packing hundreds of them costs more than the checks are worth.
-        exposed = {id(t) for t in (*flat, *flat_out) if isinstance(t, torch.Tensor)}
-        checked = [i for i, t in enumerate(saved) if id(t) in exposed]
+        exposed = set(map(id, flat))
+        exposed.update(map(id, flat_out))
+        checked = [i for i, t in enumerate(saved) if id(t) in exposed and isinstance(t, torch.Tensor)]
         ctx.layout = (len(saved), checked)
         ctx.save_for_backward(*(saved[i] for i in checked))
         checked_set = set(checked)
         ctx.intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
-        non_diff = [o for i, o in enumerate(flat_out) if isinstance(o, torch.Tensor)
-                    and i not in entry.differentiable_outputs]
-        ctx.mark_non_differentiable(*non_diff)
+        if entry.non_differentiable_outputs:
+            ctx.mark_non_differentiable(*(flat_out[i] for i in entry.non_differentiable_outputs
+                                          if isinstance(flat_out[i], torch.Tensor)))
         return tuple(flat_out)
 
     @staticmethod
@@ -121,6 +125,14 @@ def _running(entry: CompiledEntry, fn: Callable[..., Any], *args: Any, **kwargs:
     except Exception as e:
         attribute_error(e, entry.executed)
         raise
+
+
+def _without_no_grad(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A compiled trace without its `@torch.no_grad()` wrapper (entering and leaving the
+    mode is a measurable part of a small program's call), for callers already in no-grad."""
+    if isinstance(fn, functools.partial):
+        return functools.partial(_without_no_grad(fn.func), *fn.args, **fn.keywords)
+    return getattr(fn, "__wrapped__", fn)
 
 
 class _RngState:
@@ -304,7 +316,8 @@ class JittedFunction:
                 positions.append(i)
         return CompiledEntry(
             forward, result, forward.python_callable(),
-            run_augmented=augmented.python_callable(GUARD_NAMES),
+            # autograd.Function.forward already runs without grad: skip the trace's no_grad
+            run_augmented=_without_no_grad(augmented.python_callable(GUARD_NAMES)),
             run_backward=result.backward.python_callable(),
             differentiable_outputs=positions, n_args=n_args, guards=guards,
             executed=[augmented, result.backward],
