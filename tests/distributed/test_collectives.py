@@ -6,15 +6,14 @@ import pytest
 import torch
 
 from tests.distributed import collective_checks as checks
-from thunderviz.distributed import launch
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def ranks():
-    """One spawn of 2 ranks runs every check; the tests below read its results."""
-    return launch(checks.run_all, world_size=2, timeout=60)
+def ranks(all_ranks):
+    """Each rank's results of these checks (the ranks ran them in conftest's one spawn)."""
+    return [r["collectives"] for r in all_ranks]
 
 
 def test_functional_collectives_print_runnable_calls_with_their_group(ranks):

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ranks")
-    return launch(checks.save_sessions, str(folder), world_size=2, timeout=60)
+def saved(all_ranks):
+    """Each rank's results of these checks (the ranks ran them in conftest's one spawn)."""
+    return [r["sessions"] for r in all_ranks]
 
 
 def _paths(saved, name):
