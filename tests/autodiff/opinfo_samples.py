@@ -29,25 +29,39 @@ def opinfo(name: str, variant: str = "") -> Any:
 
 
 def samples(
-    name: str, variant: str = "", *, dtype: torch.dtype = torch.float64, limit: int = 12
+    name: str, variant: str = "", *, dtype: torch.dtype = torch.float64, limit: int = 12,
+    processed: bool = False,
 ) -> Iterator[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
-    """Up to `limit` (fn, args, kwargs) cases of OpInfo `name`, with float64 tensors."""
+    """Up to `limit` (fn, args, kwargs) cases of OpInfo `name`, with float64 tensors.
+    `processed=True`: fn applies the sample's `output_process_fn_grad` (the outputs torch's
+    own gradient tests differentiate, e.g. without a permutation matrix output)."""
     info = opinfo(name, variant)
     for i, sample in enumerate(info.sample_inputs("cpu", dtype, requires_grad=False)):
         if i >= limit:
             break
-        yield info.op, (sample.input, *sample.args), dict(sample.kwargs)
+        fn = info.op
+        if processed:
+            fn = _processed(info.op, sample.output_process_fn_grad)
+        yield fn, (sample.input, *sample.args), dict(sample.kwargs)
+
+
+def _processed(op: Any, process: Any) -> Any:
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        return process(op(*args, **kwargs))
+    fn.__name__ = getattr(op, "__name__", "op")
+    return fn
 
 
 def sample_params(names: list[str | tuple[str, str]], limit: int = 12, *, spread: bool = False,
-                  skip: Any = None) -> list[Any]:
+                  skip: Any = None, processed: bool = False) -> list[Any]:
     """pytest.param cases for `@pytest.mark.parametrize("fn,args,kwargs", ...)`: up to
     `limit` samples per op, the first ones or (`spread=True`) picked evenly over its whole
     list (an op's first samples are often all alike); `skip(args, kwargs)` leaves cases out."""
     out = []
     for entry in names:
         name, variant = entry if isinstance(entry, tuple) else (entry, "")
-        cases = list(samples(name, variant, limit=10_000 if spread else limit))
+        cases = list(samples(name, variant, limit=10_000 if spread else limit,
+                             processed=processed))
         if spread:
             step = max(1.0, len(cases) / limit)
             picked = sorted({int(i * step) for i in range(min(limit, len(cases)))})

@@ -13,6 +13,8 @@ from thunderviz.autodiff.rules import (
     grouped,
     indexed_reductions,
     linalg,
+    linalg_factor,
+    linalg_solve,
     masked,
     nn,
     recurrent,
@@ -29,7 +31,8 @@ BUILTIN_RULES = RuleSet.merged(
     [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES, recurrent.RULES,
      masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES,
-     composite.RULES, scans.RULES, distances.RULES, indexed_reductions.RULES],
+     composite.RULES, scans.RULES, distances.RULES, indexed_reductions.RULES, linalg_solve.RULES,
+     linalg_factor.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

@@ -1,0 +1,237 @@
+"""Grad rules for matrix factorizations and what is computed from them: LU, QR, SVD,
+symmetric eigendecomposition, pseudo-inverse, matrix exponential (formulas of
+torch's `FunctionsManual.cpp`, real matrices).
+
+Where a factor's cotangent may be absent (autodiff then feeds zeros), divisions by
+eigenvalue or singular-value gaps use `safe_div`, so repeated values with no cotangent give
+0 as in autograd. Ops that skip the vectors (`eigvalsh`, `svdvals`) recompute them in the
+forward: the gradient needs them.
+"""
+
+from __future__ import annotations
+
+from thunderviz.autodiff.errors import AutodiffError
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.linalg_common import (
+    diag_embed,
+    matmul,
+    mH,
+    pinv_backward,
+    refuse_complex,
+    safe_div,
+    solve_tri,
+)
+from thunderviz.prims import aten
+
+RULES = RuleSet("linalg_factor")
+
+
+def _add(*ts):
+    out = ts[0]
+    for t in ts[1:]:
+        out = aten.add.Tensor(out, t)
+    return out
+
+
+# --- LU ---------------------------------------------------------------------------------------
+
+def _lu_grad(gl, gu, p, lower, upper):
+    """torch's `linalg_lu_backward` for A = P L U (L: m x k unit lower, U: k x n upper)."""
+    m, n = lower.shape[-2], upper.shape[-1]
+    if m == n:
+        ga = _add(aten.tril.default(matmul(mH(lower), gl), -1),
+                  aten.triu.default(matmul(gu, mH(upper))))
+        ga = solve_tri(mH(upper), ga, upper=False, left=False)
+        ga = solve_tri(mH(lower), ga, upper=True, unitriangular=True)
+    elif m < n:  # wide: U = [U1 | U2]
+        u1, gu1 = aten.narrow.default(upper, -1, 0, m), aten.narrow.default(gu, -1, 0, m)
+        gu2 = aten.narrow.default(gu, -1, m, n - m)
+        ga = aten.sub.Tensor(matmul(mH(lower), gl), matmul(aten.triu.default(gu), mH(upper)))
+        ga = solve_tri(mH(u1), aten.tril.default(ga, -1), upper=False, left=False)
+        ga = aten.cat.default([aten.add.Tensor(ga, aten.triu.default(gu1)), gu2], -1)
+        ga = solve_tri(mH(lower), ga, upper=True, unitriangular=True)
+    else:  # tall: L = [L1; L2]
+        l1, gl1 = aten.narrow.default(lower, -2, 0, n), aten.narrow.default(gl, -2, 0, n)
+        gl2 = aten.narrow.default(gl, -2, n, m - n)
+        ga = aten.sub.Tensor(matmul(gu, mH(upper)), matmul(mH(lower), aten.tril.default(gl, -1)))
+        ga = solve_tri(mH(l1), aten.triu.default(ga), upper=True, unitriangular=True)
+        ga = aten.cat.default([aten.add.Tensor(ga, aten.tril.default(gl1, -1)), gl2], -2)
+        ga = solve_tri(mH(upper), ga, upper=False, left=False)
+    return matmul(p, ga)
+
+
+@RULES.grad(aten.linalg_lu.default)
+def linalg_lu(a, *, pivot=True):
+    refuse_complex("linalg.lu", a)
+    p, lower, upper = aten.linalg_lu.default(a, pivot=pivot)
+    gl, gu = get_grad(lower), get_grad(upper)
+    put_grad(a, _lu_grad(gl, gu, p, lower, upper))
+    return p, lower, upper
+
+
+@RULES.grad(aten.linalg_lu_factor_ex.default)
+def linalg_lu_factor_ex(a, *, pivot=True, check_errors=False):
+    """The packed factors: L below the diagonal, U on and above it."""
+    refuse_complex("linalg.lu_factor", a)
+    lu, pivots, info = aten.linalg_lu_factor_ex.default(a, pivot=pivot, check_errors=check_errors)
+    g = get_grad(lu)
+    p, lower, upper = aten.lu_unpack.default(lu, pivots)
+    k = min(a.shape[-2], a.shape[-1])
+    put_grad(a, _lu_grad(aten.narrow.default(g, -1, 0, k), aten.narrow.default(g, -2, 0, k),
+                         p, lower, upper))
+    return lu, pivots, info
+
+
+@RULES.grad(aten.lu_unpack.default)
+def lu_unpack(lu, pivots, unpack_data=True, unpack_pivots=True):
+    """L and U are the lower and upper parts of the packed LU (L's unit diagonal is not)."""
+    p, lower, upper = aten.lu_unpack.default(lu, pivots, unpack_data, unpack_pivots)
+    gl, gu = get_grad(lower), get_grad(upper)
+    if requires_grad(lu) and unpack_data:
+        m, n = lu.shape[-2], lu.shape[-1]
+        k = min(m, n)
+        low = aten.tril.default(gl, -1)
+        up = aten.triu.default(gu)
+        # L is m x k, U is k x n: place both in the m x n packed layout
+        low = aten.constant_pad_nd.default(low, [0, n - k, 0, 0])
+        up = aten.constant_pad_nd.default(up, [0, 0, 0, m - k])
+        put_grad(lu, aten.add.Tensor(low, up))
+    return p, lower, upper
+
+
+# --- QR ---------------------------------------------------------------------------------------
+
+def _copyltu(m):
+    """The symmetric matrix with m's lower triangle."""
+    return aten.add.Tensor(aten.tril.default(m), mH(aten.tril.default(m, -1)))
+
+
+def _qr_grad_tall(gq, gr, q, r):
+    """A = QR with m >= n (Walter & Lehmann; Seeger et al. 2017):
+    gA = (gQ + Q copyltu(M)) R⁻ᴴ with M = R gRᴴ - gQᴴ Q."""
+    m_ = aten.sub.Tensor(matmul(r, mH(gr)), matmul(mH(gq), q))
+    b = aten.add.Tensor(gq, matmul(q, _copyltu(m_)))
+    return solve_tri(mH(r), b, upper=False, left=False)
+
+
+@RULES.grad(aten.linalg_qr.default)
+def linalg_qr(a, mode="reduced"):
+    refuse_complex("linalg.qr", a)
+    m, n = a.shape[-2], a.shape[-1]
+    if mode == "r" or (mode == "complete" and m > n):
+        raise AutodiffError(f"linalg.qr(mode={mode!r}) is not differentiable (Q is not "
+                            "computed, or not unique); use mode='reduced'")
+    q, r = aten.linalg_qr.default(a, mode)
+    gq, gr = get_grad(q), get_grad(r)
+    if m >= n:
+        put_grad(a, _qr_grad_tall(gq, gr, q, r))
+    else:  # A = Q [R1 | R2] = [X | Y]: X = Q R1 is square-ish, Y = Q R2
+        r1, r2 = aten.narrow.default(r, -1, 0, m), aten.narrow.default(r, -1, m, n - m)
+        gr1, gr2 = aten.narrow.default(gr, -1, 0, m), aten.narrow.default(gr, -1, m, n - m)
+        y = matmul(q, r2)
+        gx = _qr_grad_tall(aten.add.Tensor(gq, matmul(y, mH(gr2))), gr1, q, r1)
+        put_grad(a, aten.cat.default([gx, matmul(q, gr2)], -1))
+    return q, r
+
+
+# --- SVD and symmetric eigendecomposition ----------------------------------------------------
+
+def _svd_grad(gu, gs, gvh, u, s, vh):
+    """torch's `svd_backward` for the reduced SVD A = U diag(S) Vᴴ."""
+    m, n = u.shape[-2], vh.shape[-1]
+    s_row, s_col = aten.unsqueeze.default(s, -2), aten.unsqueeze.default(s, -1)
+    if gu is None and gvh is None:
+        return matmul(aten.mul.Tensor(u, aten.unsqueeze.default(gs, -2)), vh)
+    s2 = aten.mul.Tensor(s, s)
+    gap = aten.sub.Tensor(aten.unsqueeze.default(s2, -2), aten.unsqueeze.default(s2, -1))
+    uhgu = matmul(mH(u), gu)
+    vhgv = matmul(vh, mH(gvh))
+    skew_u, skew_v = aten.sub.Tensor(uhgu, mH(uhgu)), aten.sub.Tensor(vhgv, mH(vhgv))
+    inner = safe_div(aten.add.Tensor(aten.mul.Tensor(skew_u, s_row),
+                                     aten.mul.Tensor(s_col, skew_v)), gap)
+    inner = aten.add.Tensor(inner, diag_embed(gs))
+    if m > n:  # the part of gU outside U's columns
+        gu_sinv = aten.div.Tensor(gu, s_row)
+        ga = _add(matmul(u, inner), gu_sinv, aten.neg.default(matmul(u, matmul(mH(u), gu_sinv))))
+        return matmul(ga, vh)
+    if m < n:
+        sinv_gvh = aten.div.Tensor(gvh, s_col)
+        ga = _add(matmul(inner, vh), sinv_gvh,
+                  aten.neg.default(matmul(matmul(sinv_gvh, mH(vh)), vh)))
+        return matmul(u, ga)
+    return matmul(u, matmul(inner, vh))
+
+
+@RULES.grad(aten._linalg_svd.default)
+def linalg_svd(a, full_matrices=False, compute_uv=True, **kwargs):
+    refuse_complex("linalg.svd", a)
+    u, s, vh = aten._linalg_svd.default(a, full_matrices, compute_uv, **kwargs)
+    if not compute_uv:  # svdvals: the gradient is U diag(gS) Vᴴ
+        fu, _, fvh = aten._linalg_svd.default(a, False, True, **kwargs)
+        put_grad(a, _svd_grad(None, get_grad(s), None, fu, s, fvh))
+        return u, s, vh
+    gu, gs, gvh = get_grad(u), get_grad(s), get_grad(vh)
+    if full_matrices:  # only the first k = len(S) columns of U / rows of Vᴴ enter A
+        k = s.shape[-1]
+        put_grad(a, _svd_grad(aten.narrow.default(gu, -1, 0, k), gs,
+                              aten.narrow.default(gvh, -2, 0, k), aten.narrow.default(u, -1, 0, k),
+                              s, aten.narrow.default(vh, -2, 0, k)))
+    else:
+        put_grad(a, _svd_grad(gu, gs, gvh, u, s, vh))
+    return u, s, vh
+
+
+@RULES.grad(aten._linalg_eigh.default)
+def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument name
+    """A = V diag(L) Vᴴ: gA = V (diag(gL) + skew(Vᴴ gV) / (L_j - L_i)) Vᴴ."""
+    refuse_complex("linalg.eigh", a)
+    values, vectors = aten._linalg_eigh.default(a, UPLO, compute_v)
+    v = vectors if compute_v else aten._linalg_eigh.default(a, UPLO, True)[1]
+    gl = get_grad(values)
+    inner = diag_embed(gl)
+    if compute_v:
+        gv = get_grad(vectors)
+        vhgv = matmul(mH(v), gv)
+        skew = aten.mul.Tensor(aten.sub.Tensor(vhgv, mH(vhgv)), 0.5)
+        gap = aten.sub.Tensor(aten.unsqueeze.default(values, -2), aten.unsqueeze.default(values, -1))
+        off = safe_div(skew, gap)
+        off = aten.sub.Tensor(off, diag_embed(aten.diagonal.default(off, 0, -2, -1)))
+        inner = aten.add.Tensor(inner, off)
+    put_grad(a, matmul(v, matmul(inner, mH(v))))
+    return values, vectors
+
+
+# --- pseudo-inverse, matrix exponential -----------------------------------------
+
+def _pinv_rule(op):
+    def rule(a, *args, **kwargs):
+        refuse_complex("linalg.pinv", a)
+        out = op(a, *args, **kwargs)
+        put_grad(a, pinv_backward(get_grad(out), out, a))
+        return out
+
+    rule.__name__ = rule.__qualname__ = f"linalg_pinv_{op.id.split('.')[-1]}"
+    RULES.grad(op)(rule)
+
+
+for _op in (aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float,
+            aten.linalg_pinv.default, aten.linalg_pinv.rcond_tensor):
+    _pinv_rule(_op)
+
+
+@RULES.grad(aten.linalg_matrix_exp.default)
+def linalg_matrix_exp(a):
+    """The adjoint of exp's differential: exp([[Aᴴ, g], [0, Aᴴ]]) holds it in its
+    upper-right block."""
+    refuse_complex("linalg.matrix_exp", a)
+    out = aten.linalg_matrix_exp.default(a)
+    g = get_grad(out)
+    n = a.shape[-1]
+    ah = mH(a)
+    zeros = aten.zeros_like.default(ah)
+    block = aten.cat.default([aten.cat.default([ah, g], -1), aten.cat.default([zeros, ah], -1)], -2)
+    big = aten.linalg_matrix_exp.default(block)
+    put_grad(a, aten.narrow.default(aten.narrow.default(big, -2, 0, n), -1, n, n))
+    return out
+

@@ -1,0 +1,222 @@
+"""Grad rules for inverses, solves and determinants (formulas of torch's
+`derivatives.yaml` / `FunctionsManual.cpp`, real matrices).
+
+For X = A⁻¹B with cotangent g: gB = A⁻ᴴ g (one more solve, reusing A's LU factors where the
+op returns them) and gA = -gB Xᴴ. Triangular solves keep only the triangle the op reads;
+determinants use det(A)·A⁻ᴴ, the cofactor matrix.
+"""
+
+from __future__ import annotations
+
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.linalg_common import (
+    eye_like,
+    is_vector_rhs,
+    matmul,
+    mH,
+    refuse_complex,
+    solve_tri,
+)
+from thunderviz.prims import aten
+
+RULES = RuleSet("linalg_solve")
+
+
+def _neg(x):
+    return aten.neg.default(x)
+
+
+@RULES.grad(aten.linalg_inv_ex.default)
+def linalg_inv_ex(a, **kwargs):
+    refuse_complex("linalg.inv", a)
+    inverse, info = aten.linalg_inv_ex.default(a, **kwargs)
+    g = get_grad(inverse)
+    put_grad(a, _neg(matmul(mH(inverse), matmul(g, mH(inverse)))))
+    return inverse, info
+
+
+def _solve_grads(a, b, x, g, solve_adjoint, left):
+    """gB = op(A)⁻ᴴ g through `solve_adjoint`, gA = -gB Xᴴ (left) or -Xᴴ gB (right)."""
+    vector = is_vector_rhs(a, b)
+    as_matrix = (lambda t: aten.unsqueeze.default(t, -1)) if vector else (lambda t: t)
+    gb = solve_adjoint(as_matrix(g))
+    if requires_grad(a):
+        xm = as_matrix(x)
+        put_grad(a, _neg(matmul(gb, mH(xm)) if left else matmul(mH(xm), gb)))
+    if requires_grad(b):
+        put_grad(b, aten.squeeze.dim(gb, -1) if vector else gb)
+
+
+@RULES.grad(aten._linalg_solve_ex.default)
+def linalg_solve_ex(a, b, left=True, check_errors=False):
+    refuse_complex("linalg.solve", a, b)
+    x, lu, pivots, info = aten._linalg_solve_ex.default(a, b, left=left,
+                                                         check_errors=check_errors)
+    g = get_grad(x)
+    _solve_grads(a, b, x, g, lambda t: aten.linalg_lu_solve.default(
+        lu, pivots, t, left=left, adjoint=True), left)
+    return x, lu, pivots, info
+
+
+@RULES.grad(aten.linalg_solve_triangular.default)
+def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
+    refuse_complex("linalg.solve_triangular", a, b)
+    x = aten.linalg_solve_triangular.default(a, b, upper=upper, left=left,
+                                             unitriangular=unitriangular)
+    g = get_grad(x)
+    gb = solve_tri(mH(a), g, upper=not upper, left=left, unitriangular=unitriangular)
+    put_grad(b, gb)
+    if requires_grad(a):
+        ga = _neg(matmul(gb, mH(x)) if left else matmul(mH(x), gb))
+        put_grad(a, _triangle(ga, upper, unitriangular))
+    return x
+
+
+def _triangle(t, upper, unitriangular):
+    """The part of a gradient a triangular solve reads (no diagonal if it is implicit 1s)."""
+    k = 1 if unitriangular else 0
+    return aten.triu.default(t, k) if upper else aten.tril.default(t, -k)
+
+
+@RULES.grad(aten.triangular_solve.default)
+def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
+    """The older API: solves op(A) X = B and also returns a copy of A, whose cotangent goes
+    to A as it is."""
+    refuse_complex("triangular_solve", a, b)
+    x, a_copy = aten.triangular_solve.default(b, a, upper, transpose, unitriangular)
+    g, g_copy = get_grad(x), get_grad(a_copy)
+    gb, _ = aten.triangular_solve.default(g, a, upper, not transpose, unitriangular)
+    put_grad(b, gb)
+    if requires_grad(a):
+        ga = _neg(matmul(x, mH(gb)) if transpose else matmul(gb, mH(x)))
+        put_grad(a, aten.add.Tensor(_triangle(ga, upper, unitriangular), g_copy))
+    return x, a_copy
+
+
+@RULES.grad(aten.linalg_lu_solve.default)
+def linalg_lu_solve(lu, pivots, b, *, left=True, adjoint=False):
+    """torch's `linalg_lu_solve_LU` for the packed factors; B as in any solve."""
+    refuse_complex("linalg.lu_solve", lu, b)
+    x = aten.linalg_lu_solve.default(lu, pivots, b, left=left, adjoint=adjoint)
+    g = get_grad(x)
+    put_grad(b, aten.linalg_lu_solve.default(lu, pivots, g, left=left, adjoint=not adjoint))
+    if requires_grad(lu):
+        p, lower, upper = aten.lu_unpack.default(lu, pivots)
+        if left != adjoint:
+            gr = solve_tri(mH(upper), _neg(matmul(g if left else mH(g), mH(x) if left else x)),
+                           upper=False)
+            gl = aten.tril.default(solve_tri(mH(lower), matmul(gr, mH(upper)), upper=True,
+                                             unitriangular=True), -1)
+            put_grad(lu, aten.add.Tensor(gl, aten.triu.default(gr)))
+        else:
+            gr = _neg(matmul(matmul(matmul(aten.transpose.int(p, -2, -1), x if left else mH(x)),
+                                    mH(g) if left else g), p))
+            gr = solve_tri(mH(lower), gr, upper=True, left=False, unitriangular=True)
+            gu = aten.triu.default(solve_tri(mH(upper), matmul(mH(lower), gr), upper=False,
+                                             left=False))
+            put_grad(lu, aten.add.Tensor(aten.tril.default(gr, -1), gu))
+    return x
+
+
+# --- Cholesky ---------------------------------------------------------------------------------
+
+def _cholesky_grad(g, lower_l, upper):
+    """torch's `cholesky_backward` (Murray 2016): with Φ = tril(Lᴴ gL), half its diagonal,
+    gA = sym(L⁻ᴴ Φ L⁻¹)."""
+    if upper:
+        lower_l, g = mH(lower_l), mH(g)
+    l_inv = solve_tri(lower_l, eye_like(lower_l), upper=False)
+    phi = aten.tril.default(matmul(mH(lower_l), g))
+    phi = aten.sub.Tensor(phi, aten.mul.Tensor(aten.diag_embed.default(
+        aten.diagonal.default(phi, 0, -2, -1), 0, -2, -1), 0.5))
+    ga = matmul(matmul(mH(l_inv), phi), l_inv)
+    return aten.mul.Tensor(aten.add.Tensor(ga, mH(ga)), 0.5)
+
+
+@RULES.grad(aten.linalg_cholesky_ex.default)
+def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
+    refuse_complex("linalg.cholesky", a)
+    factor, info = aten.linalg_cholesky_ex.default(a, upper=upper, check_errors=check_errors)
+    put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
+    return factor, info
+
+
+@RULES.grad(aten.cholesky.default)
+def cholesky(a, upper=False):
+    refuse_complex("cholesky", a)
+    factor = aten.cholesky.default(a, upper)
+    put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
+    return factor
+
+
+@RULES.grad(aten.cholesky_solve.default)
+def cholesky_solve(b, factor, upper=False):
+    """X = (L Lᴴ)⁻¹ B: gB = (L Lᴴ)⁻¹ g; the factor's gradient is -(gB Xᴴ + X gBᴴ) L (lower)."""
+    refuse_complex("cholesky_solve", b, factor)
+    x = aten.cholesky_solve.default(b, factor, upper)
+    g = get_grad(x)
+    gb = aten.cholesky_solve.default(g, factor, upper)
+    put_grad(b, gb)
+    if requires_grad(factor):
+        common = matmul(gb, mH(x))
+        common = aten.add.Tensor(common, mH(common))
+        put_grad(factor, _neg(matmul(factor, common) if upper else matmul(common, factor)))
+    return x
+
+
+@RULES.grad(aten.cholesky_inverse.default)
+def cholesky_inverse(factor, upper=False):
+    refuse_complex("cholesky_inverse", factor)
+    inverse = aten.cholesky_inverse.default(factor, upper)
+    g = get_grad(inverse)
+    common = matmul(inverse, matmul(aten.add.Tensor(g, mH(g)), inverse))
+    put_grad(factor, _neg(matmul(factor, common) if upper else matmul(common, factor)))
+    return inverse
+
+
+# --- determinants ----------------------------------------------------------------------------
+
+def _times_inverse_h(a, scale):
+    """scale[..., None, None] · A⁻ᴴ. (Not from the LU factors the op returns: torch factors
+    Aᵀ or A depending on A's memory layout, which a trace does not know.) A singular A gives
+    infs, as autograd does, not an error."""
+    eye = aten.mul.Tensor(eye_like(a), aten.unsqueeze.default(aten.unsqueeze.default(scale, -1), -1))
+    return aten.linalg_solve_ex.default(mH(a), eye)[0]
+
+
+@RULES.grad(aten._linalg_det.default)
+def linalg_det(a):
+    """d det / dA is the cofactor matrix, det(A) A⁻ᴴ where A is invertible. Computed from the
+    SVD A = U diag(s) Vᴴ as det(U) det(Vᴴ) U diag(prod_{j≠i} s_j) Vᴴ, which stays exact for
+    singular and nearly singular A (A⁻ᴴ does not exist or is noise there)."""
+    refuse_complex("linalg.det", a)
+    det, lu, pivots = aten._linalg_det.default(a)
+    g = get_grad(det)
+    if a.shape[-1] == 0:  # 0 x 0 matrices: det is 1, the gradient is empty
+        put_grad(a, aten.zeros_like.default(a))
+        return det, lu, pivots
+    u, s, vh = aten._linalg_svd.default(a)
+    others = aten.mul.Tensor(_exclusive_cumprod(s), aten.flip.default(
+        _exclusive_cumprod(aten.flip.default(s, [-1])), [-1]))
+    signs = aten.mul.Tensor(aten.linalg_det.default(u), aten.linalg_det.default(vh))
+    weights = aten.mul.Tensor(others, aten.unsqueeze.default(aten.mul.Tensor(g, signs), -1))
+    put_grad(a, matmul(aten.mul.Tensor(u, aten.unsqueeze.default(weights, -2)), vh))
+    return det, lu, pivots
+
+
+def _exclusive_cumprod(s):
+    """[1, s0, s0 s1, ...] along the last dim."""
+    ones = aten.ones_like.default(aten.narrow.default(s, -1, 0, 1))
+    shifted = aten.cat.default([ones, aten.narrow.default(s, -1, 0, s.shape[-1] - 1)], -1)
+    return aten.cumprod.default(shifted, -1)
+
+
+@RULES.grad(aten._linalg_slogdet.default)
+def linalg_slogdet(a):
+    """d log|det A| / dA = A⁻ᴴ; the sign is piecewise constant (no gradient)."""
+    refuse_complex("linalg.slogdet", a)
+    sign, logabsdet, lu, pivots = aten._linalg_slogdet.default(a)
+    g = get_grad(logabsdet)
+    put_grad(a, _times_inverse_h(a, g))
+    return sign, logabsdet, lu, pivots
