@@ -1,0 +1,73 @@
+// The debugging tab's panel: ledger marks on both traces, the ledger and intervention tables,
+// clicks selecting ops, and document strings staying text.
+import { test, before } from "node:test";
+import assert from "node:assert/strict";
+import { parseHTML } from "linkedom";
+import { loadFixture } from "./helpers.js";
+import { indexDocument } from "../src/document.js";
+
+let DebugToolsPanel, ledgerMarks, hasDebugTools, describeEdit;
+before(async () => {
+  const { window } = parseHTML("<!doctype html><html><body></body></html>");
+  for (const name of ["document", "Node", "HTMLElement", "Element", "Event", "MouseEvent"]) {
+    if (window[name] !== undefined) globalThis[name] = window[name];
+  }
+  ({ DebugToolsPanel, ledgerMarks, hasDebugTools, describeEdit } = await import("../src/debugtools.js"));
+});
+
+function withTools() {
+  const doc = loadFixture();
+  // sqrt-of-relu shaped: born in the mul's backward, carried on, healed in the relu's
+  doc.nan_ledger = [
+    { op: "backward:1", status: "born", bad_inputs: [], bad_outputs: ["t9"] },
+    { op: "backward:2", status: "propagated", bad_inputs: ["t9"], bad_outputs: ["t10"] },
+    { op: "backward:6", status: "healed", bad_inputs: ["t10"], bad_outputs: [] },
+  ];
+  doc.interventions = [
+    { target: "module fc1", kind: "module", edit: { kind: "scale", params: [0.5] }, names: ["fc1", "x"], op: "module:fc1", first_step: 6 },
+    { target: "backward:4 (<img src=x onerror=alert(1)>)", kind: "backward_op", edit: { kind: "noise", params: [0.1], seed: 3 }, names: ["t4"], op: "backward:4", first_step: 4 },
+  ];
+  return indexDocument(doc);
+}
+
+test("the ledger marks backward ops and the forward ops they came from", () => {
+  const marks = ledgerMarks(withTools());
+  assert.equal(marks.get("backward:1"), "born");
+  assert.equal(marks.get("backward:2"), "propagated");
+  assert.equal(marks.get("backward:6"), "healed");
+  assert.equal(marks.get("forward:3"), "born"); // backward:1's forward op
+  assert.equal(marks.get("forward:2"), "propagated");
+  assert.equal(marks.get("forward:1"), "healed");
+  assert.equal(marks.has("backward:0"), false);
+});
+
+test("a document without ledger or interventions has no debugging tab", () => {
+  assert.equal(hasDebugTools(indexDocument(loadFixture())), false);
+  assert.equal(hasDebugTools(withTools()), true);
+});
+
+test("edits are described as the user wrote them", () => {
+  assert.equal(describeEdit({ kind: "zero", params: [] }), "zero");
+  assert.equal(describeEdit({ kind: "clamp", params: [-1, 1] }), "clamp(-1, 1)");
+  assert.equal(describeEdit({ kind: "noise", params: [0.1], seed: 3 }), "noise(0.1, seed 3)");
+  assert.equal(describeEdit({ kind: "custom", params: [], name: "halve" }), "custom halve");
+});
+
+test("rows select their op; hostile strings stay text", () => {
+  const selected = [];
+  const panel = new DebugToolsPanel(withTools(), (id) => selected.push(id), (id) => `op ${id}`);
+  const ledgerRows = panel.el.querySelectorAll("[data-tv-ledger-op]");
+  assert.deepEqual([...ledgerRows].map((r) => r.getAttribute("data-tv-ledger-op")), ["backward:1", "backward:2", "backward:6"]);
+  assert.match(panel.el.textContent, /1 born, 1 healed, 1 propagated/);
+  ledgerRows[2].dispatchEvent(new Event("click"));
+  const editRows = panel.el.querySelectorAll("[data-tv-intervention]");
+  assert.equal(editRows.length, 2);
+  editRows[1].dispatchEvent(new Event("click"));
+  editRows[0].dispatchEvent(new Event("click")); // a module: not an op, nothing to select
+  assert.deepEqual(selected, ["backward:6", "backward:4"]);
+  assert.equal(panel.el.querySelector("img"), null);
+  assert.match(panel.el.textContent, /noise\(0\.1, seed 3\)/);
+  panel.mark({ selected: "backward:4" });
+  assert.ok(editRows[1].classList.contains("tv-selected"));
+  assert.ok(!ledgerRows[0].classList.contains("tv-selected"));
+});
