@@ -369,12 +369,14 @@ export const VIEW_SCHEMA = {
        "properties": {
         "edges": {
          "type": "array",
+         "maxItems": 1025,
          "items": {
           "$ref": "#/$defs/number"
          }
         },
         "counts": {
          "type": "array",
+         "maxItems": 1024,
          "items": {
           "$ref": "#/$defs/count"
          }
