@@ -14,6 +14,7 @@ import { formatNumber } from "./format.js";
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
 const FAST_LAYOUT_NODES = 500;
 const MARK_CLASSES = ["tv-selected", "tv-highlight", "tv-current-step"];
+const READABLE_ZOOM = 1;
 let paneCount = 0;
 
 export class GraphView {
@@ -35,7 +36,10 @@ export class GraphView {
     this.ti = options.ti;
     this.graph = null;
     this.dot = null;
-    this.zoom = null; // null: fit on the next layout
+    // Zoom 1 draws Graphviz's 10 pt labels 10 px high: the smallest that reads comfortably.
+    // The default view keeps it and centres on what matters; "Fit" shows everything.
+    this.zoom = READABLE_ZOOM;
+    this.firstLayout = true;
     this.token = 0;
     this.lane = `pane-${++paneCount}`; // its own layout worker (src/layout.js)
     this.nodeEls = new Map(); // visible node id -> <g>
@@ -68,9 +72,13 @@ export class GraphView {
       h("button", { title, data: { "graph-action": action }, on: { click: onClick } }, label);
     const items = [
       h("span", { class: "tv-pane-title" }, options.title),
-      button("−", "Zoom out (Ctrl+wheel)", "zoom-out", () => this.setZoom((this.zoom || 1) / 1.25)),
-      button("+", "Zoom in (Ctrl+wheel)", "zoom-in", () => this.setZoom((this.zoom || 1) * 1.25)),
-      button("Fit", "Fit the width of the pane", "fit", () => this.fit()),
+      button("−", "Zoom out (Ctrl+wheel)", "zoom-out", () => this.setZoom(this.zoom / 1.25)),
+      button("+", "Zoom in (Ctrl+wheel)", "zoom-in", () => this.setZoom(this.zoom * 1.25)),
+      button("Fit", "Show the whole graph", "fit", () => this.fit()),
+      button("1:1", "Readable size (labels 10 px), centred on the selection", "readable", () => {
+        this.setZoom(READABLE_ZOOM);
+        this.centreOnFocus(true);
+      }),
     ];
     if (options.onSetExpanded) {
       items.push(
@@ -155,7 +163,7 @@ export class GraphView {
       (event) => {
         if (!event.ctrlKey && !event.metaKey) return;
         event.preventDefault();
-        this.setZoom((this.zoom || 1) * (event.deltaY < 0 ? 1.15 : 1 / 1.15));
+        this.setZoom(this.zoom * (event.deltaY < 0 ? 1.15 : 1 / 1.15), { x: event.clientX, y: event.clientY });
       },
       { passive: false },
     );
@@ -260,8 +268,9 @@ export class GraphView {
     this.svg = svg;
     this.natural = viewBoxSize(svg);
     replace(this.canvas, svg);
-    if (this.zoom === null) this.fit();
-    else this.setZoom(this.zoom);
+    this.setZoom(this.zoom, null);
+    this.centreOnFocus(this.firstLayout);
+    this.firstLayout = false;
   }
 
   /** What a click on a visible node selects: a saved-tensor stub selects its tensor. */
@@ -291,15 +300,51 @@ export class GraphView {
   /** Zoom to fit the pane's width (never above 100%, never below 30%). */
   fit() {
     const width = this.canvas.clientWidth;
-    if (!this.natural || !width) return this.setZoom(1);
-    this.setZoom(Math.max(0.3, Math.min(1, (width - 8) / this.natural.width)));
+    const height = this.canvas.clientHeight;
+    if (!this.natural || !width || !height) return this.setZoom(READABLE_ZOOM);
+    this.setZoom(Math.min(READABLE_ZOOM, (width - 8) / this.natural.width, (height - 8) / this.natural.height));
   }
 
-  setZoom(zoom) {
-    this.zoom = Math.max(0.1, Math.min(4, zoom));
+  /** The next layout keeps `id` (a module or op just opened or closed) in view. */
+  focusNext(id) {
+    this.toggled = id;
+  }
+
+  /**
+   * After a layout (and on "1:1"): bring the selection, else the current step, into the
+   * middle of the pane; with nothing to show, the first time, the top of the graph.
+   */
+  centreOnFocus(firstTime) {
+    const marks = this.lastMarks;
+    const toggled = this.toggled;
+    this.toggled = null;
+    const focus = [toggled, ...(marks ? [marks.selected, ...(marks.current || [])] : [])].filter(Boolean);
+    if (focus.length && this.scrollTo(focus)) return;
+    if (firstTime) {
+      this.canvas.scrollTop = 0;
+      this.canvas.scrollLeft = Math.max(0, (this.canvas.scrollWidth - this.canvas.clientWidth) / 2);
+    }
+  }
+
+  /**
+   * @param {number} zoom
+   * @param {{x: number, y: number} | null} [anchor] client point that stays put (the
+   *   pointer for Ctrl+wheel); default the pane's centre; null: no scrolling
+   */
+  setZoom(zoom, anchor) {
+    const old = this.zoom;
+    this.zoom = Math.max(0.05, Math.min(4, zoom));
     if (!this.svg || !this.natural) return;
+    const box = this.canvas.getBoundingClientRect();
+    const point = anchor === null ? null : anchor || { x: box.left + box.width / 2, y: box.top + box.height / 2 };
+    const before = point && { x: this.canvas.scrollLeft + point.x - box.left, y: this.canvas.scrollTop + point.y - box.top };
     this.svg.setAttribute("width", `${Math.round(this.natural.width * this.zoom)}px`);
     this.svg.setAttribute("height", `${Math.round(this.natural.height * this.zoom)}px`);
+    if (before && old) {
+      const k = this.zoom / old;
+      this.canvas.scrollLeft = before.x * k - (point.x - box.left);
+      this.canvas.scrollTop = before.y * k - (point.y - box.top);
+    }
   }
 
   /**
@@ -340,13 +385,16 @@ export class GraphView {
   scrollTo(ids) {
     if (!this.graph) return;
     for (const id of Array.isArray(ids) ? ids : [ids]) {
-      const node = nodesFor(this.graph, this.ti, id)[0];
-      const el = node !== undefined ? this.nodeEls.get(node) : this.clusterEls.get(id);
+      // an open module or op: its label (the top of its box), not its first node
+      const cluster = this.clusterEls.get(id);
+      const node = cluster ? undefined : nodesFor(this.graph, this.ti, id)[0];
+      const el = cluster ? cluster.querySelector(":scope > text") || cluster : node !== undefined ? this.nodeEls.get(node) : undefined;
       if (el) {
         scrollWithin(this.canvas, el);
-        return;
+        return true;
       }
     }
+    return false;
   }
 
   setGradFlow(on) {
