@@ -6,13 +6,14 @@ import { parseHTML } from "linkedom";
 import { loadFixture } from "./helpers.js";
 import { indexDocument } from "../src/document.js";
 
-let DebugToolsPanel, ledgerMarks, hasDebugTools, describeEdit;
+let DebugToolsPanel, ledgerMarks, hasDebugTools, describeEdit, mountViewer;
 before(async () => {
   const { window } = parseHTML("<!doctype html><html><body></body></html>");
-  for (const name of ["document", "Node", "HTMLElement", "Element", "Event", "MouseEvent"]) {
+  for (const name of ["document", "DOMParser", "Node", "HTMLElement", "Element", "Event", "MouseEvent", "CustomEvent"]) {
     if (window[name] !== undefined) globalThis[name] = window[name];
   }
   ({ DebugToolsPanel, ledgerMarks, hasDebugTools, describeEdit } = await import("../src/debugtools.js"));
+  ({ mountViewer } = await import("../src/index.js"));
 });
 
 function withTools() {
@@ -70,4 +71,25 @@ test("rows select their op; hostile strings stay text", () => {
   panel.mark({ selected: "backward:4" });
   assert.ok(editRows[1].classList.contains("tv-selected"));
   assert.ok(!ledgerRows[0].classList.contains("tv-selected"));
+});
+
+test("the viewer shows the debugging tab only when the document has a ledger or interventions", () => {
+  const tabsOf = (doc) => {
+    const el = document.createElement("div");
+    document.body.appendChild(el);
+    const mounted = mountViewer(el, doc);
+    return { el, ...mounted, tabs: [...el.querySelectorAll("[data-tv-tab]")].map((b) => b.getAttribute("data-tv-tab")) };
+  };
+  const plain = tabsOf(loadFixture());
+  assert.ok(!plain.tabs.includes("debugging"));
+  plain.destroy();
+  const doc = loadFixture();
+  doc.nan_ledger = [{ op: "backward:6", status: "healed", bad_inputs: ["t10"], bad_outputs: [] }];
+  const tools = tabsOf(doc);
+  assert.ok(tools.tabs.includes("debugging"));
+  tools.el.querySelector('[data-tv-tab="debugging"]').dispatchEvent(new Event("click"));
+  tools.el.querySelector('[data-tv-ledger-op="backward:6"]').dispatchEvent(new Event("click"));
+  assert.equal(tools.model.get("selected"), "backward:6");
+  assert.ok(tools.el.querySelector('[data-tv-ledger-op="backward:6"]').classList.contains("tv-selected"));
+  tools.destroy();
 });
