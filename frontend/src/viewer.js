@@ -17,7 +17,6 @@ import { StepPanel } from "./steps.js";
 import { SavedPanel } from "./saved.js";
 import { TransformsPanel } from "./transforms.js";
 import { DebugToolsPanel, hasDebugTools } from "./debugtools.js";
-import { DebugToolsPanel, hasDebugTools } from "./debugtools.js";
 
 /** Traits render() listens to (the Python widget defines the same names). */
 const TRAITS = ["document", "selected", "highlight", "current_step", "steps", "tab", "expanded", "live"];
@@ -141,7 +140,6 @@ class App {
     }
     for (const kind of kinds) tabs.push({ id: kind, label: TRACE_TITLES[kind] || kind, create: () => this.traceTab(kind) });
     if (this.index.saved.length) tabs.push({ id: "saved", label: "Saved tensors", create: () => this.savedTab() });
-    if (hasDebugTools(this.index)) tabs.push({ id: "debugging", label: "NaN/Inf · interventions", create: () => this.debugTab() });
     if (hasDebugTools(this.index)) tabs.push({ id: "debugging", label: "NaN/Inf · interventions", create: () => this.debugTab() });
     if (this.index.transforms.length) tabs.push({ id: "transforms", label: "Transforms", create: () => this.transformsTab() });
     return tabs;
@@ -360,13 +358,6 @@ class App {
     return { el, views: [], texts: [], debug, detailsSlot: side.detailsSlot, stepsSlot: null };
   }
 
-  debugTab() {
-    const debug = new DebugToolsPanel(this.index, (id) => this.select(id), (id) => describeOp(this.index, id));
-    const side = this.side(false);
-    const el = h("div", { class: "tv-panel-tab tv-layout-saved", data: { panel: "debugging" } }, h("div", { class: "tv-col" }, debug.el), side.sideEl);
-    return { el, views: [], texts: [], debug, detailsSlot: side.detailsSlot, stepsSlot: null };
-  }
-
   savedTab() {
     const saved = new SavedPanel(this.index.saved, (id) => this.select(id), (id) => describeOp(this.index, id));
     const side = this.side(false);
@@ -415,7 +406,6 @@ class App {
     for (const view of tab.views) view.mark(marks);
     for (const text of tab.texts) text.mark(marks);
     if (tab.saved) tab.saved.mark(marks);
-    if (tab.debug) tab.debug.mark(marks);
     if (tab.debug) tab.debug.mark(marks);
 
     if (tab.detailsSlot) {
