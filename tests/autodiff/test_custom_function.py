@@ -7,7 +7,9 @@ stepper. A deliberately wrong backward must come out as that wrong gradient."""
 from __future__ import annotations
 
 import copy
+import functools
 import threading
+import warnings
 
 import pytest
 import torch
@@ -191,14 +193,14 @@ class Loss(nn.Module):
         super().__init__()
         self.net = net
 
-    def forward(self, x):
-        return _mse(self.net(x))
+    def forward(self, *inputs):
+        return _mse(self.net(*inputs))
 
 
-def _eager_grads(model, x):
+def _eager_grads(model, *inputs):
     """Eager's gradient of each parameter of `Loss(model)` under its trace argument name."""
     eager = copy.deepcopy(model)
-    loss = _mse(eager(x))
+    loss = _mse(eager(*inputs))
     loss.backward()
     return loss.detach(), {"net_" + n.replace(".", "_"): p.grad for n, p in eager.named_parameters()}
 
@@ -435,35 +437,83 @@ def test_other_threads_run_function_apply_as_usual_while_a_trace_runs():
     assert [b.sym.id for b in forward.bound_symbols] == [APPLY_ID]
 
 
-def test_a_tensor_reaching_the_forward_through_a_closure_is_refused():
-    block = nn.Linear(4, 4)
+class HeldByClosures(nn.Module):
+    """checkpoint over functions that hold traced tensors: a lambda closing over the mask
+    (an input) and over `skip` (made from parameters, so it needs a gradient), and a
+    functools.partial binding them, as Hugging Face's checkpointing binds its kwargs."""
 
-    def fn(x):
-        mask = (x > 0).float()
-        return checkpoint(lambda h: block(h) * mask, x, use_reentrant=True).sum()
+    def __init__(self, use_partial):
+        super().__init__()
+        self.pre, self.inp = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.block, self.post = nn.Linear(4, 4), nn.Linear(4, 1)
+        self.use_partial = use_partial
 
+    def body(self, h, mask, skip):
+        return torch.tanh(self.block(h)) * mask + skip
+
+    def forward(self, x, mask):
+        skip = self.pre(x)
+        if self.use_partial:
+            fn = functools.partial(self.body, mask=mask, skip=skip)
+        else:
+            fn = lambda h: self.body(h, mask, skip)  # noqa: E731
+        return self.post(checkpoint(fn, self.inp(x), use_reentrant=True))
+
+
+@pytest.mark.parametrize("use_partial", [False, True], ids=["lambda", "partial"])
+def test_tensors_held_by_the_checkpointed_function_take_each_calls_values(use_partial):
+    torch.manual_seed(0)
+    model = HeldByClosures(use_partial)
+    data = [(torch.randn(3, 4), (torch.rand(3, 4) > 0.5).float()) for _ in range(3)]
+    jitted = train_like_eager(model, lambda step: (data[step], {}), _mse)  # a new mask each step
+    call = next(b for b in tv.last_traces(jitted)[0].bound_symbols if b.sym.id == APPLY_ID)
+    held = call.kwargs["held"]
+    assert len(held) == 2 and "mask" in [p.name for p in held]
+    assert [p.requires_grad for p in held if p.name != "mask"] == [True]  # skip
+    x, mask = data[0]
+    loss, expected = _eager_grads(model, x, mask)
+    value, grads = tv.value_and_grad(Loss(model))(x, mask)
+    torch.testing.assert_close(value, loss, **TIGHT[torch.float32])
+    names = [p.name for p in tv.trace(Loss(model), x, mask).args]
+    for name, g in zip(names[2:], grads[2:], strict=True):
+        torch.testing.assert_close(g, expected[name], **TIGHT[torch.float32], msg=name)
+
+
+class KeepsOnItself(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Linear(4, 4)
+
+    def body(self, h):
+        return self.block(h) * self.mask
+
+    def forward(self, x):
+        self.mask = (x > 0).float()  # reaches the checkpointed body through the module
+        return checkpoint(self.body, x, use_reentrant=True).sum()
+
+
+def test_a_traced_tensor_reaching_the_forward_through_an_attribute_is_refused():
     with pytest.raises(CaptureError) as err:
-        tv.trace(fn, torch.randn(2, 4, requires_grad=True))
+        tv.trace(KeepsOnItself(), torch.randn(2, 4, requires_grad=True))
     assert "Pass the tensor as an argument" in str(err.value)
-    assert "checkpoint(lambda h: block(h) * mask" in err.value.source.code
+    assert "checkpoint(self.body, x, use_reentrant=True)" in err.value.source.code
 
 
-def test_a_traced_tensor_held_by_a_closure_is_refused():
-    """`attention_mask` is an input: a lambda holding it would replay the traced copy."""
-    block = nn.Linear(4, 4)
-
-    def fn(x, attention_mask):
-        return checkpoint(lambda h: block(h) * attention_mask, x, use_reentrant=True).sum()
-
-    with pytest.raises(CaptureError) as err:
-        tv.trace(fn, torch.randn(2, 4, requires_grad=True), torch.ones(2, 4))
-    assert "holds the traced tensor(s) attention_mask" in str(err.value)
-    # passed as an argument it is fine, and the real tensor a closure holds is fine too
-    scale = torch.full((4,), 2.0)
-    forward = tv.trace(lambda x, m: checkpoint(lambda h, m: block(h) * m * scale, x, m,
-                                               use_reentrant=True).sum(),
-                       torch.randn(2, 4, requires_grad=True), torch.ones(2, 4))
-    assert [b.sym.id for b in forward.bound_symbols][0] == APPLY_ID
+def test_hugging_face_gradient_checkpointing_trains_like_eager():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=32, n_positions=8,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(config)
+    ids = [torch.randint(0, 32, (2, 8)) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # transformers' notices about the config and the API
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        jitted = train_like_eager(
+            model, lambda step: ((ids[step],), {"labels": ids[step], "use_cache": False}),
+            lambda out: out.loss)
+    calls = [b for b in tv.last_traces(jitted)[0].bound_symbols if b.sym.id == APPLY_ID]
+    assert len(calls) == 2 and all(b.kwargs.get("held") for b in calls)  # one per layer
 
 
 def test_fake_tracing_saved_tensor_hooks_and_the_view_document():

@@ -22,6 +22,9 @@ parameters) are listed as `reads=(...)`. A reentrant backward
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +38,7 @@ from thunderviz.core.symbol import Symbol, SymbolKind
 
 __all__ = ["APPLY_ID", "FORWARD_ID", "BACKWARD_ID", "AutogradFunctionCall", "FunctionContext",
            "ObjectProxy", "has_backward", "run_forward", "defines_setup_context", "apply_symbol",
-           "forward_symbol", "backward_symbol"]
+           "forward_symbol", "backward_symbol", "held_tensors", "with_held"]
 
 APPLY_ID = "torch.autograd.Function.apply"
 FORWARD_ID = "torch.autograd.Function.forward_with_ctx"
@@ -104,29 +107,45 @@ class AutogradFunctionCall:
     `outputs` is the call's output as recorded (proxies), `source` the user's line."""
 
     def __init__(self, cls: type, outputs: Any, source: Any, module_path: str,
-                 dirty_inputs: tuple[int, ...] = ()) -> None:
+                 dirty_inputs: tuple[int, ...] = (), held: tuple[torch.Tensor, ...] = ()) -> None:
         self.cls = cls
         self.outputs = outputs
         self.source = source
         self.module_path = module_path
         self.dirty_inputs = dirty_inputs  # arguments its forward writes in place (mark_dirty)
+        self.held = held  # traced tensors held by functions passed to it, as traced
+
+    def _with_held(self, args: tuple[Any, ...], values: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The arguments with each held tensor replaced by this call's value of it."""
+        if not self.held:
+            return args
+        replace = {id(t): v for t, v in zip(self.held, values, strict=True)}
+        return tuple(a if isinstance(a, torch.Tensor) else with_held(a, replace) for a in args)
 
     def __repr__(self) -> str:
         return f"<autograd.Function {self.cls.__module__}.{self.cls.__qualname__}>"
 
     # --- the forward trace ---------------------------------------------------------------
-    def apply(self, *args: Any, reads: tuple[Any, ...] = (), **kwargs: Any) -> Any:
-        """The user's call, as written (`reads` only names what the forward reads)."""
-        return self.cls.apply(*args, **kwargs)
+    def apply(self, *args: Any, reads: tuple[Any, ...] = (), held: tuple[Any, ...] = (),
+              **kwargs: Any) -> Any:
+        """The user's call, as written (`reads` only names what the forward reads; `held`
+        are this call's values of the tensors its function arguments hold)."""
+        return self.cls.apply(*self._with_held(args, held), **kwargs)
 
     # --- the augmented forward -----------------------------------------------------------
     def forward_with_ctx(self, needs_input_grad: tuple[bool, ...], *args: Any,
+                         held: tuple[Any, ...] = (), held_needs: tuple[bool, ...] = (),
                          **kwargs: Any) -> tuple[Any, FunctionContext]:
         """Run the user's forward as `Function.apply` does (no_grad, a fresh ctx) and return
         its outputs and the ctx. Inputs that need a gradient reach the forward as tensors
         that require grad, as in eager (a reentrant backward detaches them and asks for
-        their `.grad`)."""
+        their `.grad`); so do held tensors that need one (`held_needs`)."""
         ctx = FunctionContext(needs_input_grad)
+        needs = held_needs or (False,) * len(held)
+        held = tuple(v.detach().requires_grad_(True) if need else v
+                     for v, need in zip(held, needs, strict=True))
+        ctx._thunderviz_held = tuple(v for v, need in zip(held, needs, strict=True) if need)
+        args = self._with_held(args, held)
         run_args = tuple(self._argument(i, a, need)
                          for i, (a, need) in enumerate(zip(args, needs_input_grad, strict=True)))
         with torch.no_grad():
@@ -156,8 +175,8 @@ class AutogradFunctionCall:
     def backward(self, ctx: FunctionContext, *grad_outputs: Any,
                  accumulated: tuple[Any, ...] = ()) -> tuple[torch.Tensor, ...]:
         """The user's backward on `ctx`: one gradient per input that needs one (zeros where
-        it returns None), then one per tensor in `accumulated` (what the backward added to
-        its `.grad`, zeros if nothing)."""
+        it returns None), then one per tensor in `accumulated` and per held tensor that needs
+        one (what the backward added to its `.grad`, zeros if nothing)."""
         record: _CallRecord = ctx._thunderviz_call
         grads_in = []
         for i, g in enumerate(grad_outputs):
@@ -167,6 +186,7 @@ class AutogradFunctionCall:
             if g is None and meta is not None and ctx.materialize_grads:
                 g = meta.zeros()
             grads_in.append(g)
+        accumulated = (*accumulated, *ctx._thunderviz_held)
         leaves = [t if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else None
                   for t in accumulated]
         with _grads_collected(leaves) as collected:
@@ -267,6 +287,67 @@ def _grads_collected(leaves: list[torch.Tensor | None]) -> Iterator[list[torch.T
         for t, old in zip(leaves, before, strict=True):
             if t is not None:
                 t.grad = old
+
+
+def held_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    """Tensors a callable holds on to: in closure cells, defaults and a partial's arguments
+    (a module it holds is read at call time, so its attributes are not held values)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in held_tensors(v, depth)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in held_tensors(v, depth)]
+    if depth > 3:
+        return []
+    return [t for part in _parts(value) for t in held_tensors(part, depth + 1)]
+
+
+def _parts(value: Any) -> list[Any]:
+    if isinstance(value, functools.partial):
+        return [value.func, value.args, value.keywords]
+    if inspect.ismethod(value):
+        return [value.__func__]
+    if inspect.isfunction(value):
+        return [_cells(value), value.__defaults__ or (), value.__kwdefaults__ or {}]
+    return []
+
+
+def _cells(fn: Any) -> list[Any]:
+    out = []
+    for cell in fn.__closure__ or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            out.append(None)
+    return out
+
+
+def with_held(value: Any, replace: dict[int, Any], depth: int = 0) -> Any:
+    """`value` rebuilt with the tensors it holds (as `held_tensors` finds them) replaced by
+    identity; the original is left as it is."""
+    if isinstance(value, torch.Tensor):
+        return replace.get(id(value), value)
+    if type(value) in (tuple, list):
+        return type(value)(with_held(v, replace, depth) for v in value)
+    if type(value) is dict:
+        return {k: with_held(v, replace, depth) for k, v in value.items()}
+    if depth > 3 or not held_tensors(value, depth):
+        return value
+    again = functools.partial(with_held, replace=replace, depth=depth + 1)
+    if isinstance(value, functools.partial):
+        return functools.partial(again(value.func), *again(value.args), **again(value.keywords))
+    if inspect.ismethod(value):
+        return types.MethodType(again(value.__func__), value.__self__)
+    if inspect.isfunction(value):
+        cells = tuple(types.CellType(c) for c in again(_cells(value))) if value.__closure__ else None
+        fn = types.FunctionType(value.__code__, value.__globals__, value.__name__,
+                                again(value.__defaults__), cells)
+        fn.__kwdefaults__ = again(value.__kwdefaults__)
+        fn.__qualname__ = value.__qualname__
+        fn.__dict__.update(value.__dict__)
+        return fn
+    return value
 
 
 # --- symbols -----------------------------------------------------------------------------

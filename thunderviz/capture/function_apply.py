@@ -10,7 +10,6 @@ on an `AutogradFunctionCall` constant (see capture/custom_function.py).
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import threading
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from thunderviz.capture.custom_function import (
     ObjectProxy,
     apply_symbol,
     defines_setup_context,
+    held_tensors,
     run_forward,
 )
 from thunderviz.capture.errors import CaptureError, where
@@ -140,18 +140,21 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     p_args = tuple(_printable(recorder, a) for a in p_args)
     p_kwargs = {k: _printable(recorder, v) for k, v in p_kwargs.items()}
     reads = _outside_reads(subsymbols, p_args, p_kwargs)
+    held = _held(recorder, args)
+    held_names = {recorder.proxy_of(t).name for t in held}
+    reads = tuple(r for r in reads if r.name not in held_names)
     _refuse_stale_reads(recorder, reads, name, source, module_path)
-    _refuse_stale_captures(recorder, args, name, source, module_path)
     output = recorder.proxify(tuple(aliased) if isinstance(out, tuple) else aliased[0])
     # eager's output is the dirty argument itself, holding the new value from now on
     returned = {id(run_args[i]): args[i] for i in dirty_positions}
     aliased = [returned.get(id(o), o) for o in aliased]
     out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
-    call = AutogradFunctionCall(cls, output, source, module_path, dirty_positions)
+    call = AutogradFunctionCall(cls, output, source, module_path, dirty_positions, held)
     call_proxy = ObjectProxy(recorder.names.claim(cls.__name__), call)
     recorder.constants[call_proxy.name] = call
     bsym = BoundSymbol(sym=apply_symbol(), args=(call_proxy, *p_args),
-                       kwargs={**p_kwargs, **({"reads": reads} if reads else {})},
+                       kwargs={**p_kwargs, **({"reads": reads} if reads else {}),
+                               **({"held": tuple(recorder.proxy_of(t) for t in held)} if held else {})},
                        output=output, subsymbols=subsymbols, source=source,
                        module_path=module_path, header=f"autograd.Function {cls.__qualname__}: "
                        f"its backward is {cls.__qualname__}.backward")
@@ -165,65 +168,34 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
 
 def _refuse_stale_reads(recorder: Any, reads: tuple[TensorProxy, ...], name: str, source: Any,
                         module_path: str) -> None:
-    """A value the program computed, read by the forward without being an argument, reaches
-    it through a Python closure made while tracing: replayed, the closure would hand it the
-    traced value, not the new one. (Parameters and buffers are read through their module,
-    as they are at every call.)"""
+    """A value the program computed, read by the forward without being an argument or held by
+    a function passed to it, reaches it through some object made while tracing (an
+    attribute set on a module): replayed, that object would hand it the traced value, not
+    the new one. (Parameters and buffers are read through their module, as at every call.)"""
     made = {p.name for frame in recorder._frames for top in frame.bsyms for b in top.walk()
             for p in b.flat_proxy_outs}
     stale = [p.name for p in reads if p.name in made]
     if stale:
         raise CaptureError(
             f"{name} at {where(source, module_path)}: its forward reads {', '.join(stale)}, "
-            "computed earlier in the program but not passed to it (a lambda or "
-            "functools.partial holding a tensor): replayed, the Function would see the traced "
-            "value. Pass the tensor as an argument of the call (checkpoint(fn, x, mask) rather "
-            "than checkpoint(lambda x: fn(x, mask), x)).", op=name, source=source,
+            "computed earlier in the program but not passed to it (kept on an object, such as "
+            "an attribute set on a module): replayed, the Function would see the traced value. "
+            "Pass the tensor as an argument of the call (checkpoint(fn, x, mask)).", op=name, source=source,
             module_path=module_path)
 
 
-def _refuse_stale_captures(recorder: Any, args: tuple[Any, ...], name: str, source: Any,
-                           module_path: str) -> None:
-    """A callable argument (checkpoint's function) that holds a traced tensor in a closure
-    cell, a default or a partial's arguments would hand the traced copy to every replay,
-    never the new value (parameters and inputs included)."""
+def _held(recorder: Any, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
+    """Traced tensors that a function passed to the call holds (a lambda's closure, a
+    partial's arguments: Hugging Face's checkpointing binds the attention mask so). Each
+    call hands the Function its new values in their place (`held=`)."""
     constants = {id(t) for t in recorder.constants.values()}
-    stale = [recorder.proxy_of(t).name for a in args if not isinstance(a, torch.Tensor)
-             for t in _held_tensors(a) if id(t) in recorder._proxies and id(t) not in constants]
-    if stale:
-        raise CaptureError(
-            f"{name} at {where(source, module_path)}: a function passed to it holds the traced "
-            f"tensor(s) {', '.join(dict.fromkeys(stale))} (a lambda, a nested function or "
-            "functools.partial closing over them): replayed, it would use the traced value. "
-            "Pass the tensor as an argument of the call (checkpoint(fn, x, mask) rather than "
-            "checkpoint(lambda x: fn(x, mask), x)).", op=name, source=source,
-            module_path=module_path)
-
-
-def _held_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
-    """Tensors a callable holds on to: in closure cells, defaults and a partial's arguments
-    (a module it holds is read at call time, so its attributes are not held values)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _held_tensors(v, depth)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _held_tensors(v, depth)]
-    if depth > 3:
-        return []
-    held: list[Any] = []
-    if isinstance(value, functools.partial):
-        held = [value.func, value.args, value.keywords]
-    elif inspect.ismethod(value):
-        held = [value.__func__]
-    elif inspect.isfunction(value):
-        for cell in value.__closure__ or ():
-            try:
-                held.append(cell.cell_contents)
-            except ValueError:  # a cell not filled yet
-                continue
-        held += [value.__defaults__ or (), value.__kwdefaults__ or {}]
-    return [t for h in held for t in _held_tensors(h, depth + 1)]
+    found: dict[int, torch.Tensor] = {}
+    for a in args:
+        if not isinstance(a, torch.Tensor):
+            for t in held_tensors(a):
+                if id(t) in recorder._proxies and id(t) not in constants:
+                    found.setdefault(id(t), t)
+    return tuple(found.values())
 
 
 def _alias(recorder: Any, t: Any, requires_grad: bool) -> Any:

@@ -54,11 +54,13 @@ def _like(protos: Any, extra: Any = ()) -> Any:
 
 
 @RULES.grad(APPLY_ID)
-def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (), **kwargs: Any) -> Any:
+def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (),
+                       held: tuple[Any, ...] = (), **kwargs: Any) -> Any:
     fn: AutogradFunctionCall = call.value
     needs = tuple(requires_grad(a) for a in args)
+    given = {**({"reads": reads} if reads else {}), **({"held": held} if held else {})}
     if not any(needs):  # eager's apply records no backward when no input needs a gradient
-        return apply_symbol(_like(fn.outputs))(call, *args, reads=reads, **kwargs)
+        return apply_symbol(_like(fn.outputs))(call, *args, **given, **kwargs)
     if not has_backward(fn.cls):
         builder = current_builder()
         raise AutodiffError(
@@ -71,13 +73,17 @@ def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (), **k
     def ctx_proxy() -> tuple[Proxy]:
         return (Proxy(current_builder().names.fresh("ctx")),)
 
+    held_needs = tuple(requires_grad(h) for h in held)
+    if held:
+        kwargs = {**kwargs, "held": held, **({"held_needs": held_needs} if any(held_needs) else {})}
     out, ctx = forward_symbol(_like(fn.outputs, ctx_proxy))(call, needs, *args, **kwargs)
     outs = out if isinstance(out, tuple) else (out,)
     cotangents = [get_grad(o) if isinstance(o, TensorProxy) else None for o in outs]
     inputs = [a for a, need in zip(args, needs, strict=True) if need]
     leaves = tuple(r for r in reads if requires_grad(r))
     accumulated = {"accumulated": leaves} if leaves else {}
-    grads = backward_symbol(_like((*inputs, *leaves)))(call, ctx, *cotangents, **accumulated)
-    for x, g in zip((*inputs, *leaves), grads, strict=True):
+    targets = (*inputs, *leaves, *(h for h, need in zip(held, held_needs, strict=True) if need))
+    grads = backward_symbol(_like(targets))(call, ctx, *cotangents, **accumulated)
+    for x, g in zip(targets, grads, strict=True):
         put_grad(x, g)
     return out
