@@ -236,6 +236,33 @@ def train_single_process() -> dict[str, object]:
     return {"losses": torch.stack(losses), "state": {k: v.detach() for k, v in p.items()}}
 
 
+# --- what is refused, by name ---------------------------------------------------------------
+
+def max_all_reduce(x):
+    return fc.all_reduce(x * 2.0, "max", dist.group.WORLD).sum()
+
+
+def legacy_reduce(x):
+    y = x * 2.0
+    dist.reduce(y, dst=0)  # no functional collective: c10d.reduce_ underneath
+    return y
+
+
+def refusals(rank: int, world_size: int) -> dict[str, str]:
+    messages = {}
+    x = _x(rank, 3).requires_grad_(True)
+    with torch.no_grad():  # the forward of a max all-reduce traces and runs
+        torch.testing.assert_close(tv.trace(max_all_reduce, x).python_callable()(x),
+                                   max_all_reduce(x))
+    for name, fn, error in (("max", max_all_reduce, tv.AutodiffError),
+                            ("legacy", legacy_reduce, tv.CaptureError)):
+        try:
+            tv.vjp(fn)((x,), [torch.ones(())] if name == "max" else [torch.ones(3)])
+        except error as e:
+            messages[name] = str(e)
+    return messages
+
+
 def run_all(rank: int, world_size: int) -> dict[str, object]:
     """Every check above in one spawn (starting ranks is the slow part)."""
     return {
@@ -243,4 +270,5 @@ def run_all(rank: int, world_size: int) -> dict[str, object]:
         "avg_and_broadcast": check_avg_and_broadcast(rank, world_size),
         "in_place_trace": check_in_place_calls(rank, world_size),
         "tensor_parallel": train_tensor_parallel(rank, world_size),
+        "refusals": refusals(rank, world_size),
     }

@@ -45,3 +45,10 @@ def test_tensor_parallel_mlp_trains_as_one_process(ranks):
         torch.testing.assert_close(tp["state"]["b2"], want["b2"], rtol=1e-5, atol=1e-6)
         # the all-reduce's VJP is an all-reduce of the cotangent, in the backward trace
         assert "torch.ops._c10d_functional.all_reduce(" in tp["backward"]
+
+
+def test_what_has_no_gradient_or_no_record_is_refused_by_name_and_line(ranks):
+    messages = ranks[0]["refusals"]
+    assert "_c10d_functional.all_reduce.default with reduce_op='max'" in messages["max"]
+    assert 'fc.all_reduce(x * 2.0, "max", dist.group.WORLD)' in messages["max"]
+    assert "c10d.reduce_" in messages["legacy"] and "dist.reduce(y, dst=0)" in messages["legacy"]

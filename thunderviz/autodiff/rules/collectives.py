@@ -36,6 +36,8 @@ from thunderviz.capture.collectives import (
     REDUCE_SCATTER,
     WAIT,
 )
+from thunderviz.capture.errors import where
+from thunderviz.core.context import current_builder
 from thunderviz.prims import aten
 
 RULES = RuleSet("collectives")
@@ -46,10 +48,12 @@ _DIFFERENTIABLE_REDUCTIONS = ("sum", "avg")
 def _reduction(op_id: str, reduce_op: str) -> str:
     reduce_op = reduce_op.lower()
     if reduce_op not in _DIFFERENTIABLE_REDUCTIONS:
+        builder = current_builder()  # the rule's forward builder knows the op's line
+        at = where(builder.source, builder.module_path) if builder is not None else ""
         raise AutodiffError(
-            f"{op_id} with reduce_op={reduce_op!r} has no gradient (torch's autograd for the "
-            "functional collectives supports 'sum'; thunderviz adds 'avg'). Reduce with "
-            "'sum' or 'avg', or run this collective under torch.no_grad().")
+            f"{op_id} with reduce_op={reduce_op!r} at {at} has no gradient (torch's autograd "
+            "for the functional collectives supports 'sum'; thunderviz adds 'avg'). Reduce "
+            "with 'sum' or 'avg', or run this collective under torch.no_grad().")
     return reduce_op
 
 
