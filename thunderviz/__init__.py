@@ -3,6 +3,7 @@
 The public API lives here; nothing else needs importing.
 """
 
+from thunderviz import distributed  # thunderviz.distributed.compare / launch
 from thunderviz.autodiff import AutodiffError, AutodiffResult, SavedTensor, get_grad, put_grad
 from thunderviz.autodiff.api import differentiate as autodiff
 from thunderviz.autodiff.api import grad, register_grad, value_and_grad, vjp
@@ -24,6 +25,7 @@ from thunderviz.widgets import DebuggerWidget, export_html, load_ipython_extensi
 __version__ = "0.1.0"
 
 __all__ = [
+    "distributed",
     "AutodiffError",
     "BackwardStepper",
     "DebuggerWidget",
