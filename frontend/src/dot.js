@@ -90,7 +90,7 @@ export function nodeLabelLines(node, ti) {
 
 const NODE_STYLE = {
   op: 'shape=box style="rounded,filled" fillcolor="#e8eefc" color="#5b7db1"',
-  prim: 'shape=box style="rounded,filled" fillcolor="#f1f3f4" color="#8a9099" fontsize=9',
+  prim: 'shape=box style="rounded,filled" fillcolor="#f1f3f4" color="#8a9099"',
   module: 'shape=box3d style="filled" fillcolor="#fff4e0" color="#c98a1b"',
   input: 'shape=ellipse style="filled" fillcolor="#e6f4ea" color="#3c8d5a" height=0.25',
   inputs: 'shape=ellipse style="filled" fillcolor="#e6f4ea" color="#3c8d5a" height=0.25',
