@@ -10,6 +10,10 @@ import torch.nn.functional as F
 
 import thunderviz as tv
 from tests.autodiff.idioms_training import train_like_eager
+from thunderviz.core.builder import TraceBuilder
+from thunderviz.core.proxies import NameGenerator, TensorProxy
+from thunderviz.core.trace import Trace
+from thunderviz.prims import aten
 
 
 class _AttentionBlock(nn.Module):
@@ -142,3 +146,65 @@ def test_attention_dropout_output_and_gradients_equal_eager_bit_for_bit():
         for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(eager, (q, k, v), g),
                         strict=True):
             assert torch.equal(a, b)
+
+
+# --- CUDA's fused attention kernels -------------------------------------------------------
+
+@pytest.mark.parametrize("kernel", ["efficient", "flash"])
+def test_fused_cuda_kernels_backward_takes_the_philox_state_their_forward_drew(kernel):
+    """Built from proxies (no GPU needed): the backward kernel reads the seed and offset the
+    forward kernel returned, so it regenerates the forward's dropout mask."""
+    names = NameGenerator()
+    q, k, v = (TensorProxy(names.claim(n), (2, 2, 8, 16), torch.float16, torch.device("cuda"),
+                           requires_grad=True) for n in "qkv")
+    builder = TraceBuilder(names)
+    with builder:
+        if kernel == "efficient":
+            outs = aten._scaled_dot_product_efficient_attention.default(q, k, v, None, False, 0.1, False)
+            seed, offset = outs[2], outs[3]
+        else:
+            outs = aten._scaled_dot_product_flash_attention.default(q, k, v, 0.1, False)
+            seed, offset = outs[6], outs[7]
+        loss = aten.sum.default(outs[0])
+    call = builder.bound_symbols[0]  # sizes as capture records them: ints, not proxies
+    call.output = tuple(getattr(o, "value", o) if not isinstance(o, TensorProxy) else o
+                        for o in call.output)
+    result = tv.autodiff(Trace(args=[q, k, v], bound_symbols=builder.bound_symbols, output=loss,
+                               names=names))
+    (fwd,) = [b for b in result.augmented_forward.bound_symbols if "attention" in b.sym.id]
+    (bwd,) = [b for b in result.backward.bound_symbols if "attention_backward" in b.sym.id]
+    assert fwd.sym.id.endswith(f"_{kernel}_attention.default")
+    fwd_outs = [p.name for p in fwd.flat_proxy_outs]
+    assert seed.name in fwd_outs and offset.name in fwd_outs
+    bwd_args = [p.name for p in bwd.flat_proxy_args]
+    assert seed.name in bwd_args and offset.name in bwd_args
+    assert result.grad_inputs[0] is not None and result.grad_inputs[2] is not None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["f32", "f16"])
+def test_cuda_attention_dropout_equals_eager(dtype):
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 8, 16, device="cuda", dtype=dtype, requires_grad=True)
+               for _ in range(3))
+    torch.manual_seed(3)
+    eager = fn(q, k, v)
+    torch.manual_seed(3)
+    out = tv.jit(fn)(q, k, v)
+    assert torch.equal(out, eager)
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(eager, (q, k, v), g),
+                    strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_bert_with_attention_dropout_trains_like_eager_on_cuda():
+    torch.manual_seed(0)
+    model = _hf_model("bert").cuda()
+    ids = torch.randint(3, 100, (2, 8), device="cuda")
+    train_like_eager(model, lambda step: ((), {"input_ids": ids}),
+                     lambda out: out.last_hidden_state.square().mean())

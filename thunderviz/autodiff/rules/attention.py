@@ -163,3 +163,45 @@ def scaled_dot_product_attention_math(*args, **kwargs):
     g, g_probs = get_grad(out), get_grad(probs)
     _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs)
     return out, probs
+
+
+# --- CUDA's fused kernels (reached with dropout, when the rules above step aside) ------------
+# Each draws its dropout mask from a philox seed and offset taken from the generator, and
+# returns them; its backward kernel takes them and regenerates the same mask. The forward
+# is asked for the logsumexp its backward needs (capture, without gradients, may not have).
+
+def _number(x):
+    return getattr(x, "value", x)  # a size the meta kernel returned as a NumberProxy
+
+
+@RULES.grad(aten._scaled_dot_product_efficient_attention.default)
+def efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
+                        is_causal=False, *, scale=None):
+    out, lse, seed, offset = aten._scaled_dot_product_efficient_attention.default(
+        query, key, value, attn_bias, True, dropout_p, is_causal, scale=scale)
+    g = get_grad(out)
+    wanted = [requires_grad(x) for x in (query, key, value, attn_bias)]
+    grads = aten._scaled_dot_product_efficient_attention_backward.default(
+        g, query, key, value, attn_bias, out, lse, seed, offset, dropout_p, wanted, is_causal,
+        scale=scale)
+    for x, dx, want in zip((query, key, value, attn_bias), grads, wanted, strict=True):
+        if want:
+            put_grad(x, dx)
+    return out, lse, seed, offset
+
+
+@RULES.grad(aten._scaled_dot_product_flash_attention.default)
+def flash_attention(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+                    scale=None):
+    out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug_mask = (
+        aten._scaled_dot_product_flash_attention.default(
+            query, key, value, dropout_p, is_causal, return_debug_mask, scale=scale))
+    max_q, max_k = _number(max_q), _number(max_k)
+    g = get_grad(out)
+    dq, dk, dv = aten._scaled_dot_product_flash_attention_backward.default(
+        g, query, key, value, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, seed,
+        offset, scale=scale)
+    put_grad(query, dq)
+    put_grad(key, dk)
+    put_grad(value, dv)
+    return out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug_mask
