@@ -1,7 +1,9 @@
 // The debugging tab: the NaN/Inf ledger (where non-finite values are born in the backward,
 // and where they are healed or carried on) and the interventions recorded with the session
 // (docs/view-format.md: "nan_ledger", "interventions"). Clicking a row selects its op, which
-// links it in the graphs like any other selection.
+// links it in the graphs like any other selection. With a live kernel, buttons edit the
+// gradient at the selection (a backward op, a forward op, a module or a tensor): the widget
+// runs Session.intervene and sends back the document with the re-run backward.
 
 import { h, replace } from "./dom.js";
 
@@ -10,10 +12,19 @@ export const LEDGER_ORDER = ["born", "healed", "propagated", "clean"];
 
 const list = (x) => (Array.isArray(x) ? x.filter((e) => e && typeof e === "object") : []);
 
-/** Whether the document carries anything this tab shows. */
-export function hasDebugTools(index) {
-  return list(index.doc.nan_ledger).length > 0 || list(index.doc.interventions).length > 0;
+/** Whether the document carries anything this tab shows (or a live kernel can edit). */
+export function hasDebugTools(index, live = false) {
+  return Boolean(live) || list(index.doc.nan_ledger).length > 0 || list(index.doc.interventions).length > 0;
 }
+
+/** The edits the buttons offer: label and the message's `edit` (GradEdit's spelling). */
+export const EDIT_BUTTONS = [
+  ["zero", "zero"],
+  ["× 0.5", ["scale", 0.5]],
+  ["× 2", ["scale", 2]],
+  ["clip norm 1", ["clip", 1]],
+  ["clamp ±1e-3", ["clamp", -1e-3, 1e-3]],
+];
 
 /**
  * Status per op id: the ledger's backward ops, and the forward op each came from (marked
@@ -56,12 +67,17 @@ export class DebugToolsPanel {
    * @param {any} index indexDocument(doc)
    * @param {(id: string) => void} onSelect
    * @param {(id: string) => string} [describe] how an op id is shown (src/opnames.js)
+   * @param {{intervene: (edit: any) => void, clear: () => void} | null} [actions] with a
+   *   live kernel: edit the gradient at the selection, clear every edit
    */
-  constructor(index, onSelect, describe = String) {
+  constructor(index, onSelect, describe = String, actions = null) {
     this.index = index;
     this.onSelect = onSelect;
     this.describe = describe;
+    this.actions = actions;
     this.rowEls = new Map();
+    this.editButtons = [];
+    this.selectionLabel = h("span", { class: "tv-muted" }, "select an op, a module or a tensor");
     this.el = h("div", { class: "tv-saved tv-debugtools" });
     this.build();
   }
@@ -91,8 +107,21 @@ export class DebugToolsPanel {
         h("thead", {}, h("tr", {}, ["edit", "target", "gradients of", "from step"].map((t) => h("th", {}, t)))),
         h("tbody", {}, interventions.map((iv, i) => this.row(typeof iv.op === "string" ? iv.op : undefined, [h("code", {}, describeEdit(iv.edit)), String(iv.target ?? ""), names(iv.names), String(iv.first_step ?? "")], { intervention: i }))))
       : h("div", { class: "tv-empty" }, "No interventions: the gradients are the program's own.");
+    const controls = this.actions
+      ? h("div", { class: "tv-status-line", data: { "intervene-controls": "" } },
+        "Edit the gradient at the selection: ",
+        EDIT_BUTTONS.map(([label, edit]) => {
+          const button = h("button", { data: { edit: label }, attrs: { disabled: true }, on: { click: () => this.actions.intervene(edit) } }, label);
+          this.editButtons.push(button);
+          return button;
+        }),
+        interventions.length ? h("button", { data: { edit: "clear" }, on: { click: () => this.actions.clear() } }, "clear all") : null,
+        " ",
+        this.selectionLabel)
+      : null;
     replace(
       this.el,
+      controls,
       h("h4", {}, "NaN/Inf ledger"),
       h("div", { class: "tv-status-line" }, entries.length ? counts : ""),
       ledger,
@@ -105,5 +134,8 @@ export class DebugToolsPanel {
   /** @param {{selected: string}} marks */
   mark(marks) {
     for (const [id, rows] of this.rowEls) for (const row of rows) row.classList.toggle("tv-selected", id === marks.selected);
+    const selected = typeof marks.selected === "string" ? marks.selected : "";
+    for (const button of this.editButtons) button.disabled = !selected;
+    this.selectionLabel.textContent = selected ? `at ${this.describe(selected)}` : "select an op, a module or a tensor";
   }
 }

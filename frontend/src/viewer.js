@@ -140,7 +140,7 @@ class App {
     }
     for (const kind of kinds) tabs.push({ id: kind, label: TRACE_TITLES[kind] || kind, create: () => this.traceTab(kind) });
     if (this.index.saved.length) tabs.push({ id: "saved", label: "Saved tensors", create: () => this.savedTab() });
-    if (hasDebugTools(this.index)) tabs.push({ id: "debugging", label: "NaN/Inf · interventions", create: () => this.debugTab() });
+    if (hasDebugTools(this.index, this.model.get("live"))) tabs.push({ id: "debugging", label: "NaN/Inf · interventions", create: () => this.debugTab() });
     if (this.index.transforms.length) tabs.push({ id: "transforms", label: "Transforms", create: () => this.transformsTab() });
     return tabs;
   }
@@ -352,7 +352,11 @@ class App {
   }
 
   debugTab() {
-    const debug = new DebugToolsPanel(this.index, (id) => this.select(id), (id) => describeOp(this.index, id));
+    const actions = this.model.get("live") ? {
+      intervene: (edit) => this.model.send({ type: "intervene", target: this.model.get("selected") || "", edit }),
+      clear: () => this.model.send({ type: "clear_interventions" }),
+    } : null;
+    const debug = new DebugToolsPanel(this.index, (id) => this.select(id), (id) => describeOp(this.index, id), actions);
     const side = this.side(false);
     const el = h("div", { class: "tv-panel-tab tv-layout-saved", data: { panel: "debugging" } }, h("div", { class: "tv-col" }, debug.el), side.sideEl);
     return { el, views: [], texts: [], debug, detailsSlot: side.detailsSlot, stepsSlot: null };

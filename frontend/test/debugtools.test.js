@@ -93,3 +93,20 @@ test("the viewer shows the debugging tab only when the document has a ledger or 
   assert.ok(tools.el.querySelector('[data-tv-ledger-op="backward:6"]').classList.contains("tv-selected"));
   tools.destroy();
 });
+
+test("with a live kernel, the buttons send the edit for the selection", () => {
+  const sent = [];
+  const actions = { intervene: (edit) => sent.push(["intervene", edit]), clear: () => sent.push(["clear"]) };
+  const panel = new DebugToolsPanel(withTools(), () => {}, (id) => `op ${id}`, actions);
+  const zero = panel.el.querySelector('[data-tv-edit="zero"]');
+  assert.equal(zero.disabled, true); // nothing selected yet
+  panel.mark({ selected: "module:fc1" });
+  assert.equal(zero.disabled, false);
+  assert.match(panel.el.querySelector("[data-tv-intervene-controls]").textContent, /at op module:fc1/);
+  zero.dispatchEvent(new Event("click"));
+  panel.el.querySelector('[data-tv-edit="× 0.5"]').dispatchEvent(new Event("click"));
+  panel.el.querySelector('[data-tv-edit="clear"]').dispatchEvent(new Event("click"));
+  assert.deepEqual(sent, [["intervene", "zero"], ["intervene", ["scale", 0.5]], ["clear"]]);
+  const offline = new DebugToolsPanel(withTools(), () => {}, String, null);
+  assert.equal(offline.el.querySelector("[data-tv-intervene-controls]"), null);
+});

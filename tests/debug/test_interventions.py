@@ -226,3 +226,29 @@ def test_interventions_and_the_nan_ledger_are_saved_in_tvz(program_session, tmp_
     assert doc["interventions"][0]["edit"] == {"kind": "noise", "params": [0.5], "seed": 3}
     assert doc["nan_ledger"] == []  # every step is clean
     assert doc["grad_flow"]["w1"]["status"] == "zero"
+
+
+def test_the_widget_intervenes_on_a_browser_message_and_redraws():
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 1)).double()
+    x = torch.randn(5, 4, dtype=torch.float64)
+    s = tv.Session(model, x, cotangents=torch.ones(5, 1, dtype=torch.float64))
+    w = tv.DebuggerWidget(s)
+    w._handle_message(w, {"type": "step", "action": "continue"}, [])
+    assert w.document["grad_flow"]["_0_weight"]["status"] == "ok"
+    w._handle_message(w, {"type": "intervene", "target": "module:1", "edit": "zero"}, [])
+    assert w.last_error is None
+    assert [iv.target for iv in s.interventions] == ["module 1"]
+    assert w.document["interventions"] == [s.interventions[0].to_json()]
+    assert w.document["grad_flow"]["_0_weight"]["status"] == "zero"
+    reference = copy.deepcopy(model)
+    reference[1].register_full_backward_hook(lambda m, gi, go: (torch.zeros_like(gi[0]),))
+    reference(x).sum().backward()
+    _assert_same(s.grads(), {sanitize_name(n): p.grad for n, p in reference.named_parameters()})
+    finished = {n for st in w.steps for n in st["grads"]}
+    assert "_0_weight" in finished  # the stepper re-ran: the steps the browser shows are new
+    w._handle_message(w, {"type": "intervene", "target": "module:1", "edit": ["scale", "x"]}, [])
+    assert isinstance(w.last_error, ValueError) and len(s.interventions) == 1
+    w._handle_message(w, {"type": "clear_interventions"}, [])
+    assert s.interventions == [] and "interventions" not in w.document
+    assert w.document["grad_flow"]["_0_weight"]["status"] == "ok"

@@ -591,6 +591,32 @@ class DebuggerWidget(anywidget.AnyWidget):
             self.message(reason)
         return record
 
+    # --- interventions (debug/interventions.py) -----------------------------------------
+    def intervene(self, target: Any, fn: Any, *, seed: int = 0) -> Any:
+        """`Session.intervene`, then show it: the document (gradients, gradient flow, the
+        list of interventions) and the stepper's recorded steps are redrawn."""
+        if self._session is None:
+            raise RuntimeError("interventions need a live Session; this widget shows a document")
+        iv = self._session.intervene(target, fn, seed=seed)
+        self._show_interventions(f"{iv.edit.describe()} on {iv.target}: the backward re-ran "
+                                 f"from step {iv.first_step}")
+        return iv
+
+    def clear_interventions(self) -> None:
+        if self._session is not None and self._session.interventions:
+            self._session.clear_interventions()
+            self._show_interventions("interventions cleared")
+
+    def _show_interventions(self, text: str) -> None:
+        self._json_cache.clear()
+        self._svg = False
+        self._index_cache = None
+        with self.hold_sync():
+            self.document = self._session.document()
+        if self._stepper is not None:
+            self._after(None)
+        self.message(text)
+
     # --- messages ------------------------------------------------------------------------
     def message(self, text: str) -> None:
         """Show `text` in the viewer's message bar."""
@@ -619,6 +645,14 @@ class DebuggerWidget(anywidget.AnyWidget):
             elif kind == "breakpoints":
                 spec = content.get("breakpoints")
                 self.set_breakpoints(spec if isinstance(spec, Mapping) else {})
+            elif kind == "intervene":  # edit: "zero" or [kind, *numbers] (see GradEdit)
+                edit = content.get("edit")
+                target = content.get("target") or ""
+                if not target:
+                    raise ValueError("select a backward op, a forward op, a module or a tensor to edit its gradient")
+                self.intervene(target, tuple(edit) if isinstance(edit, list) else edit)
+            elif kind == "clear_interventions":
+                self.clear_interventions()
         except Exception as e:  # reported in the viewer; the kernel keeps running
             self.last_error = e
             self.error(f"{type(e).__name__}: {e}")
