@@ -29,7 +29,7 @@ from tests.autodiff.custom_function_models import (
 )
 from tests.autodiff.idioms_training import TIGHT, train_like_eager
 from thunderviz.autodiff.errors import AutodiffError
-from thunderviz.capture.custom_function import APPLY_ID, BACKWARD_ID
+from thunderviz.capture.custom_function import APPLY_ID, BACKWARD_ID, FORWARD_ID
 from thunderviz.capture.errors import CaptureError
 
 
@@ -55,6 +55,8 @@ def test_the_trace_shows_one_call_per_function_and_the_users_backward():
     text = str(forward)
     assert "= ScaleGrad.apply(" in text and "= SplitScale.apply(" in text
     result = tv.autodiff(forward)
+    runs = [b for b in result.augmented_forward.bound_symbols if b.sym.id == FORWARD_ID]
+    assert [len(b.subsymbols) for b in runs] == [len(b.subsymbols) for b in calls]  # for viewing
     backward_text = str(result.backward)
     for name in ("ScaleGrad", "RoundSTE", "SplitScale", "Cube"):
         assert f"= {name}.backward(ctx" in backward_text

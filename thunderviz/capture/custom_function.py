@@ -114,6 +114,7 @@ class AutogradFunctionCall:
         self.module_path = module_path
         self.dirty_inputs = dirty_inputs  # arguments its forward writes in place (mark_dirty)
         self.held = held  # traced tensors held by functions passed to it, as traced
+        self.traced_ops: list[Any] = []  # the forward's bound symbols as traced (for viewing)
 
     def _with_held(self, args: tuple[Any, ...], values: tuple[Any, ...]) -> tuple[Any, ...]:
         """The arguments with each held tensor replaced by this call's value of it."""

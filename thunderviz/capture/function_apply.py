@@ -150,6 +150,7 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     aliased = [returned.get(id(o), o) for o in aliased]
     out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
     call = AutogradFunctionCall(cls, output, source, module_path, dirty_positions, held)
+    call.traced_ops = subsymbols
     call_proxy = ObjectProxy(recorder.names.claim(cls.__name__), call)
     recorder.constants[call_proxy.name] = call
     bsym = BoundSymbol(sym=apply_symbol(), args=(call_proxy, *p_args),

@@ -77,6 +77,9 @@ def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (),
     if held:
         kwargs = {**kwargs, "held": held, **({"held_needs": held_needs} if any(held_needs) else {})}
     out, ctx = forward_symbol(_like(fn.outputs, ctx_proxy))(call, needs, *args, **kwargs)
+    # the forward's ops, as traced, beneath the call in the augmented forward too (for viewing;
+    # they name the call's outputs as the forward trace does, which the sweep gives it)
+    current_builder().bound_symbols[-1].subsymbols = list(fn.traced_ops)
     outs = out if isinstance(out, tuple) else (out,)
     cotangents = [get_grad(o) if isinstance(o, TensorProxy) else None for o in outs]
     inputs = [a for a, need in zip(args, needs, strict=True) if need]
