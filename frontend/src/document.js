@@ -44,9 +44,10 @@ export function validateDocument(doc) {
   if (!isObject(doc.traces) || Object.keys(doc.traces).length === 0) {
     return fail('Not a valid thunderviz file: "traces" is missing or empty (at least one trace is required).');
   }
-  // The schema (thunderviz/viz/view_format.schema.json, as viewschema.js), then its two
+  // The schema (thunderviz/viz/view_format.schema.json, as viewschema.js), then its
   // extra rules, in the order Python's thunderviz/viz/schema.py checks them.
-  const violation = checkDepth(doc) || checkSchema(doc, VIEW_SCHEMA, "") || checkUniqueIds(doc);
+  const violation =
+    checkDepth(doc) || checkSchema(doc, VIEW_SCHEMA, "") || checkUniqueIds(doc) || checkParents(doc);
   if (violation) {
     return {
       ok: false,
@@ -133,6 +134,9 @@ function checkSchema(value, schema, path) {
     }
   } else if (kind === "string") {
     if (value.length < (schema.minLength ?? 0)) return at(`must have at least ${schema.minLength} characters`);
+    if (schema.pattern !== undefined && !new RegExp(schema.pattern, "u").test(value)) {
+      return at(`does not match ${schema.pattern}`);
+    }
   } else if (kind === "array") {
     if (value.length < (schema.minItems ?? 0)) return at(`must have at least ${schema.minItems} items`);
     if (schema.maxItems !== undefined && value.length > schema.maxItems) {
@@ -199,6 +203,27 @@ function checkUniqueIds(doc) {
         return { path: `traces.${kind}.ops[${i}].id`, message: `op id ${JSON.stringify(op.id)} appears twice` };
       }
       seen.add(op.id);
+    }
+  }
+  return null;
+}
+
+/** Parents come before their children: building the op tree never meets a cycle. */
+function checkParents(doc) {
+  const views = Object.entries(doc.traces).map(([kind, trace]) => [`traces.${kind}`, trace]);
+  for (const [i, run] of (doc.transforms ?? []).entries()) {
+    if (run.trace_before !== undefined && run.trace_before !== null) {
+      views.push([`transforms[${i}].trace_before`, run.trace_before]);
+    }
+  }
+  for (const [where, trace] of views) {
+    const earlier = new Set();
+    for (const [i, op] of trace.ops.entries()) {
+      const parent = op.parent;
+      if (parent !== undefined && parent !== null && !earlier.has(parent)) {
+        return { path: `${where}.ops[${i}].parent`, message: `${JSON.stringify(parent)} is not an earlier op of this trace` };
+      }
+      earlier.add(op.id);
     }
   }
   return null;

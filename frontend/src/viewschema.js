@@ -144,6 +144,11 @@ export const VIEW_SCHEMA = {
     "null"
    ]
   },
+  "module_path": {
+   "type": "string",
+   "pattern": "^[^.]*(\\.[^.]*){0,127}$",
+   "$comment": "at most 128 dot-separated parts: readers walk the module tree one level at a time"
+  },
   "shape": {
    "type": [
     "array",
@@ -220,7 +225,7 @@ export const VIEW_SCHEMA = {
      "type": "boolean"
     },
     "module_path": {
-     "type": "string"
+     "$ref": "#/$defs/module_path"
     },
     "inputs": {
      "$ref": "#/$defs/names"
@@ -428,7 +433,7 @@ export const VIEW_SCHEMA = {
      "$ref": "#/$defs/names"
     },
     "module_path": {
-     "type": "string"
+     "$ref": "#/$defs/module_path"
     },
     "recomputed": {
      "type": "boolean"

@@ -9,16 +9,18 @@ refuse the same documents (shared fixtures in frontend/test/fixtures/schema/ pro
 
 The checker understands the part of JSON Schema the file uses: `$ref` (to `#/$defs/...`),
 `type`, `const`, `enum`, `anyOf`, `properties`, `required`, `additionalProperties`,
-`minProperties`, `items`, `minItems`, `maxItems`, `minLength`, `minimum`, `maximum`. JSON
-numbers are finite (a Python inf or nan is no number), and an integral float is an integer,
-as in JavaScript. Two rules JSON Schema cannot say are checked after it: no value nested
-deeper than `MAX_DEPTH`, and op ids unique across all traces.
+`minProperties`, `items`, `minItems`, `maxItems`, `minLength`, `pattern` (one that reads
+the same in Python and JavaScript), `minimum`, `maximum`. JSON numbers are finite (a Python
+inf or nan is no number), and an integral float is an integer, as in JavaScript. Three rules
+JSON Schema cannot say are checked after it: no value nested deeper than `MAX_DEPTH`, op
+ids unique across all traces, and an op's parent an earlier op of its own trace.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,6 +133,8 @@ def _check(value: Any, schema: dict[str, Any], path: str) -> None:
     elif kind == "string":
         if len(value) < schema.get("minLength", 0):
             raise SchemaViolation(path, f"must have at least {schema['minLength']} characters")
+        if "pattern" in schema and re.search(schema["pattern"], value) is None:
+            raise SchemaViolation(path, f"does not match {schema['pattern']}")
     elif kind == "array":
         if len(value) < schema.get("minItems", 0):
             raise SchemaViolation(path, f"must have at least {schema['minItems']} items")
@@ -188,11 +192,29 @@ def _check_unique_ids(doc: dict[str, Any]) -> None:
             seen.add(op["id"])
 
 
+def _check_parents(doc: dict[str, Any]) -> None:
+    """Parents come before their children (docs/view-format.md): a reader building the op
+    tree in one pass never meets a cycle (an op that is its own parent hung the viewer)."""
+    views = [(f"traces.{kind}", trace) for kind, trace in doc["traces"].items()]
+    for i, run in enumerate(doc.get("transforms") or ()):
+        if run.get("trace_before") is not None:
+            views.append((f"transforms[{i}].trace_before", run["trace_before"]))
+    for where, trace in views:
+        earlier: set[str] = set()
+        for i, op in enumerate(trace["ops"]):
+            parent = op.get("parent")
+            if parent is not None and parent not in earlier:
+                raise SchemaViolation(f"{where}.ops[{i}].parent",
+                                      f"{json.dumps(parent)} is not an earlier op of this trace")
+            earlier.add(op["id"])
+
+
 def check_document(doc: Any) -> None:
-    """Raise SchemaViolation at the first place `doc` breaks the schema or its two rules."""
+    """Raise SchemaViolation at the first place `doc` breaks the schema or its three rules."""
     _check_depth(doc)
     _check(doc, SCHEMA, "")
     _check_unique_ids(doc)
+    _check_parents(doc)
 
 
 def js_twin() -> str:
