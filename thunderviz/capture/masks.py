@@ -41,10 +41,15 @@ def _is_mask(x: Any) -> bool:
 
 
 def selects_by_mask(func: Any, args: tuple[Any, ...]) -> bool:
-    """An indexing call with a boolean (or uint8) mask among its indices, or masked_select."""
+    """An indexing call with a boolean (or uint8) mask among its indices, or masked_select.
+    (A 0-dim mask adds a dimension rather than selecting; `x[torch.tensor(True)]` reaches
+    ATen as integer positions already, and a direct call with one is left as it is.)"""
     if func is aten.masked_select.default:
         return True
-    return func in _INDEXING and len(args) > 1 and any(_is_mask(i) for i in args[1])
+    if func not in _INDEXING or len(args) < 2:
+        return False
+    masks = [i for i in args[1] if _is_mask(i)]
+    return bool(masks) and all(m.ndim > 0 for m in masks)
 
 
 class _Positions:
