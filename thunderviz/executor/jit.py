@@ -64,6 +64,7 @@ class CompiledEntry:
         self.kwarg_names = tuple(self.forward.kwargs)
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
         self.single_output = isinstance(self.forward.output, TensorProxy)
+        self.run_backward_in_no_grad = _without_no_grad(self.run_backward) if self.run_backward else None
         self.non_differentiable_outputs = [
             i for i, p in enumerate(pytree.tree_leaves(self.forward.output))
             if isinstance(p, TensorProxy) and i not in self.differentiable_outputs]
@@ -112,7 +113,10 @@ class _TraceFunction(torch.autograd.Function):
                 saved[i] = next(rest)
         ctx.intermediates = None
         cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
-        grads = _running(entry, entry.run_backward, tuple(saved), cotangents)
+        # The engine runs backward without grad unless create_graph=True; only then does the
+        # trace's own no_grad wrapper have work to do.
+        run = entry.run_backward if torch.is_grad_enabled() else entry.run_backward_in_no_grad
+        grads = _running(entry, run, tuple(saved), cotangents)
         return (None, None, *grads)
 
 
