@@ -112,3 +112,27 @@ def test_packed_sequences_train_like_eager():
     x = torch.randn(3, 6, 4)
     lengths = torch.tensor([4, 6, 2])
     train_like_eager(_Packed(), lambda step: ((x, lengths), {}), lambda loss: loss)
+
+
+class _Unrolled(nn.Module):
+    """A cell stepped through time in Python (nn.LSTMCell / GRUCell / RNNCell)."""
+
+    def __init__(self, cell: nn.Module) -> None:
+        super().__init__()
+        self.cell = cell
+
+    def forward(self, x):
+        state = None
+        for t in range(x.shape[0]):
+            state = self.cell(x[t], state)
+        states = state if isinstance(state, tuple) else (state,)
+        return sum((s * s).sum() for s in states)
+
+
+@pytest.mark.parametrize("cell", [lambda: nn.LSTMCell(3, 5), lambda: nn.GRUCell(3, 5),
+                                  lambda: nn.RNNCell(3, 5, nonlinearity="relu")],
+                         ids=["lstm_cell", "gru_cell", "rnn_relu_cell"])
+def test_recurrent_cells_unrolled_in_python_train_like_eager(cell):
+    torch.manual_seed(0)
+    x = torch.randn(4, 2, 3)
+    train_like_eager(_Unrolled(cell()), lambda step: ((x,), {}), lambda loss: loss)
