@@ -1,0 +1,59 @@
+"""The debugging tab in Chromium: an exported page (no kernel) of a session whose backward
+has a NaN/Inf born and healed and one intervention lists both, and a ledger row selects its
+op in the backward graph."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from playwright.sync_api import expect
+
+from tests.debug.models import SqrtOfRelu
+from thunderviz.debug import Session
+from thunderviz.widgets import export_html
+
+pytestmark = pytest.mark.browser
+
+TIMEOUT = 30_000
+SELECTED = re.compile(r"\btv-selected\b")
+
+
+def _session() -> Session:
+    torch.manual_seed(0)
+    model = SqrtOfRelu().double()
+    with torch.no_grad():  # exact zeros out of the relu: sqrt's gradient there is inf
+        model.fc.bias.copy_(torch.tensor([-50.0, 0.0, 0.3, 0.0, 50.0, 0.1], dtype=torch.float64))
+        model.fc.weight[1].zero_()
+        model.fc.weight[3].zero_()
+    s = Session(model, torch.randn(5, 4, dtype=torch.float64))
+    s.record_backward()
+    s.intervene("out", ("scale", 0.5))
+    return s
+
+
+def test_the_ledger_and_interventions_tab_in_an_exported_page(browser_context, tmp_path):
+    s = _session()
+    healed = next(e for e in s.nan_ledger() if e.status == "healed")
+    path = export_html(s, tmp_path / "nan.html")
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(path.resolve().as_uri())
+        page.locator('button[data-tv-tab="debugging"]').click()
+        ledger = page.locator("table[data-tv-ledger]")
+        expect(ledger).to_contain_text("born", timeout=TIMEOUT)
+        expect(ledger).to_contain_text("healed")
+        expect(page.locator("table[data-tv-interventions]")).to_contain_text("scale(0.5)")
+        expect(page.locator("[data-tv-intervene-controls]")).to_have_count(0)  # no kernel
+        row = page.locator(f'[data-tv-ledger-op="{healed.op_id}"]')
+        row.click()
+        expect(row).to_have_class(SELECTED)
+        page.locator('button[data-tv-tab="forward_backward"]').click()
+        node = page.locator(f'.tv-graph-pane[data-tv-graph="backward"] g.node[data-tv-id="{healed.op_id}"]')
+        expect(node).to_have_class(SELECTED, timeout=TIMEOUT)
+        assert not errors, errors
+    finally:
+        page.close()
