@@ -89,6 +89,15 @@ def fsdp_refused(rank: int, world_size: int) -> str:
     return "not refused"
 
 
+def ddp_trace_refused(rank: int, world_size: int) -> str:
+    """tracing DDP.forward itself meets DDP's own communication: refused, pointing to jit."""
+    try:
+        tv.trace(DDP(Net()), batch(rank, 0)[0])
+    except tv.CaptureError as e:
+        return str(e)
+    return "not refused"
+
+
 def run_all(rank: int, world_size: int) -> dict[str, object]:
     """Every DDP check in one spawn (starting ranks is the slow part)."""
     return {
@@ -96,4 +105,5 @@ def run_all(rank: int, world_size: int) -> dict[str, object]:
         "no_sync": train_both(rank, world_size, no_sync_first=True),
         "unused": train_both(rank, world_size, find_unused_parameters=True),
         "fsdp": fsdp_refused(rank, world_size),
+        "trace_ddp": ddp_trace_refused(rank, world_size),
     }

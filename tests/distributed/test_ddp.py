@@ -53,3 +53,8 @@ def test_no_sync_backward_has_no_all_reduce_and_sync_one_has(ranks):
 def test_fully_sharded_model_is_refused_with_a_clear_error(ranks):
     message = ranks[0]["fsdp"]
     assert "FSDP (fully_shard)" in message and "DistributedDataParallel" in message
+
+
+def test_tracing_ddp_forward_itself_is_refused_pointing_to_jit(ranks):
+    message = ranks[0]["trace_ddp"]
+    assert "c10d.broadcast_" in message and "thunderviz.jit(ddp)" in message

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import _pop_mode_temporarily
 
@@ -126,26 +128,50 @@ def _header(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
 
 # --- the ATen level: what the recorder's dispatch mode sees -----------------------------------
 
+def _at(recorder: Any) -> str:
+    if recorder._source is None and not recorder.module_path:
+        return "outside any line of the traced program"
+    return f"at {where(recorder._source, recorder.module_path)}"
+
+
+def _running_ddp() -> bool:
+    """Whether DistributedDataParallel's forward is on the stack (its buffer broadcast and
+    reducer calls reach the dispatcher as legacy c10d ops)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("self"), DistributedDataParallel):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def record_collective_op(recorder: Any, func: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
     """Run and record one collective op the dispatch mode saw; returns its real result."""
     packet = func._schema.name.split("::", 1)[1]
     if _namespace(func) == "c10d":
+        ddp = _running_ddp()
+        way_out = (
+            "This is DistributedDataParallel's own communication (its forward broadcasts "
+            "buffers, its reducer all-reduces gradients), which no trace of DDP.forward can "
+            "hold: train with thunderviz.jit(ddp), which traces ddp.module and puts DDP's "
+            "gradient all-reduces into the backward trace, or trace/debug ddp.module."
+            if ddp else
+            "Call torch.distributed.all_reduce / all_gather_into_tensor / "
+            "reduce_scatter_tensor / broadcast, or the functional collectives "
+            "(torch.distributed._functional_collectives), which thunderviz records.")
         raise CaptureError(
-            f"the in-place torch.distributed op c10d.{packet} ran at "
-            f"{where(recorder._source, recorder.module_path)} through a call thunderviz does not "
-            "record (it returns a Work object and writes into its inputs). Call "
-            "torch.distributed.all_reduce / all_gather_into_tensor / reduce_scatter_tensor / "
-            "broadcast, or the functional collectives "
-            "(torch.distributed._functional_collectives), which thunderviz records.",
+            f"the in-place torch.distributed op c10d.{packet} ran "
+            f"{_at(recorder)} through a call thunderviz does not record (it returns a Work "
+            f"object and writes into its inputs). {way_out}",
             op=f"c10d.{packet}", source=recorder._source, module_path=recorder.module_path)
     if packet == "_wrap_tensor_autograd":
         packet = "wait_tensor"  # wait here, as torch does when tracing (_maybe_wrap_tensor)
     op = getattr(getattr(_FUNCTIONAL, packet, None), "default", None)
     if op is None or op._schema.is_mutable:
         raise CaptureError(
-            f"the functional collective {_namespace(func)}.{packet} at "
-            f"{where(recorder._source, recorder.module_path)} writes into its input; thunderviz "
+            f"the functional collective {_namespace(func)}.{packet} "
+            f"{_at(recorder)} writes into its input; thunderviz "
             "records the out-of-place collectives of torch.distributed._functional_collectives "
             "(all_reduce, all_gather_tensor, reduce_scatter_tensor, broadcast, "
             "all_to_all_single). Use one of those.",
