@@ -294,3 +294,34 @@ def test_a_none_gradient_for_an_input_that_needs_one_is_zeros_with_a_warning():
     assert torch.equal(grads[0], torch.zeros_like(x))  # eager: x.grad stays None
     fn(x).backward()
     assert x.grad is None
+
+
+SEEN: list[tuple[bool, bool]] = []
+
+
+class TwoOutputs(Function):
+    @staticmethod
+    def forward(ctx, x, materialize):
+        ctx.set_materialize_grads(materialize)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        SEEN.append((g1 is None, g2 is None))
+        g = g1 * 2
+        return (g if g2 is None else g + g2 * 3), None
+
+
+@pytest.mark.parametrize("materialize", [True, False])
+def test_an_output_no_gradient_reaches_is_zeros_or_none_as_the_ctx_says(materialize):
+    def fn(x):
+        a, _unused = TwoOutputs.apply(x * 1, materialize)
+        return a.sum()
+
+    x = torch.randn(3)
+    SEEN.clear()
+    _, grads = tv.value_and_grad(fn)(x)
+    xe = x.clone().requires_grad_(True)
+    fn(xe).backward()
+    assert SEEN == [(False, not materialize)] * 2  # ours, then eager's: the same
+    torch.testing.assert_close(grads[0], xe.grad, **TIGHT[torch.float32])

@@ -29,6 +29,8 @@ class JointRun:
     needs_grad: Callable[[Proxy], bool]
     placeholders: dict[str, TensorProxy] = field(default_factory=dict)
     grads: list[tuple[Proxy, TensorProxy]] = field(default_factory=list)
+    # placeholders that read None, not zeros, when no cotangent flows to their output
+    none_if_absent: set[str] = field(default_factory=set)
     in_backward: bool = False
     result: Any = None
 
@@ -48,9 +50,11 @@ def _current(name: str) -> JointRun:
     return _runs[-1]
 
 
-def get_grad(out: Any) -> TensorProxy | None:
+def get_grad(out: Any, *, none_if_absent: bool = False) -> TensorProxy | None:
     """The cotangent of `out`, an output the rule computed. Everything after the first call
-    is backward code."""
+    is backward code. Where no cotangent flows to `out` it is zeros, or with
+    `none_if_absent=True` the literal None (for code that tells the two apart: a user's
+    autograd.Function backward after `ctx.set_materialize_grads(False)`)."""
     run = _current("get_grad")
     run.switch_to_backward()
     if not isinstance(out, TensorProxy):
@@ -60,6 +64,8 @@ def get_grad(out: Any) -> TensorProxy | None:
         ph = TensorProxy(name=run.backward.names.fresh("ct"), shape=out.shape, dtype=out.dtype,
                          device=out.device)
         run.placeholders[out.name] = ph
+    if none_if_absent:
+        run.none_if_absent.add(ph.name)
     return ph
 
 

@@ -214,6 +214,8 @@ def _place(run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None],
         ct = out_cts.get(orig_name)
         if ct is not None:
             renames[ph.name] = ct
+        elif ph.name in run.none_if_absent:  # the rule reads None for "no cotangent"
+            renames[ph.name] = None  # type: ignore[assignment]
         else:  # this output takes no cotangent: the rule still reads one, so make zeros
             builder = TraceBuilder(names, b.module_path, b.source)
             with builder:

@@ -81,7 +81,10 @@ def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (),
     # they name the call's outputs as the forward trace does, which the sweep gives it)
     current_builder().bound_symbols[-1].subsymbols = list(fn.traced_ops)
     outs = out if isinstance(out, tuple) else (out,)
-    cotangents = [get_grad(o) if isinstance(o, TensorProxy) else None for o in outs]
+    # None where no cotangent flows: the user's ctx decides, as in eager, whether its
+    # backward sees zeros there (materialize_grads, the default) or None
+    cotangents = [get_grad(o, none_if_absent=True) if isinstance(o, TensorProxy) else None
+                  for o in outs]
     inputs = [a for a, need in zip(args, needs, strict=True) if need]
     leaves = tuple(r for r in reads if requires_grad(r))
     accumulated = {"accumulated": leaves} if leaves else {}
