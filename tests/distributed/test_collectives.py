@@ -45,6 +45,7 @@ def test_tensor_parallel_mlp_trains_as_one_process(ranks):
         torch.testing.assert_close(tp["state"]["b2"], want["b2"], rtol=1e-5, atol=1e-6)
         # the all-reduce's VJP is an all-reduce of the cotangent, in the backward trace
         assert "torch.ops._c10d_functional.all_reduce(" in tp["backward"]
+        assert "# all_reduce sum over process group '0' (ranks 0, 1)" in tp["backward"]
 
 
 def test_what_has_no_gradient_or_no_record_is_refused_by_name_and_line(ranks):

@@ -45,6 +45,7 @@ __all__ = [
     "BROADCAST",
     "REDUCE_SCATTER",
     "WAIT",
+    "collective_header",
     "collective_symbol",
     "describe_group",
     "is_collective",
@@ -116,7 +117,9 @@ def describe_group(group_name: str) -> str:
     return f"process group {group_name!r} (ranks {ranks})"
 
 
-def _header(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
+def collective_header(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
+    """"all_reduce sum over process group '0' (ranks 0, 1)": the comment printed above a
+    collective's line (empty for wait_tensor)."""
     packet = op._schema.name.split("::", 1)[1]
     if packet == "wait_tensor" or not args:
         return ""
@@ -183,7 +186,7 @@ def record_collective_op(recorder: Any, func: Any, args: tuple[Any, ...],
     output = pytree.tree_map_only(torch.Tensor, lambda t: recorder._new_proxy(t, wants_grad), out)
     bsym = BoundSymbol(sym=collective_symbol(op), args=tuple(p_args), kwargs=dict(p_kwargs),
                        output=output, source=recorder._source, module_path=recorder.module_path,
-                       header=_header(op, tuple(args)))
+                       header=collective_header(op, tuple(args)))
     if not torch.is_grad_enabled():
         bsym.tags.add(BsymTag.NO_GRAD)
     recorder._append(bsym)

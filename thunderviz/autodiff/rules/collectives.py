@@ -35,6 +35,7 @@ from thunderviz.capture.collectives import (
     BROADCAST,
     REDUCE_SCATTER,
     WAIT,
+    collective_header,
 )
 from thunderviz.capture.errors import where
 from thunderviz.core.context import current_builder
@@ -57,6 +58,15 @@ def _reduction(op_id: str, reduce_op: str) -> str:
     return reduce_op
 
 
+def _communicate(sym, *args):
+    """Call a collective in a rule's backward, its line headed by what it does and over which
+    ranks (as captured collectives are)."""
+    out = sym(*args)
+    recorded = current_builder().bound_symbols[-1]
+    recorded.header = collective_header(sym.fn, args)
+    return out
+
+
 def _dense(g):
     """These collectives read their input as one dense block (all_reduce copies its own)."""
     return aten.contiguous.default(g)
@@ -74,7 +84,7 @@ def all_reduce(x, reduce_op, group_name):
     reduce_op = _reduction(ALL_REDUCE.id, reduce_op)
     out = ALL_REDUCE(x, reduce_op, group_name)
     g = get_grad(out)
-    put_grad(x, WAIT(ALL_REDUCE(g, reduce_op, group_name)))
+    put_grad(x, WAIT(_communicate(ALL_REDUCE, g, reduce_op, group_name)))
     return out
 
 
@@ -82,7 +92,7 @@ def all_reduce(x, reduce_op, group_name):
 def all_gather_into_tensor(x, group_size, group_name):
     out = ALL_GATHER(x, group_size, group_name)
     g = get_grad(out)
-    put_grad(x, WAIT(REDUCE_SCATTER(_dense(g), "sum", group_size, group_name)))
+    put_grad(x, WAIT(_communicate(REDUCE_SCATTER, _dense(g), "sum", group_size, group_name)))
     return out
 
 
@@ -91,7 +101,7 @@ def reduce_scatter_tensor(x, reduce_op, group_size, group_name):
     reduce_op = _reduction(REDUCE_SCATTER.id, reduce_op)
     out = REDUCE_SCATTER(x, reduce_op, group_size, group_name)
     g = get_grad(out)
-    gathered = WAIT(ALL_GATHER(_dense(g), group_size, group_name))
+    gathered = WAIT(_communicate(ALL_GATHER, _dense(g), group_size, group_name))
     put_grad(x, gathered if reduce_op == "sum" else aten.div.Tensor(gathered, group_size))
     return out
 
@@ -100,7 +110,8 @@ def reduce_scatter_tensor(x, reduce_op, group_size, group_name):
 def all_to_all_single(x, output_split_sizes, input_split_sizes, group_name):
     out = ALL_TO_ALL(x, output_split_sizes, input_split_sizes, group_name)
     g = get_grad(out)
-    put_grad(x, WAIT(ALL_TO_ALL(_dense(g), input_split_sizes, output_split_sizes, group_name)))
+    put_grad(x, WAIT(_communicate(ALL_TO_ALL, _dense(g), input_split_sizes, output_split_sizes,
+                                      group_name)))
     return out
 
 
@@ -108,7 +119,7 @@ def all_to_all_single(x, output_split_sizes, input_split_sizes, group_name):
 def broadcast(x, src, group_name):
     out = BROADCAST(x, src, group_name)
     g = get_grad(out)
-    total = WAIT(ALL_REDUCE(g, "sum", group_name))
+    total = WAIT(_communicate(ALL_REDUCE, g, "sum", group_name))
     # Which rank this trace runs on is fixed when it is traced (one trace per process).
     group = dist.distributed_c10d._resolve_process_group(group_name)
     is_source = dist.get_rank(group) == src
