@@ -9,7 +9,8 @@ gradient are compared. An OpInfo passes when all its samples do. Otherwise it is
 * no-rule: thunderviz refuses an op it has no grad rule for (the op is named and counted);
 * error: anything else thunderviz raised.
 
-OpInfos with a complex input or output are counted apart (complex autodiff is out of scope).
+OpInfos with a complex input or output are checked too but counted apart (complex autodiff
+is out of scope: such an OpInfo may pass, fail or be refused).
 Samples torch.autograd itself rejects are left out. Run:
 
     .venv/bin/python -m benchmarks.opinfo_census                  # float64 and float32
@@ -160,6 +161,7 @@ def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(SECONDS_PER_OPINFO)
     compared, problems, missing, errors = 0, [], [], []
+    is_complex = False
     try:
         for i, sample in enumerate(info.sample_inputs("cpu", dtype, requires_grad=False)):
             if i >= n_samples:
@@ -173,7 +175,7 @@ def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
             except Exception:  # noqa: BLE001 - a sample torch itself rejects
                 continue
             if any(_is_complex(x) for x in pytree.tree_leaves((args, kwargs, eager))):
-                return Outcome(label, "complex")
+                is_complex = True
             try:
                 result = check_sample(fn, args, kwargs, dtype)
             except AutodiffError as e:
@@ -201,12 +203,17 @@ def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
     if not compared:
         return Outcome(label, "skipped", "torch.autograd rejects every sample")
     if problems:
-        return Outcome(label, "wrong", problems[0])
-    if missing:
-        return Outcome(label, "no-rule", ", ".join(sorted(set(missing))), sorted(set(missing)))
-    if errors:
-        return Outcome(label, "error", errors[0])
-    return Outcome(label, "pass")
+        outcome = Outcome(label, "wrong", problems[0])
+    elif missing:
+        outcome = Outcome(label, "no-rule", ", ".join(sorted(set(missing))), sorted(set(missing)))
+    elif errors:
+        outcome = Outcome(label, "error", errors[0])
+    else:
+        outcome = Outcome(label, "pass")
+    if is_complex:  # counted apart, with what it would have been in `detail`
+        return Outcome(label, "complex", outcome.status + (f": {outcome.detail}" if outcome.detail
+                                                           else ""))
+    return outcome
 
 
 def autograd_opinfos(names: Iterable[str] | None = None) -> list[Any]:
@@ -227,11 +234,13 @@ def summarize(name: str, outcomes: list[Outcome], seconds: float, verbose: bool)
     pct = 100.0 * counts["pass"] / real if real else 0.0
     print(f"\n{name}: {counts['pass']} of {real} pass ({pct:.1f}%)  "
           + "  ".join(f"{s} {counts[s]}" for s in STATUSES)
-          + f"  | complex (apart) {counts['complex']}, skipped {counts['skipped']}"
+          + f"  | complex (apart) {counts['complex']}"
+          + f" ({sum(o.detail == 'pass' for o in outcomes if o.status == 'complex')} pass)"
+          + f", skipped {counts['skipped']}"
           + f"  [{seconds:.0f} s]")
-    for status in ("wrong", "error", "no-rule") if verbose else ("wrong",):
+    for status in ("wrong", "error", "no-rule", "complex") if verbose else ("wrong",):
         for o in outcomes:
-            if o.status == status:
+            if o.status == status and not (status == "complex" and o.detail == "pass"):
                 print(f"  {status:8} {o.label:45} {o.detail}")
 
 

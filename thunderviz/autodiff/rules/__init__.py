@@ -10,6 +10,7 @@ from thunderviz.autodiff.rules import (
     custom_function,
     distances,
     elementwise,
+    fft,
     grouped,
     indexed_reductions,
     linalg,
@@ -32,7 +33,7 @@ BUILTIN_RULES = RuleSet.merged(
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES, recurrent.RULES,
      masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES,
      composite.RULES, scans.RULES, distances.RULES, indexed_reductions.RULES, linalg_solve.RULES,
-     linalg_factor.RULES],
+     linalg_factor.RULES, fft.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

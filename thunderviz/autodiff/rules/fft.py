@@ -1,0 +1,102 @@
+"""Grad rules for the FFT kernels every `torch.fft` function runs (torch's
+`fft_r2c_backward`, `fft_c2r_backward` and `_fft_c2c` formulas).
+
+A DFT is linear: its gradient is the adjoint transform with the same normalization mode,
+run the other way (c2c forward <-> backward). The one-sided real transforms add the
+bookkeeping of the half spectrum: r2c's adjoint pads the missing half with zeros; c2r's
+adjoint doubles the bins whose mirror images were left out of the one-sided input.
+"""
+
+from __future__ import annotations
+
+from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.prims import aten
+
+RULES = RuleSet("fft")
+
+
+@RULES.grad(aten._fft_c2c.default)
+def fft_c2c(x, dim, normalization, forward):
+    out = aten._fft_c2c.default(x, dim, normalization, forward)
+    put_grad(x, aten._fft_c2c.default(get_grad(out), dim, normalization, not forward))
+    return out
+
+
+@RULES.grad(aten._fft_r2c.default)
+def fft_r2c(x, dim, normalization, onesided):
+    out = aten._fft_r2c.default(x, dim, normalization, onesided)
+    g = get_grad(out)
+    if onesided:  # the bins left out (mirror images) get no cotangent
+        last = dim[-1] % x.ndim
+        missing = x.shape[last] - g.shape[last]
+        if missing > 0:
+            pad = [0, 0] * (g.ndim - 1 - last) + [0, missing]
+            g = aten.constant_pad_nd.default(g, pad, 0)
+    put_grad(x, aten.real.default(aten._fft_c2c.default(g, dim, normalization, False)))
+    return out
+
+
+@RULES.grad(aten._fft_c2r.default)
+def fft_c2r(x, dim, normalization, last_dim_size):
+    out = aten._fft_c2r.default(x, dim, normalization, last_dim_size)
+    g = get_grad(out)
+    gx = aten._fft_r2c.default(g, dim, normalization, True)
+    last = dim[-1] % g.ndim
+    doubled = g.shape[last] - gx.shape[last]  # bins 1..doubled stand for two each
+    if doubled > 0:
+        rest = gx.shape[last] - 1 - doubled
+        weights = aten.cat.default([
+            aten.ones.default([1], dtype=g.dtype, device=g.device),
+            aten.full.default([doubled], 2.0, dtype=g.dtype, device=g.device),
+            aten.ones.default([rest], dtype=g.dtype, device=g.device)])
+        gx = aten.mul.Tensor(gx, aten.view.default(weights, [-1] + [1] * (g.ndim - 1 - last)))
+    put_grad(x, gx)
+    return out
+
+
+@RULES.grad(aten._conj.default)
+def conj(x):
+    out = aten._conj.default(x)
+    put_grad(x, aten._conj.default(get_grad(out)))
+    return out
+
+
+@RULES.grad(aten._conj_physical.default)
+def conj_physical(x):
+    out = aten._conj_physical.default(x)
+    put_grad(x, aten._conj_physical.default(get_grad(out)))
+    return out
+
+
+# --- complex numbers as pairs of reals (around the transforms: stft, polar, complex) ----------
+
+@RULES.grad(aten.view_as_real.default)
+def view_as_real(x):
+    out = aten.view_as_real.default(x)
+    put_grad(x, aten.view_as_complex.default(aten.contiguous.default(get_grad(out))))
+    return out
+
+
+@RULES.grad(aten.view_as_complex.default)
+def view_as_complex(x):
+    out = aten.view_as_complex.default(x)
+    put_grad(x, aten.view_as_real.default(get_grad(out)))
+    return out
+
+
+@RULES.grad(aten.real.default)
+def real(x):
+    """The cotangent g of Re(x) is the complex cotangent g + 0i of x."""
+    out = aten.real.default(x)
+    put_grad(x, get_grad(out))
+    return out
+
+
+@RULES.grad(aten.imag.default)
+def imag(x):
+    """The cotangent g of Im(x) is the complex cotangent 0 + gi of x."""
+    out = aten.imag.default(x)
+    g = get_grad(out)
+    put_grad(x, aten.complex.default(aten.zeros_like.default(g), g))
+    return out
