@@ -134,3 +134,21 @@ def test_hugging_face_gradient_checkpointing_trains_like_eager():
             lambda out: out.loss)
     calls = [b for b in tv.last_traces(jitted)[0].bound_symbols if b.sym.id == APPLY_ID]
     assert len(calls) == 2 and all(b.kwargs.get("held") for b in calls)  # one per layer
+
+
+class DropoutInside(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp, self.out = nn.Linear(4, 8), nn.Linear(8, 1)
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.3), nn.GELU())
+
+    def forward(self, x):
+        return self.out(checkpoint(self.body, self.inp(x), use_reentrant=True))
+
+
+def test_dropout_inside_a_reentrant_checkpoint_draws_and_redraws_eagers_mask():
+    """The forward draws the mask where eager does; the backward's re-run restores the RNG
+    state the forward saved on its ctx, so the gradient uses that same mask."""
+    torch.manual_seed(0)
+    xs = [torch.randn(5, 4) for _ in range(3)]
+    train_like_eager(DropoutInside(), lambda step: ((xs[step],), {}), mse)
