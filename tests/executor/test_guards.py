@@ -351,3 +351,26 @@ def test_boolean_mask_indexing_with_a_changing_count_matches_eager():
         assert_same(jit_grads_of(jitted, pred, target, w), grads_of(masked_loss, pred, target, w))
     assert jitted.cache_misses == 3  # counts 3, 2, 1: one trace each, reused when they recur
     assert "thunderviz_guard_size(" in str(tv.last_traces(jitted)[1])
+
+
+def test_a_full_backward_hook_on_the_module_runs_on_every_backward_as_in_eager():
+    eager = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
+    model = copy.deepcopy(eager)
+    jitted = tv.jit(model)
+    grads_e, grads_j = [], []
+    eager.register_full_backward_hook(lambda mod, gin, gout: grads_e.append((gin[0], gout[0])))
+    model.register_full_backward_hook(lambda mod, gin, gout: grads_j.append((gin[0], gout[0])))
+    x = torch.randn(2, 4, **F64, requires_grad=True)
+    for _ in range(2):
+        (jitted(x) * 3).sum().backward()
+        (eager(x) * 3).sum().backward()
+    assert len(grads_j) == len(grads_e) == 2
+    torch.testing.assert_close(grads_j[-1][1], grads_e[-1][1], rtol=0, atol=0)  # grad of output
+    torch.testing.assert_close(grads_j[-1][0], grads_e[-1][0], rtol=1e-12, atol=1e-14)  # of input
+
+
+def test_a_backward_hook_on_a_submodule_is_refused_by_name():
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
+    model[0].register_full_backward_hook(lambda mod, gin, gout: None)
+    with pytest.raises(NotImplementedError, match=r"backward hooks on submodules \(0\)"):
+        tv.jit(model)(torch.randn(2, 4))
