@@ -53,8 +53,10 @@ def refuse_fully_sharded(fn: Any) -> None:
 
 @dataclasses.dataclass
 class _Bucket:
-    params: list[int]  # indices into the trace's flat arguments
-    ready_at: int  # index of the backward bound symbol after which all its grads exist
+    cap: int  # bytes at which it closes
+    params: list[int] = dataclasses.field(default_factory=list)  # positions in the flat args
+    ready_at: int = 0  # index of the backward bound symbol after which all its grads exist
+    size: int = 0
 
 
 class DDPSync:
@@ -141,23 +143,22 @@ class DDPSync:
                 continue
             ready.append((produced_at.get(g.name, 0), index))
         ready.sort(key=lambda r: (r[0], -r[1]))  # ties: DDP's reverse parameter order
-        open_buckets: dict[tuple[Any, Any], tuple[_Bucket, int]] = {}
-        done: list[_Bucket] = []
+        open_buckets: dict[tuple[Any, Any], _Bucket] = {}
+        made: list[_Bucket] = []
         for at, index in ready:
             g = result.grad_inputs[index]
             kind = (g.dtype, g.device)
-            bucket, size = open_buckets.get(kind, (_Bucket([], at), 0))
+            bucket = open_buckets.get(kind)
+            if bucket is None:
+                bucket = _Bucket(self.first_bucket_bytes if not made else self.bucket_bytes)
+                open_buckets[kind] = bucket
+                made.append(bucket)
             bucket.params.append(index)
             bucket.ready_at = at
-            size += g.nbytes
-            cap = self.first_bucket_bytes if not done and not open_buckets else self.bucket_bytes
-            if size >= cap:
-                done.append(bucket)
-                open_buckets.pop(kind, None)
-            else:
-                open_buckets[kind] = (bucket, size)
-        done += [b for b, _ in open_buckets.values()]
-        return sorted(done, key=lambda b: b.ready_at)
+            bucket.size += g.nbytes
+            if bucket.size >= bucket.cap:
+                del open_buckets[kind]
+        return sorted(made, key=lambda b: b.ready_at)
 
 
 def _with_bucket_all_reduces(sync: DDPSync, result: AutodiffResult) -> Trace:
