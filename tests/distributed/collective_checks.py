@@ -115,7 +115,7 @@ def fn_shape(fn, x):
 
 def in_place_calls(x):
     y = x * 2.0
-    dist.all_reduce(y)                       # y now holds the sum
+    dist.all_reduce(y, async_op=True).wait()  # y now holds the sum
     row = y[0]
     dist.broadcast(row, src=0)               # a write through a view, into y
     gathered = torch.empty(2 * x.shape[0], x.shape[1], dtype=x.dtype)
