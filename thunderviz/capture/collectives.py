@@ -291,11 +291,11 @@ def record_collective_call(recorder: Any, func: Any, args: tuple[Any, ...],
             return func(*args, **kwargs)
         try:
             signature = inspect.signature(in_place).bind(*args, **kwargs)
-        except TypeError as e:
-            raise CaptureError(f"{func.__name__} at {where(source, recorder.module_path)}: {e}",
+            written, result = in_place(*signature.args, **signature.kwargs)
+        except (TypeError, ValueError) as e:  # arguments torch would refuse too; PREMUL_SUM
+            raise CaptureError(f"torch.distributed.{func.__name__} {_at(recorder)}: {e}",
                                op=f"torch.distributed.{func.__name__}", source=source,
                                module_path=recorder.module_path) from e
-        written, result = in_place(*signature.args, **signature.kwargs)
         new = _FUNCTIONAL.wait_tensor.default(result)
         if new.shape != written.shape:  # all_gather_into_tensor into a stacked output
             new = new.view(written.shape)
