@@ -51,7 +51,7 @@ class CompiledEntry:
 
     forward: Trace
     result: AutodiffResult | None  # None when nothing requires grad
-    run_forward: Callable[..., Any]
+    run_forward: Callable[..., Any] | None  # what runs when nothing requires grad
     run_augmented: Callable[..., Any] | None = None
     run_backward: Callable[..., Any] | None = None
     differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
@@ -319,7 +319,7 @@ class JittedFunction:
                     flat_out[j].name for j in positions}:
                 positions.append(i)
         return CompiledEntry(
-            forward, result, forward.python_callable(),
+            forward, result, None,  # the forward alone never runs here: not compiled
             # autograd.Function.forward already runs without grad: skip the trace's no_grad
             run_augmented=_without_no_grad(augmented.python_callable(GUARD_NAMES)),
             run_backward=result.backward.python_callable(),
