@@ -170,8 +170,9 @@ class _Walk:
         elif sym == _UNPACK:
             expected, reason = False, ""
         else:
-            expected = sym not in _REPLICATING and all(n in self.agreed for n in tensor_inputs) \
-                and not first.get("sym_id", "").startswith("_c10d_functional.")
+            # other collectives (reduce_scatter, all_to_all) give each rank its own part
+            expected = all(n in self.agreed for n in tensor_inputs) \
+                and not (sym or "").startswith("_c10d_functional.")
             reason = "computed from values that agree on every rank"
         for name in first.get("outputs", []):
             found = self.check(kind, first, name, expected, reason)
