@@ -68,6 +68,9 @@ def test_a_swapped_activation_is_found_at_its_layer(gpt_runs):
     assert first.forward == pytest.approx(_relative(seen["b"], seen["a"]), rel=1e-6)
     before = c.rows[:c.rows.index(first)]
     assert all(r.forward in (None, 0.0) for r in before)  # nothing before that layer moved
+    table = c.table(only_above=True).splitlines()
+    assert any(line.startswith(first.op_a + " ") and "blocks.1.mlp.1" in line and "relu" in line
+               for line in table)
 
 
 def _program(x, w):

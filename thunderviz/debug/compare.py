@@ -118,6 +118,18 @@ class Comparison:
                 "first_forward": self.first_forward.op_a if self.first_forward else None,
                 "first_grad": self.first_grad.op_a if self.first_grad else None}
 
+    def table(self, only_above: bool = False) -> str:
+        """The per-op table as text: op ids, op, module, forward and gradient differences
+        (`only_above`: just the rows above `rtol`)."""
+        def cell(x: float | None) -> str:
+            return "-" if x is None else f"{x:.3g}"
+        rows = [r for r in self.rows if not only_above or any(
+            v is not None and (math.isnan(v) or v > self.rtol) for v in (r.forward, r.grad))]
+        lines = [f"{'a':<12} {'b':<12} {'forward':>9} {'grad':>9}  op [module]"]
+        lines += [f"{r.op_a:<12} {r.op_b:<12} {cell(r.forward):>9} {cell(r.grad):>9}  {r.where()}"
+                  + (f"  ({r.note})" if r.note else "") for r in rows]
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         if self.same:
             return f"<Comparison: no difference above {self.rtol:g} ({self.measure})>"
