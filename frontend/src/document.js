@@ -93,6 +93,7 @@ function resolve(schema) {
 
 function expected(schema) {
   schema = resolve(schema);
+  if (schema.not) return `anything but ${expected(schema.not)}`;
   if (hasOwn(schema, "const")) return JSON.stringify(schema.const);
   if (schema.enum) return schema.enum.map((v) => JSON.stringify(v)).join(", ");
   if (schema.anyOf) return schema.anyOf.map(expected).join(" or ");
@@ -102,6 +103,7 @@ function expected(schema) {
 
 function shallowOk(value, schema) {
   schema = resolve(schema);
+  if (schema.not && shallowOk(value, schema.not)) return false;
   if (hasOwn(schema, "const")) return same(value, schema.const);
   if (schema.enum) return schema.enum.some((v) => same(value, v));
   if (schema.anyOf) return schema.anyOf.some((s) => shallowOk(value, s));
@@ -162,6 +164,12 @@ function checkObject(value, schema, path) {
   const keys = Object.keys(value);
   if (keys.length < (schema.minProperties ?? 0)) {
     return { path, message: `must have at least ${schema.minProperties} entries` };
+  }
+  const names = schema.propertyNames;
+  if (names) {
+    for (const key of keys) {
+      if (!shallowOk(key, names)) return { path, message: `key ${JSON.stringify(key)}: expected ${expected(names)}` };
+    }
   }
   const props = schema.properties ?? {};
   for (const [key, sub] of Object.entries(props)) {

@@ -28,6 +28,9 @@ export const VIEW_SCHEMA = {
   "traces": {
    "type": "object",
    "minProperties": 1,
+   "propertyNames": {
+    "$ref": "#/$defs/key"
+   },
    "additionalProperties": {
     "$ref": "#/$defs/trace"
    }
@@ -55,6 +58,9 @@ export const VIEW_SCHEMA = {
     "object",
     "null"
    ],
+   "propertyNames": {
+    "$ref": "#/$defs/key"
+   },
    "additionalProperties": {
     "$ref": "#/$defs/grad_flow"
    }
@@ -144,6 +150,12 @@ export const VIEW_SCHEMA = {
     "null"
    ]
   },
+  "key": {
+   "not": {
+    "const": "__proto__"
+   },
+   "$comment": "a name used as a key: a JavaScript reader looking \"__proto__\" up in an object finds Object.prototype"
+  },
   "module_path": {
    "type": "string",
    "pattern": "^[^.]*(\\.[^.]*){0,127}$",
@@ -190,6 +202,9 @@ export const VIEW_SCHEMA = {
     },
     "tensors": {
      "type": "object",
+     "propertyNames": {
+      "$ref": "#/$defs/key"
+     },
      "additionalProperties": {
       "$ref": "#/$defs/tensor"
      }
@@ -394,6 +409,9 @@ export const VIEW_SCHEMA = {
   },
   "stats_by_name": {
    "type": "object",
+   "propertyNames": {
+    "$ref": "#/$defs/key"
+   },
    "additionalProperties": {
     "anyOf": [
      {

@@ -8,11 +8,20 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { validateDocument, indexDocument, parseDocument } from "../src/document.js";
+import { VIEW_SCHEMA } from "../src/viewschema.js";
 import { linkedHighlights } from "../src/links.js";
 import { summarizeSaved } from "../src/saved.js";
 import { stepStats, stepHasNanInf, stepMaxNorm } from "../src/stepper.js";
-import { buildVisibleGraph, defaultExpanded } from "../src/visible.js";
+import { buildVisibleGraph, defaultExpanded, moduleId } from "../src/visible.js";
+import { DetailsPanel } from "../src/details.js";
+import { parseHTML } from "linkedom";
 import { loadFixture } from "./helpers.js";
+
+// The details panel builds DOM nodes: linkedom's document stands in for the browser's.
+const { window } = parseHTML("<!doctype html><html><body></body></html>");
+for (const name of ["document", "Node", "HTMLElement", "Element", "Event"]) {
+  if (globalThis[name] === undefined) globalThis[name] = window[name];
+}
 
 const read = (rel) => JSON.parse(readFileSync(fileURLToPath(new URL(rel, import.meta.url)), "utf8"));
 const CASES = read("./fixtures/schema/cases.json").cases;
@@ -40,12 +49,20 @@ for (const c of CASES) {
   });
 }
 
-/** Everything the viewer computes from a document before drawing, and on selecting. */
+/** Everything the viewer computes from a document before drawing, and on selecting:
+ * linked highlights and the details panel for every op, tensor and module. */
 function readEverything(doc) {
   const index = indexDocument(doc);
   for (const [, ti] of index.traces) buildVisibleGraph(ti, defaultExpanded(ti));
-  for (const id of index.opById.keys()) linkedHighlights(index, id);
-  for (const [, ti] of index.traces) for (const name of Object.keys(ti.tensors ?? {})) linkedHighlights(index, name);
+  const details = new DetailsPanel({ index, select() {}, toggle() {}, isExpanded: () => false, breakOn: () => {} });
+  const selectable = [...index.opById.keys()];
+  for (const [, ti] of index.traces) {
+    selectable.push(...Object.keys(ti.tensors ?? {}), ...[...ti.modules.keys()].map(moduleId));
+  }
+  for (const selected of selectable) {
+    linkedHighlights(index, selected);
+    for (const step of [null, index.steps[0] ?? null]) details.render({ selected, step, preferKind: null });
+  }
   summarizeSaved(index.saved);
   for (const step of index.steps) {
     stepStats(step);
@@ -142,4 +159,90 @@ test("fuzz: one field replaced by random JSON: the checker never throws, accepte
     }
   }
   assert.ok(accepted > runs / 20, `only ${accepted} of ${runs} mutated documents were valid: the fuzz tests little`);
+});
+
+// --- seeded documents generated from the schema itself ----------------------------------
+const POOL = {
+  string: ["", "x", "t0", "t1", "forward:0", "forward:1", "backward:0", "a", "a.b", ".", "a..b",
+    "__proto__", "constructor", "nan", "inf", "<b>x</b>", "a\ud800b"],
+};
+
+function resolveRef(schema) {
+  return schema.$ref ? { ...VIEW_SCHEMA.$defs[schema.$ref.replace("#/$defs/", "")], ...schema, $ref: undefined } : schema;
+}
+
+/** A random value that `schema` accepts (numbers kept small, containers short). */
+function generate(schema, rand, depth = 0) {
+  schema = resolveRef(schema);
+  const pick = (list) => list[Math.floor(rand() * list.length)];
+  if (schema.const !== undefined) return schema.const;
+  if (schema.enum) return pick(schema.enum);
+  if (schema.anyOf) return generate(pick(schema.anyOf), rand, depth);
+  const type = Array.isArray(schema.type) ? pick(schema.type) : schema.type;
+  switch (type) {
+    case "null": return null;
+    case "boolean": return rand() < 0.5;
+    case "integer": {
+      const lo = Math.max(schema.minimum ?? -50, -50);
+      return lo + Math.floor(rand() * 100);
+    }
+    case "number": return pick([0, -1.5, 3.25, 1e300, -1e-300, 7]);
+    case "string": {
+      const s = pick(POOL.string);
+      return schema.minLength && s.length < schema.minLength ? "x" : s;
+    }
+    case "array": {
+      const n = Math.min(Math.floor(rand() * 4), schema.maxItems ?? 4);
+      const length = Math.max(n, schema.minItems ?? 0);
+      return Array.from({ length }, () => (schema.items ? generate(schema.items, rand, depth + 1) : null));
+    }
+    case "object": {
+      const out = {};
+      const define = (key, value) => Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+      for (const [key, sub] of Object.entries(schema.properties ?? {})) {
+        if ((schema.required ?? []).includes(key) || rand() < 0.6) define(key, generate(sub, rand, depth + 1));
+      }
+      if (schema.additionalProperties && typeof schema.additionalProperties === "object") {
+        const n = Math.max(Math.floor(rand() * 3), schema.minProperties ?? 0);
+        // (the one name propertyNames forbids: "__proto__")
+        const keys = POOL.string.concat(["forward", "backward"]).filter((k) => !schema.propertyNames || k !== "__proto__");
+        for (let i = 0; i < n; i++) define(pick(keys), generate(schema.additionalProperties, rand, depth + 1));
+      }
+      return out;
+    }
+    default: return null;
+  }
+}
+
+/** Satisfy the rules beyond the schema: unique ids ("<kind>:<i>"), parents earlier. */
+function followRules(doc, rand) {
+  doc.version = 1; // the one version this viewer reads (the schema allows any positive integer)
+  const views = Object.entries(doc.traces);
+  for (const run of Array.isArray(doc.transforms) ? doc.transforms : []) {
+    if (run.trace_before) views.push(["before", run.trace_before]);
+  }
+  for (const [kind, trace] of views) {
+    trace.ops.forEach((op, i) => {
+      op.id = `${kind}:${i}`;
+      if (op.parent !== undefined && op.parent !== null) op.parent = i > 0 && rand() < 0.7 ? `${kind}:${Math.floor(rand() * i)}` : null;
+    });
+  }
+  return doc;
+}
+
+test("documents generated from the schema validate and are read by the whole viewer pipeline", () => {
+  const rand = mulberry32(7);
+  let valid = 0;
+  for (let i = 0; i < 1500; i++) {
+    const doc = followRules(generate(VIEW_SCHEMA, rand), rand);
+    const result = validateDocument(doc);
+    assert.ok(result.ok, result.error);
+    valid += 1;
+    try {
+      readEverything(doc);
+    } catch (err) {
+      assert.fail(`a valid generated document crashed the viewer: ${err.stack}\n${JSON.stringify(doc).slice(0, 2000)}`);
+    }
+  }
+  assert.equal(valid, 1500);
 });

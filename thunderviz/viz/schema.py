@@ -8,8 +8,8 @@ viewer (`js_twin()`, see tests/safety/test_schema.py), whose checker in
 refuse the same documents (shared fixtures in frontend/test/fixtures/schema/ prove it).
 
 The checker understands the part of JSON Schema the file uses: `$ref` (to `#/$defs/...`),
-`type`, `const`, `enum`, `anyOf`, `properties`, `required`, `additionalProperties`,
-`minProperties`, `items`, `minItems`, `maxItems`, `minLength`, `pattern` (one that reads
+`type`, `const`, `enum`, `anyOf`, `not` (of a `const`), `properties`, `required`,
+`additionalProperties`, `propertyNames`, `minProperties`, `items`, `minItems`, `maxItems`, `minLength`, `pattern` (one that reads
 the same in Python and JavaScript), `minimum`, `maximum`. JSON numbers are finite (a Python
 inf or nan is no number), and an integral float is an integer, as in JavaScript. Three rules
 JSON Schema cannot say are checked after it: no value nested deeper than `MAX_DEPTH`, op
@@ -87,6 +87,8 @@ def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
 def _expected(schema: dict[str, Any]) -> str:
     """A reader's description of what `schema` accepts: "string or null", "integer"."""
     schema = _resolve(schema)
+    if "not" in schema:
+        return f"anything but {_expected(schema['not'])}"
     if "const" in schema:
         return json.dumps(schema["const"])
     if "enum" in schema:
@@ -100,6 +102,8 @@ def _expected(schema: dict[str, Any]) -> str:
 def _shallow_ok(value: Any, schema: dict[str, Any]) -> bool:
     """Whether `value` has a type `schema` accepts (not looking inside it)."""
     schema = _resolve(schema)
+    if "not" in schema and _shallow_ok(value, schema["not"]):
+        return False
     if "const" in schema:
         return _same(value, schema["const"])
     if "enum" in schema:
@@ -155,6 +159,11 @@ def _check_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> N
             raise SchemaViolation(path, f"missing key {json.dumps(key)}")
     if len(value) < schema.get("minProperties", 0):
         raise SchemaViolation(path, f"must have at least {schema['minProperties']} entries")
+    names = schema.get("propertyNames")
+    if names is not None:
+        for key in value:
+            if not _shallow_ok(key, names):
+                raise SchemaViolation(path, f"key {json.dumps(key)}: expected {_expected(names)}")
     props = schema.get("properties", {})
     for key, sub in props.items():
         if key in value:
