@@ -256,6 +256,10 @@ export class GraphView {
       if (item.type === "node") {
         const node = this.graph.nodeById.get(item.id);
         g.setAttribute("data-tv-type", node.type);
+        // reachable with Tab, read by screen readers; Enter selects (viewer.js onKey)
+        g.setAttribute("tabindex", "0");
+        g.setAttribute("role", "button");
+        g.setAttribute("aria-label", [...g.querySelectorAll(":scope > text")].map((t) => t.textContent).join(", "));
         this.nodeEls.set(item.id, g);
         if (title) title.textContent = this.tooltip(node);
         if (node.expandable) splitToggle(g.querySelector(":scope > text"));
@@ -318,7 +322,8 @@ export class GraphView {
     const marks = this.lastMarks;
     const toggled = this.toggled;
     this.toggled = null;
-    const focus = [toggled, ...(marks ? [marks.selected, ...(marks.current || [])] : [])].filter(Boolean);
+    const linked = marks && marks.highlights ? [...marks.highlights.ops] : [];
+    const focus = [toggled, ...(marks ? [marks.selected, ...(marks.current || []), ...linked] : [])].filter(Boolean);
     if (focus.length && this.scrollTo(focus)) return;
     if (firstTime) {
       this.canvas.scrollTop = 0;

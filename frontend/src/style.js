@@ -84,6 +84,15 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 }
 .tv-root .tv-title { font-weight: 600; margin-right: 8px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; max-width: 30%; }
 .tv-root .tv-tabs { display: flex; gap: 2px; flex-wrap: wrap; }
+.tv-root .tv-search { position: relative; margin-left: auto; flex: 0 1 320px; min-width: 160px; }
+.tv-root .tv-search input { width: 100%; box-sizing: border-box; font: inherit; padding: 2px 6px; border: 1px solid var(--tv-border); border-radius: 4px; background: var(--tv-bg); color: var(--tv-fg); }
+.tv-root .tv-search-results { position: absolute; right: 0; top: 100%; z-index: 20; width: min(560px, 90vw); max-height: 320px; overflow: auto; margin: 2px 0 0; padding: 2px 0; list-style: none; background: var(--tv-bg); border: 1px solid var(--tv-border); border-radius: 4px; box-shadow: 0 4px 12px rgba(0,0,0,0.18); }
+.tv-root .tv-search-results li { display: flex; gap: 8px; padding: 2px 8px; cursor: pointer; white-space: nowrap; }
+.tv-root .tv-search-results li.tv-active { background: var(--tv-highlight-bg, rgba(80,130,220,0.15)); }
+.tv-root .tv-search-kind { color: var(--tv-muted); min-width: 48px; }
+.tv-root .tv-search-detail { color: var(--tv-muted); overflow: hidden; text-overflow: ellipsis; }
+.tv-root .tv-graph-canvas g.node:focus { outline: none; }
+.tv-root .tv-graph-canvas g.node:focus-visible > path, .tv-root .tv-graph-canvas g.node:focus-visible > polygon, .tv-root .tv-graph-canvas g.node:focus-visible > ellipse { stroke-width: 3px; }
 .tv-root .tv-tabs button { border-color: transparent; background: transparent; border-radius: 4px 4px 0 0; }
 .tv-root .tv-tabs button.tv-active { border-color: var(--tv-border); border-bottom-color: var(--tv-bg); background: var(--tv-bg); font-weight: 600; }
 .tv-root .tv-body { flex: 1 1 auto; min-height: 0; position: relative; }

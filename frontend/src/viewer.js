@@ -16,6 +16,8 @@ import { DetailsPanel } from "./details.js";
 import { StepPanel } from "./steps.js";
 import { SavedPanel } from "./saved.js";
 import { TransformsPanel } from "./transforms.js";
+import { SearchBox } from "./searchbox.js";
+import { expansionToReveal } from "./search.js";
 import { DebugToolsPanel, hasDebugTools } from "./debugtools.js";
 
 /** Traits render() listens to (the Python widget defines the same names). */
@@ -114,9 +116,11 @@ class App {
     );
     this.flash = h("div", { class: "tv-message", attrs: { "aria-live": "polite" }, data: { flash: "" } });
     this.body = h("div", { class: "tv-body" });
+    this.searchBox = new SearchBox(this.index, (id) => this.reveal(id));
     container.appendChild(
-      h("div", { class: "tv-header" }, h("span", { class: "tv-title", title: String(doc.title ?? "") }, String(doc.title ?? "thunderviz")), h("div", { class: "tv-tabs", attrs: { role: "tablist" } }, [...this.tabButtons.values()])),
+      h("div", { class: "tv-header" }, h("span", { class: "tv-title", title: String(doc.title ?? "") }, String(doc.title ?? "thunderviz")), h("div", { class: "tv-tabs", attrs: { role: "tablist" } }, [...this.tabButtons.values()]), this.searchBox.el),
     );
+    container.addEventListener("keydown", (event) => this.onKey(event));
     container.appendChild(this.flash);
     container.appendChild(this.body);
 
@@ -210,6 +214,46 @@ class App {
       }
     }
     this.setTrait("expanded", [...expanded]);
+  }
+
+  /** Select `id` after opening what hides it, so every pane can scroll to it (search). */
+  reveal(id) {
+    const expanded = this.expanded();
+    const before = expanded.size;
+    for (const key of expansionToReveal(this.index, id)) expanded.add(key);
+    if (expanded.size !== before) {
+      for (const view of this.views) view.focusNext(null);
+      this.setTrait("expanded", [...expanded]);
+    }
+    this.select(id);
+  }
+
+  /**
+   * Keys, while focus is in the viewer: / search, Esc clear the selection, n / p next /
+   * previous step, Enter select the focused node or open / close the selection.
+   */
+  onKey(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.target.closest && event.target.closest("input, select, textarea")) return;
+    const focusedNode = event.target.closest && event.target.closest("g.node");
+    const actions = {
+      "/": () => this.searchBox.focus(),
+      Escape: () => this.select(""),
+      n: () => this.hasStepping() && this.stepAction("step"),
+      p: () => this.hasStepping() && this.stepAction("back"),
+      Enter: () => {
+        const selected = String(this.model.get("selected") || "");
+        const view = focusedNode && this.views.find((v) => v.el.contains(focusedNode));
+        const id = view ? view.selectionOf(focusedNode.getAttribute("data-tv-id")) : selected;
+        if (id !== selected) this.select(id);
+        else if (id && (isModuleId(id) || this.index.opById.has(id))) this.toggle(id);
+      },
+    };
+    const action = actions[event.key];
+    if (!action) return;
+    event.preventDefault();
+    event.stopPropagation(); // not a notebook shortcut as well
+    action();
   }
 
   setExpanded(set) {

@@ -282,7 +282,19 @@ export function buildVisibleGraph(ti, expanded, limits = {}) {
     for (const [from, names] of outputSources) for (const name of names) addEdge(from, id, name);
   }
 
-  return { kind: ti.kind, nodes, nodeById, edges: [...edges.values()], root, owner, stubsByTensor };
+  // An unpack op is drawn as what it unpacks: its stubs and input nodes.
+  const unpackedBy = new Map();
+  for (const opId of unpack.ops) {
+    const drawn = new Set();
+    for (const name of ti.ops.get(opId).outputs || []) {
+      for (const stub of stubsByTensor.get(name) || []) drawn.add(stub);
+      if (nodeById.has(name)) drawn.add(name);
+      else if (inputUse.has(name) && nodeById.has("inputs:" + ti.kind)) drawn.add("inputs:" + ti.kind);
+    }
+    unpackedBy.set(opId, [...drawn]);
+  }
+
+  return { kind: ti.kind, nodes, nodeById, edges: [...edges.values()], root, owner, stubsByTensor, unpackedBy };
 }
 
 /** Visible top-level node count, without building the graph (for the default collapse). */
@@ -364,6 +376,7 @@ export function fitVisibleGraph(ti, expanded, limits = {}) {
 export function nodesFor(graph, ti, id) {
   if (graph.nodeById.has(id)) return [id];
   if (graph.stubsByTensor && graph.stubsByTensor.has(id)) return graph.stubsByTensor.get(id);
+  if (graph.unpackedBy && graph.unpackedBy.has(id)) return graph.unpackedBy.get(id);
   const out = new Set();
   if (isModuleId(id)) {
     const path = modulePathOf(id);
