@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.safety.schema_strategy import documents
 from thunderviz.viz.schema import MAX_DEPTH, SCHEMA, SCHEMA_PATH, js_twin
 from thunderviz.viz.static import static_svg
 from thunderviz.viz.tvz import TvzError, loads, validate
@@ -140,3 +141,12 @@ def test_fuzz_one_field_then_every_consumer(path, value):
         return
     assert REFERENCE.is_valid(json.loads(text))
     _consumers(loaded)
+
+
+@settings(max_examples=int(os.environ.get("TV_FUZZ_EXAMPLES", 60)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(documents())
+def test_documents_drawn_from_the_schema_go_through_every_consumer(doc):
+    text = json.dumps(doc)
+    assert REFERENCE.is_valid(json.loads(text))  # valid by construction, says jsonschema too
+    _consumers(loads(text))
