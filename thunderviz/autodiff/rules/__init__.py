@@ -18,6 +18,7 @@ from thunderviz.autodiff.rules import (
     linalg_solve,
     masked,
     nn,
+    nn_kernels,
     recurrent,
     reductions,
     scans,
@@ -33,7 +34,7 @@ BUILTIN_RULES = RuleSet.merged(
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES, recurrent.RULES,
      masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES,
      composite.RULES, scans.RULES, distances.RULES, indexed_reductions.RULES, linalg_solve.RULES,
-     linalg_factor.RULES, fft.RULES],
+     linalg_factor.RULES, fft.RULES, nn_kernels.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

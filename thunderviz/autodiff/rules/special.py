@@ -109,3 +109,14 @@ def angle(a):
     g = get_grad(out)
     put_grad(a, aten.mul.Tensor(g, scalar_zero(g)))
     return out
+
+
+@RULES.grad(aten.nextafter.default)
+def nextafter(a, b):
+    """The next float after a towards b: a step of one ulp, so d/da = 1 and d/db = 0 (as
+    autograd has it)."""
+    out = aten.nextafter.default(a, b)
+    g = get_grad(out)
+    put_grad(a, g)
+    put_grad(b, aten.mul.Tensor(g, scalar_zero(g)))
+    return out

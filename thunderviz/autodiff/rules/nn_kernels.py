@@ -1,0 +1,93 @@
+"""More grad rules for nn ops with ATen backward kernels (`rules/nn.py` holds the common
+ones): embedding bag, randomized leaky ReLU, fractional max pooling, and the double
+backward of max pooling.
+
+As in nn.py, each rule emits the kernel eager autograd runs, so the numbers match eager's.
+Kernels torch gives no meta implementation (`_ctc_loss_backward`,
+`fractional_max_pool3d_backward`) cannot be emitted: a trace infers every shape on meta
+tensors, so CTC loss and 3-d fractional max pooling stay without rules.
+"""
+
+from __future__ import annotations
+
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.shape import op_args
+from thunderviz.prims import aten
+
+RULES = RuleSet("nn_kernels")
+
+
+def _embedding_bag_rule(op):
+    """`_embedding_bag_forward_only` is what a trace records (it ran without autograd); its
+    bookkeeping outputs (which bag each index went to, bag sizes, argmax) may be left
+    empty, so the rule computes them with `_embedding_bag` for the backward kernels."""
+
+    def embedding_bag(*args, **kwargs):
+        (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+         include_last_offset, padding_idx) = op_args(op, args, kwargs)
+        # the kernels read indices as contiguous memory; torch's caller makes them so, but
+        # on a contiguous capture copy that call was a no-op and is not in the trace
+        indices = aten.contiguous.default(indices)
+        rest = (offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                include_last_offset, padding_idx)
+        outs = op(weight, indices, *rest)
+        _, offset2bag, bag_size, max_indices = aten._embedding_bag.default(weight, indices, *rest)
+        g = get_grad(outs[0])
+        if requires_grad(weight):
+            put_grad(weight, aten._embedding_bag_backward.default(
+                g, indices, offsets, offset2bag, bag_size, max_indices, weight.shape[0],
+                scale_grad_by_freq, mode, False, per_sample_weights, padding_idx))
+        if requires_grad(per_sample_weights):
+            put_grad(per_sample_weights, aten._embedding_bag_per_sample_weights_backward.default(
+                g, weight, indices, offsets, offset2bag, mode, padding_idx))
+        return outs
+
+    embedding_bag.__name__ = embedding_bag.__qualname__ = op.id.split(".")[1]
+    RULES.grad(op)(embedding_bag)
+
+
+_embedding_bag_rule(aten._embedding_bag_forward_only.default)
+_embedding_bag_rule(aten._embedding_bag.default)
+
+
+@RULES.grad(aten.rrelu_with_noise_functional.default)
+def rrelu_with_noise_functional(*args, **kwargs):
+    """The slopes drawn in the forward (`noise_out`) are the ones the backward uses."""
+    out, noise_out = aten.rrelu_with_noise_functional.default(*args, **kwargs)
+    x, _noise, lower, upper, training, _generator = op_args(
+        aten.rrelu_with_noise_functional.default, args, kwargs)
+    g = get_grad(out)
+    put_grad(x, aten.rrelu_with_noise_backward.default(g, x, noise_out, lower, upper, training,
+                                                        False))
+    return out, noise_out
+
+
+def _fractional_max_pool_rule(op, backward):
+    def fractional_max_pool(x, kernel_size, output_size, random_samples):
+        out, indices = op(x, kernel_size, output_size, random_samples)
+        put_grad(x, backward(get_grad(out), x, kernel_size, output_size, indices))
+        return out, indices
+
+    fractional_max_pool.__name__ = fractional_max_pool.__qualname__ = op.id.split(".")[1]
+    RULES.grad(op)(fractional_max_pool)
+
+
+_fractional_max_pool_rule(aten.fractional_max_pool2d.default,
+                          aten.fractional_max_pool2d_backward.default)
+
+
+@RULES.grad(aten.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(*args, **kwargs):
+    """Max pooling's backward is linear in its cotangent input: its own gradient reads the
+    incoming gradient at the argmax positions (a gather); `self` only chose the positions
+    (a zero gradient, as autograd's)."""
+    out = aten.max_pool2d_with_indices_backward.default(*args, **kwargs)
+    grad_output, x, *_, indices = op_args(aten.max_pool2d_with_indices_backward.default,
+                                          args, kwargs)
+    g = get_grad(out)
+    put_grad(x, aten.zeros_like.default(g))
+    flat_g = aten.flatten.using_ints(g, -2, -1)
+    picked = aten.gather.default(flat_g, -1, aten.flatten.using_ints(indices, -2, -1))
+    put_grad(grad_output, aten.view.default(picked, list(indices.shape)))
+    return out
