@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import thunderviz as tv
 from tests.safety.hostile import LINE_BREAKS, Holder, exploit, function_from, payload
 from thunderviz.core.quoting import UnsafeCodeError, code_line, comment, identifier, is_identifier
+from thunderviz.core.trace import Provenance
 
 
 def _check_trace(model: torch.nn.Module, x: torch.Tensor) -> tv.Trace:
@@ -148,4 +149,18 @@ def test_random_unicode_names_compile_and_never_run(tmp_path, where, before, aft
     else:
         model = Holder(fn=function_from(f"<hostile {len(text)}>", text))
     _check_trace(model, torch.randn(2, 3))
+    assert not canary.exists()
+
+
+def test_provenance_and_headers_stay_comments(tmp_path):
+    """A pass's name (a user's Transform) and a bound symbol's header are printed as comments."""
+    canary = tmp_path / "canary"
+    model = Holder()
+    x = torch.randn(2, 3)
+    trace = tv.trace(model, x)
+    evil = f"my pass\n{payload(canary)}\r\u2028{payload(canary)}"
+    trace.provenance.append(Provenance(evil, None, evil))
+    trace.bound_symbols[0].header = evil
+    assert len(trace.python().splitlines()) == len(trace.printed_lines())
+    torch.testing.assert_close(trace.python_callable()(x, *model.parameters()), model(x))
     assert not canary.exists()
