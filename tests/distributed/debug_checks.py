@@ -7,8 +7,12 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 import thunderviz as tv
+from tests.distributed import ddp_checks
+from thunderviz.distributed import ddp_session, parameter_inputs
 
 # The lines the tests expect compare() to point at.
 SCALED_LOSS_LINE = "loss = loss * (2.0 if dist.get_rank() == 1 else 1.0)"
@@ -41,7 +45,7 @@ PROGRAMS = {"agreeing": agreeing, "scaled_loss": scaled_loss, "noise": unsynchro
             "perturbed_parameter": agreeing}
 
 
-def save_sessions(rank: int, world_size: int, folder: str) -> dict[str, str]:
+def save_sessions(rank: int, world_size: int, folder: str) -> dict[str, object]:
     """Each program's session, values recorded, saved as <folder>/<name>.rank<r>.tvz."""
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(rank))  # per-rank data
     paths = {}
@@ -54,7 +58,28 @@ def save_sessions(rank: int, world_size: int, folder: str) -> dict[str, str]:
         session.record_backward()
         paths[name] = f"{folder}/{name}.rank{rank}.tvz"
         tv.save(session, paths[name])
+    paths["ddp"] = save_ddp_sessions(rank, world_size, folder)
     return paths
+
+
+def save_ddp_sessions(rank: int, world_size: int, folder: str) -> dict[str, object]:
+    """A DDP step's session per rank (uneven data, DDP's all-reduces in the backward), then
+    the same after rank 1's replica of one weight drifted."""
+    torch.manual_seed(0)
+    ddp = DDP(ddp_checks.Net())
+    x, y = ddp_checks.batch(rank, 0)
+    out: dict[str, object] = {}
+    for name in ("ddp", "ddp_drifted"):
+        if name == "ddp_drifted" and rank == 1:
+            with torch.no_grad():
+                ddp.module.fc2.weight[0, 0] += 0.25
+        session = ddp_session(ddp, x, loss_fn=F.cross_entropy, target=y)
+        session.record_backward()
+        out[name] = f"{folder}/{name}.rank{rank}.tvz"
+        tv.save(session, out[name])
+        out["replicated"] = parameter_inputs(session)
+        out["backward"] = str(session.backward)
+    return out
 
 
 def raises_mid_trace(rank: int, world_size: int) -> None:

@@ -50,6 +50,18 @@ def test_a_replicated_parameter_that_differs_is_found_at_the_input(saved):
     assert found.max_difference > 0
 
 
+def test_ddp_gradients_after_the_all_reduce_agree_and_a_drifted_replica_is_found(saved):
+    ddp = [saved[0]["ddp"], saved[1]["ddp"]]
+    assert "DDP bucket 0" in ddp[0]["backward"]
+    replicated = ddp[0]["replicated"]
+    assert "module_fc2_weight" in replicated
+    # uneven data: local gradients differ; after DDP's all-reduce they must not
+    assert compare([d["ddp"] for d in ddp], replicated=replicated) is None
+    found = compare([d["ddp_drifted"] for d in ddp], replicated=replicated)
+    assert found is not None and found.tensor == "module_fc2_weight" and found.ranks == (0, 1)
+    assert found.max_difference > 0  # of their statistics (max, norm, ...): not per element
+
+
 def test_a_rank_that_raises_mid_trace_ends_the_others_with_its_error():
     with pytest.raises(RankError, match="planted failure on rank 1") as info:
         launch(checks.raises_mid_trace, world_size=2, timeout=60)

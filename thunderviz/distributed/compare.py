@@ -148,18 +148,9 @@ class _Walk:
     def op(self, kind: str, ops: list[dict[str, Any]]) -> Divergence | None:
         first = ops[0]
         sym = first.get("sym_id")
-        if any(o.get("sym_id") != sym or o.get("args_repr") != first.get("args_repr")
-               for o in ops[1:]):
-            differing = next(i for i, o in enumerate(ops) if o.get("sym_id") != sym
-                             or o.get("args_repr") != first.get("args_repr"))
-            source, line = _source(first)
-            return Divergence(kind, first["id"], first.get("name", ""),
-                              first.get("module_path", ""), source, line,
-                              ", ".join(first.get("outputs", [])), (0, differing), math.inf,
-                              "op", "the ranks ran different ops or arguments here: "
-                              f"{first.get('name')}({first.get('args_repr')}) on rank 0, "
-                              f"{ops[differing].get('name')}({ops[differing].get('args_repr')}) "
-                              f"on rank {differing}")
+        other_op = next((r for r, o in enumerate(ops) if o.get("sym_id") != sym), None)
+        if other_op is not None:
+            return self._different_calls(kind, ops, other_op)
         tensor_inputs = [n for n in first.get("inputs", []) if n in self._known(kind)]
         if sym in _REPLICATING:
             self.replicas.update(first.get("outputs", []))
@@ -174,11 +165,25 @@ class _Walk:
             expected = all(n in self.agreed for n in tensor_inputs) \
                 and not (sym or "").startswith("_c10d_functional.")
             reason = "computed from values that agree on every rank"
+        # Arguments may differ with the data (a batch size); on agreeing inputs they may not.
+        other_args = next((r for r, o in enumerate(ops)
+                           if o.get("args_repr") != first.get("args_repr")), None)
+        if expected and other_args is not None:
+            return self._different_calls(kind, ops, other_args)
         for name in first.get("outputs", []):
             found = self.check(kind, first, name, expected, reason)
             if found is not None:
                 return found
         return None
+
+    def _different_calls(self, kind: str, ops: list[dict[str, Any]], rank: int) -> Divergence:
+        first, other = ops[0], ops[rank]
+        source, line = _source(first)
+        return Divergence(kind, first["id"], first.get("name", ""), first.get("module_path", ""),
+                          source, line, ", ".join(first.get("outputs", [])), (0, rank),
+                          math.inf, "op", "the ranks ran different ops or arguments here: "
+                          f"{first.get('name')}({first.get('args_repr')}) on rank 0, "
+                          f"{other.get('name')}({other.get('args_repr')}) on rank {rank}")
 
     def _known(self, kind: str) -> dict[str, Any]:
         return self.docs[0]["traces"][kind]["tensors"]
