@@ -158,7 +158,8 @@ def record_collective_op(recorder: Any, func: Any, args: tuple[Any, ...],
             "This is DistributedDataParallel's own communication (its forward broadcasts "
             "buffers, its reducer all-reduces gradients), which no trace of DDP.forward can "
             "hold: train with thunderviz.jit(ddp), which traces ddp.module and puts DDP's "
-            "gradient all-reduces into the backward trace, or trace/debug ddp.module."
+            "gradient all-reduces into the backward trace; debug one step with "
+            "thunderviz.distributed.ddp_session(ddp, ...), which does the same."
             if ddp else
             "Call torch.distributed.all_reduce / all_gather_into_tensor / "
             "reduce_scatter_tensor / broadcast, or the functional collectives "
