@@ -98,6 +98,16 @@ def ddp_trace_refused(rank: int, world_size: int) -> str:
     return "not refused"
 
 
+def unused_without_flag(rank: int, world_size: int) -> str:
+    """A parameter without a gradient under find_unused_parameters=False: eager DDP fails at
+    the next iteration; jit says so when it builds the backward."""
+    try:
+        tv.jit(DDP(Net(unused=True)))(batch(rank, 0)[0])
+    except RuntimeError as e:
+        return str(e)
+    return "not refused"
+
+
 def run_all(rank: int, world_size: int) -> dict[str, object]:
     """Every DDP check in one spawn (starting ranks is the slow part)."""
     return {
@@ -106,4 +116,5 @@ def run_all(rank: int, world_size: int) -> dict[str, object]:
         "unused": train_both(rank, world_size, find_unused_parameters=True),
         "fsdp": fsdp_refused(rank, world_size),
         "trace_ddp": ddp_trace_refused(rank, world_size),
+        "unused_without_flag": unused_without_flag(rank, world_size),
     }

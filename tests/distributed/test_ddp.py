@@ -58,3 +58,9 @@ def test_fully_sharded_model_is_refused_with_a_clear_error(ranks):
 def test_tracing_ddp_forward_itself_is_refused_pointing_to_jit(ranks):
     message = ranks[0]["trace_ddp"]
     assert "c10d.broadcast_" in message and "thunderviz.jit(ddp)" in message
+
+
+def test_an_unused_parameter_without_find_unused_parameters_is_refused_by_name(ranks):
+    message = ranks[1]["unused_without_flag"]
+    assert "'spare.weight' received no gradient" in message
+    assert "find_unused_parameters=True" in message
