@@ -113,3 +113,19 @@ def test_load_size_limit_is_clear_and_configurable(tmp_path, surrogate_doc):
     with pytest.raises(tv.TvzError, match=rf"{size} bytes, more than the limit of 100.*max_bytes"):
         tv.load(path, max_bytes=100)
     assert tv.load(path, max_bytes=size)["format"] == "thunderviz"
+
+
+def test_write_goes_through_a_symbolic_link(tmp_path, surrogate_doc):
+    real = tmp_path / "real.tvz"
+    real.write_bytes(b"old")
+    link = tmp_path / "link.tvz"
+    link.symlink_to(real)
+    tv.save(surrogate_doc, link)
+    assert link.is_symlink() and tv.load(real)["format"] == "thunderviz"
+
+
+def test_a_new_file_gets_the_usual_permissions(tmp_path, surrogate_doc):
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")  # what open() makes under this process's umask
+    tv.save(surrogate_doc, tmp_path / "new.tvz")
+    assert (os.stat(tmp_path / "new.tvz").st_mode & 0o777) == (os.stat(plain).st_mode & 0o777)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 __all__ = ["write_text_atomic", "read_regular_file", "encode_text", "FileTooLargeError",
@@ -38,36 +38,29 @@ def encode_text(text: str) -> bytes:
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write `text` (see `encode_text`) to `path` atomically; returns the path."""
-    target = Path(path)
+    """Write `text` (see `encode_text`) to `path` atomically; returns the path given.
+    A symbolic link is written through (its target is replaced), as a plain write would."""
     data = encode_text(text)  # before touching the disk: an encoding error changes nothing
+    target = Path(os.path.realpath(path))
     folder = target.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    tmp = folder / f".{target.name}.{secrets.token_hex(8)}.tmp"
+    # Created like any new file (0666 less the umask, applied by the OS), then given the
+    # old file's permissions when there is one.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        _keep_mode(target, tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     _fsync_folder(folder)
-    return target
-
-
-def _keep_mode(target: Path, tmp: str) -> None:
-    """The new file gets the old one's permissions (mkstemp makes it 0600), or the usual
-    umask-governed ones for a new file."""
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    os.chmod(tmp, mode)
+    return Path(path)
 
 
 def _fsync_folder(folder: Path) -> None:
