@@ -7,6 +7,7 @@ import copy
 
 import torch
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -108,6 +109,16 @@ def unused_without_flag(rank: int, world_size: int) -> str:
     return "not refused"
 
 
+def comm_hook_refused(rank: int, world_size: int) -> str:
+    ddp = DDP(Net())
+    ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+    try:
+        tv.jit(ddp)(batch(rank, 0)[0])
+    except NotImplementedError as e:
+        return str(e)
+    return "not refused"
+
+
 def run_all(rank: int, world_size: int) -> dict[str, object]:
     """Every DDP check in one spawn (starting ranks is the slow part)."""
     return {
@@ -117,4 +128,5 @@ def run_all(rank: int, world_size: int) -> dict[str, object]:
         "fsdp": fsdp_refused(rank, world_size),
         "trace_ddp": ddp_trace_refused(rank, world_size),
         "unused_without_flag": unused_without_flag(rank, world_size),
+        "comm_hook": comm_hook_refused(rank, world_size),
     }

@@ -64,3 +64,7 @@ def test_an_unused_parameter_without_find_unused_parameters_is_refused_by_name(r
     message = ranks[1]["unused_without_flag"]
     assert "'spare.weight' received no gradient" in message
     assert "find_unused_parameters=True" in message
+
+
+def test_a_communication_hook_is_refused_not_ignored(ranks):
+    assert "register_comm_hook" in ranks[0]["comm_hook"]

@@ -85,6 +85,7 @@ class DDPSync:
         return bool(self.ddp.require_backward_grad_sync) and torch.is_grad_enabled()
 
     def before_forward(self) -> None:
+        self._refuse_custom_reduction()
         if self.ddp._check_sync_bufs_pre_fwd():
             self.ddp._sync_buffers()  # broadcast from rank 0, by DDP's own method
         # as DDP's forward leaves it: the next forward syncs buffers only after a synced one
@@ -103,6 +104,19 @@ class DDPSync:
                     if p.grad is not None:
                         p.grad.div_(self.world_size)
                         dist.all_reduce(p.grad, group=self.group)
+
+    def _refuse_custom_reduction(self) -> None:
+        """The backward trace averages gradients as DDP's default reducer does; a comm hook
+        or DDP's mixed precision would reduce otherwise, so they are refused, not ignored."""
+        custom = [what for what, on in (
+            ("a communication hook (register_comm_hook)", getattr(self.ddp, "_comm_hooks", None)),
+            ("mixed_precision", getattr(self.ddp, "mixed_precision", None) is not None)) if on]
+        if custom:
+            raise NotImplementedError(
+                f"thunderviz.jit(DistributedDataParallel) does not support {' or '.join(custom)}: "
+                "its backward trace averages the gradients as DDP's default reducer does. "
+                "Remove it to debug the step, or write the reduction you want with functional "
+                "collectives in the model (they are traced and differentiated).")
 
     def add_gradient_sync(self, result: AutodiffResult) -> AutodiffResult:
         """The backward trace with DDP's bucketed all-reduces of the parameters' gradients."""
