@@ -20,7 +20,8 @@ pytestmark = [
 
 def test_tensor_parallel_mlp_trains_as_one_process_on_cuda_with_nccl():
     reference = checks.train_single_process()
-    ranks = launch(checks.train_tensor_parallel_cuda, world_size=2, backend="nccl", timeout=120)
+    ranks = launch(checks.train_tensor_parallel_cuda, world_size=2, backend="nccl", timeout=120,
+                   run_timeout=200)
     half = checks.HIDDEN // 2
     for rank, tp in enumerate(ranks):
         # TF32 and GPU kernels: a looser tolerance than the CPU test's

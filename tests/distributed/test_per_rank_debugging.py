@@ -64,6 +64,6 @@ def test_ddp_gradients_after_the_all_reduce_agree_and_a_drifted_replica_is_found
 
 def test_a_rank_that_raises_mid_trace_ends_the_others_with_its_error():
     with pytest.raises(RankError, match="planted failure on rank 1") as info:
-        launch(checks.raises_mid_trace, world_size=2, timeout=60)
+        launch(checks.raises_mid_trace, world_size=2, timeout=60, run_timeout=120)
     assert info.value.rank == 1
     assert multiprocessing.active_children() == []  # rank 0 was ended, not left waiting

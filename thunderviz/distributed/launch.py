@@ -64,14 +64,14 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, port: int, backe
 
 
 def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str = "gloo",
-           timeout: float = 60.0) -> list[Any]:
+           timeout: float = 60.0, run_timeout: float | None = None) -> list[Any]:
     """Run `fn(rank, world_size, *args)` on `world_size` ranks; return their results by rank.
 
     `fn` and `args` must be picklable by reference (a function of an importable module, not
     one defined in a notebook cell or `__main__` of an interactive session). Each process
-    group has `timeout` seconds per collective; the whole run has `timeout` plus start-up.
-    The first rank to raise ends the run: the other ranks are terminated and a `RankError`
-    with that rank's traceback is raised here.
+    group has `timeout` seconds per collective; `run_timeout`, when given, bounds the whole
+    run (start-up included). The first rank to raise or die ends the run: the other ranks
+    are terminated and a `RankError` with that rank's traceback is raised here.
     """
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -82,7 +82,7 @@ def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str
     for p in procs:
         p.start()
     out: dict[int, Any] = {}
-    deadline = time.monotonic() + timeout + 60.0  # start-up: each rank imports torch
+    deadline = None if run_timeout is None else time.monotonic() + run_timeout
     try:
         while len(out) < world_size:
             try:
@@ -93,8 +93,8 @@ def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str
                 if dead:
                     raise RankError(dead[0], f"the process exited with code "
                                              f"{procs[dead[0]].exitcode} without a result") from None
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the ranks did not finish within {timeout + 60:.0f} s; "
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"the ranks did not finish within {run_timeout:.0f} s; "
                                        f"finished: {sorted(out)}") from None
                 continue
             if not ok:
