@@ -374,3 +374,34 @@ def test_a_backward_hook_on_a_submodule_is_refused_by_name():
     model[0].register_full_backward_hook(lambda mod, gin, gout: None)
     with pytest.raises(NotImplementedError, match=r"backward hooks on submodules \(0\)"):
         tv.jit(model)(torch.randn(2, 4))
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.drop = nn.Dropout(0.5)
+        self.scale = 2.0  # a plain attribute the forward reads
+
+    def forward(self, x):
+        return (self.drop(self.fc(x)) * self.scale).sum()
+
+
+def test_a_changed_module_attribute_retraces():
+    torch.manual_seed(0)
+    eager = Scaled().double()
+    model = copy.deepcopy(eager)
+    jitted = tv.jit(model)
+    x = torch.randn(5, 4, **F64)
+    for change in (None, ("scale", 3.0), ("p", 0.0), None):
+        if change is not None:
+            name, value = change
+            for m in (eager, model):
+                setattr(m if name == "scale" else m.drop, name, value)
+        torch.manual_seed(3)
+        want = grads_of(lambda x, w: eager(x), x, eager.fc.weight)
+        torch.manual_seed(3)
+        got = jit_grads_of(lambda x, w: jitted(x), x, model.fc.weight)
+        assert_same(got, want)
+    assert jitted.cache_misses == 3
+    assert "drop.p" in jitted.last_retrace_reason and "0.5" in jitted.last_retrace_reason

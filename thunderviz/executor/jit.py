@@ -36,7 +36,7 @@ from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.errors import attribute_error
 from thunderviz.executor.guards import GUARD_NAMES, Guard, GuardFailure, guard_trace, same_value
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
-from thunderviz.executor.keys import ambient_key, value_key
+from thunderviz.executor.keys import ambient_key, changed_attribute, module_attributes, value_key
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
 
@@ -58,6 +58,7 @@ class CompiledEntry:
     n_args: int = 0
     guards: list[Guard] = field(default_factory=list)
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
+    attributes: tuple[tuple[Any, ...], ...] = ()  # the modules' plain attributes when traced
 
     def __post_init__(self) -> None:
         # worked out once, not on every call
@@ -174,6 +175,7 @@ class JittedFunction:
         # The module tree, walked once: parameters/buffers/training flags are read from it
         # on every call, and `module.parameters()` re-walks the tree each time.
         self._submodules = list(self.module.modules()) if self.module is not None else []
+        self._paths = [p for p, _ in self.module.named_modules()] if self.module is not None else []
         self._hooks = HookRunner(self.module)
         self.last: CompiledEntry | None = None
         self.cache_misses = 0
@@ -197,13 +199,15 @@ class JittedFunction:
         entries = self._cache.get(key)
         if entries is not None:
             self._cache.move_to_end(key)
-            if not entries[-1].guards:  # the common case: nothing to check while running
-                self.last = entries[-1]
-                return self._run(entries[-1], flat_inputs)
+            last = entries[-1]
+            if not last.guards and changed_attribute(last.attributes) is None:
+                self.last = last  # the common case: nothing to check while running
+                return self._run(last, flat_inputs)
         seen: dict[Any, Any] = {}  # guard key -> the value this call showed
-        reason = "" if entries is not None else self._miss_reason(key)
+        reason = self._miss_reason(key) if entries is None else self._attribute_reason(entries[-1])
         for _ in range(_MAX_RETRACES_PER_CALL + 1):
-            entry = next((e for e in reversed(entries or ()) if e.agrees_with(seen)), None)
+            entry = next((e for e in reversed(entries or ()) if e.agrees_with(seen)
+                          and changed_attribute(e.attributes) is None), None)
             if entry is None:
                 entry = self._compile(args, kwargs)
                 entries = self._store(key, entry, reason)
@@ -272,6 +276,15 @@ class JittedFunction:
         changed = [p for p, a, b in zip(parts, key, last, strict=True) if a != b]
         return "a change in " + (", ".join(changed) or "the call")
 
+    def _attribute_reason(self, entry: CompiledEntry) -> str:
+        changed = changed_attribute(entry.attributes)
+        if changed is None:
+            return ""
+        index, state, name, value = changed
+        path = self._paths[index] or type(self._submodules[index]).__name__
+        return (f"a change of the module attribute {path}.{name} (traced with {value!r}, now "
+                f"{state.get(name)!r})")
+
     def _store(self, key: Any, entry: CompiledEntry, reason: str) -> list[CompiledEntry]:
         self.cache_misses += 1
         self.last_retrace_reason = reason
@@ -297,6 +310,7 @@ class JittedFunction:
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
         check_submodule_hooks(self.module, self._name())
+        attributes = module_attributes(self._submodules)  # as they are before the program runs
         forward = trace_without_own_hooks(self.fn, args, kwargs)
         n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(
@@ -304,7 +318,8 @@ class JittedFunction:
         if not needs_grad:
             guarded, guards = guard_trace(forward, forward)
             return CompiledEntry(forward, None, guarded.python_callable(GUARD_NAMES),
-                                 n_args=n_args, guards=guards, executed=[guarded])
+                                 n_args=n_args, guards=guards, executed=[guarded],
+                                 attributes=attributes)
         result = differentiate(forward)
         if self.rematerialize:
             result = rematerialize(result)
@@ -324,7 +339,7 @@ class JittedFunction:
             run_augmented=_without_no_grad(augmented.python_callable(GUARD_NAMES)),
             run_backward=result.backward.python_callable(),
             differentiable_outputs=positions, n_args=n_args, guards=guards,
-            executed=[augmented, result.backward],
+            executed=[augmented, result.backward], attributes=attributes,
         )
 
     def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:

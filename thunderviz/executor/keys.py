@@ -115,3 +115,40 @@ def ambient_key() -> tuple[Any, ...]:
         (torch.get_autocast_dtype(d) if torch.is_autocast_enabled(d) else None)
         for d in _AUTOCAST_DEVICES)
     return (torch.is_grad_enabled(), autocast)
+
+
+# --- module attributes --------------------------------------------------------------------
+# A module's plain attributes (`self.scale = 2.0`, Dropout's `p`, `eps`) are constants of the
+# trace. Tensors held as plain attributes (not parameters or buffers) are captured by
+# reference: replacing one changes what the program reads.
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...], ...]:
+    """(path index, the module's __dict__, name, value) for each plain attribute, taken
+    before tracing: what the trace specialised on."""
+    out = []
+    for i, m in enumerate(submodules):
+        state = m.__dict__
+        for name, value in state.items():
+            if name[0] == "_" or name == "training":
+                continue  # torch's own bookkeeping; training flags are in the key
+            kind = type(value)
+            if kind in _PLAIN or isinstance(value, torch.Tensor) or (
+                    kind is tuple and all(type(v) in _PLAIN for v in value)):
+                out.append((i, state, name, value))
+    return tuple(out)
+
+
+_MISSING = object()
+
+
+def changed_attribute(snapshot: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...] | None:
+    """The first attribute whose value is no longer the one in `snapshot` (None: all hold).
+    Runs on every call: an identity check first, equality only when that fails."""
+    for item in snapshot:
+        _, state, name, value = item
+        now = state.get(name, _MISSING)
+        if now is not value and (isinstance(value, torch.Tensor) or now != value):
+            return item
+    return None
