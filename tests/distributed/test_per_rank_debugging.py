@@ -8,7 +8,13 @@ import multiprocessing
 import pytest
 
 from tests.distributed import debug_checks as checks
-from thunderviz.distributed import RankError, compare, launch
+from thunderviz.distributed import (
+    RankError,
+    compare,
+    format_side_by_side,
+    launch,
+    side_by_side,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -60,6 +66,17 @@ def test_ddp_gradients_after_the_all_reduce_agree_and_a_drifted_replica_is_found
     found = compare([d["ddp_drifted"] for d in ddp], replicated=replicated)
     assert found is not None and found.tensor == "module_fc2_weight" and found.ranks == (0, 1)
     assert found.max_difference > 0  # of their statistics (max, norm, ...): not per element
+
+
+def test_side_by_side_norms_differ_before_ddps_all_reduce_and_agree_after(saved):
+    rows = side_by_side([saved[0]["ddp"]["ddp"], saved[1]["ddp"]["ddp"]])
+    collectives = [i for i, r in enumerate(rows) if r.collective]
+    assert collectives, "DDP's all-reduces are marked"
+    waited = [rows[i + 1] for i in collectives if i + 1 < len(rows)]
+    assert waited and all(r.op.endswith("wait_tensor") and r.spread == 0 for r in waited)
+    assert any(r.spread > 0 for r in rows[: collectives[0]])  # local gradients: per-rank data
+    table = format_side_by_side(rows)
+    assert "<-> torch.ops._c10d_functional.all_reduce" in table and "rank 1" in table
 
 
 def test_a_rank_that_raises_mid_trace_ends_the_others_with_its_error():

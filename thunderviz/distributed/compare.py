@@ -31,7 +31,7 @@ from typing import Any
 from thunderviz.capture.collectives import ALL_GATHER, ALL_REDUCE, BROADCAST, WAIT
 from thunderviz.viz import load
 
-__all__ = ["Divergence", "compare"]
+__all__ = ["Divergence", "RankRow", "compare", "format_side_by_side", "side_by_side"]
 
 _REPLICATING = {ALL_REDUCE.id, ALL_GATHER.id, BROADCAST.id}
 _UNPACK = "thunderviz.unpack"
@@ -227,3 +227,52 @@ def compare(paths: Iterable[str | Path | dict[str, Any]], *,
                               ", ".join(extra.get("outputs", [])), (short, longer), math.inf,
                               "op", f"rank {longer} runs more ops than rank {short} from here")
     return None
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One value of one op, side by side: each rank's norm, whether the op communicates."""
+
+    op_id: str
+    op: str
+    tensor: str
+    norms: tuple[float | None, ...]
+    collective: bool
+
+    @property
+    def spread(self) -> float:
+        """The largest minus the smallest norm over the ranks (0 where they agree)."""
+        known = [n for n in self.norms if n is not None]
+        return max(known) - min(known) if known else 0.0
+
+
+def side_by_side(paths: Iterable[str | Path | dict[str, Any]], trace: str = "backward"
+                 ) -> list[RankRow]:
+    """Each top-level op's outputs in `trace`, with every rank's norm: what a side-by-side view
+    of the ranks shows (the text form; `str()` of each row is one line of a table)."""
+    docs = [p if isinstance(p, dict) else load(p) for p in paths]
+    rows = []
+    for ops in zip(*(_top_ops(d, trace) for d in docs), strict=False):
+        first = ops[0]
+        sym = first.get("sym_id") or ""
+        for name in first.get("outputs", []):
+            stats = [d["traces"][trace]["tensors"].get(name, {}).get("stats") for d in docs]
+            if all(s is None for s in stats):
+                continue
+            norms = tuple(None if s is None else _number(s.get("norm")) for s in stats)
+            rows.append(RankRow(first["id"], first.get("name", sym), name, norms,
+                                sym.startswith("_c10d_functional.") and sym != WAIT.id))
+    return rows
+
+
+def format_side_by_side(rows: Sequence[RankRow]) -> str:
+    """The rows as a table: op, value, each rank's norm; collectives marked with `<->`."""
+    n_ranks = max((len(r.norms) for r in rows), default=0)
+    header = f"{'op':<44} {'value':<10} " + " ".join(f"{'rank ' + str(i):>12}"
+                                                      for i in range(n_ranks))
+    lines = [header]
+    for r in rows:
+        norms = " ".join(f"{'-' if n is None else f'{n:.6g}':>12}" for n in r.norms)
+        mark = "<-> " if r.collective else "    "
+        lines.append(f"{mark}{r.op[:40]:<40} {r.tensor:<10} {norms}")
+    return "\n".join(lines)
