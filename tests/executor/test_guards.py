@@ -405,3 +405,18 @@ def test_a_changed_module_attribute_retraces():
         assert_same(got, want)
     assert jitted.cache_misses == 3
     assert "drop.p" in jitted.last_retrace_reason and "0.5" in jitted.last_retrace_reason
+
+
+def test_a_submodule_replaced_after_the_first_call_is_used():
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2)).double()
+    model = copy.deepcopy(eager)
+    jitted = tv.jit(model)
+    x = torch.randn(5, 4, **F64)
+    torch.testing.assert_close(jitted(x), eager(x), rtol=0, atol=0)
+    head = nn.Linear(3, 2).double()  # a new head, same shapes: fine-tuning's usual move
+    eager[2], model[2] = head, copy.deepcopy(head)
+    out = jitted(x)
+    torch.testing.assert_close(out, eager(x), rtol=0, atol=0)
+    out.sum().backward()
+    assert model[2].weight.grad is not None

@@ -172,10 +172,7 @@ class JittedFunction:
         self.cache_size = cache_size
         # key -> entries for that key (one per combination of guard outcomes), most recent last
         self._cache: OrderedDict[Any, list[CompiledEntry]] = OrderedDict()
-        # The module tree, walked once: parameters/buffers/training flags are read from it
-        # on every call, and `module.parameters()` re-walks the tree each time.
-        self._submodules = list(self.module.modules()) if self.module is not None else []
-        self._paths = [p for p, _ in self.module.named_modules()] if self.module is not None else []
+        self._walk_modules()
         self._hooks = HookRunner(self.module)
         self.last: CompiledEntry | None = None
         self.cache_misses = 0
@@ -190,9 +187,21 @@ class JittedFunction:
             return self._hooks.call(self._call, args, kwargs)
         return self._call(*args, **kwargs)
 
+    def _walk_modules(self) -> None:
+        """The module tree, walked once (and again when a submodule is added or replaced):
+        parameters, buffers, flags and hooks are read from it on every call, and
+        `module.parameters()` would re-walk the tree each time."""
+        named = list(self.module.named_modules()) if self.module is not None else []
+        self._submodules = [m for _, m in named]
+        self._paths = [p for p, _ in named]
+        # each module's children as they are now: compared (by identity) on every call
+        self._tree = [(m._modules, dict(m._modules)) for m in self._submodules]
+
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self.ddp is not None:
             self.ddp.before_forward()
+        if any(live != walked for live, walked in self._tree):
+            self._walk_modules()  # a submodule was added, replaced or removed
         arg_leaves, state = _leaves(args), self._state()
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
         key = self._key(args, kwargs, state)
