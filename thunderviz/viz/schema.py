@@ -22,6 +22,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,16 @@ class SchemaViolation(ValueError):
         self.message = message
 
 
+_SIMPLE_TYPES = {str: "string", dict: "object", list: "array", tuple: "array",
+                 type(None): "null", bool: "boolean"}
+
+
 def json_type(value: Any) -> str:
     """The JSON type name of a Python value ("integer" for 2 and 2.0, "non-finite number"
-    for inf and nan, which JSON cannot hold)."""
-    if value is None:
-        return "null"
+    for inf and nan, which JSON cannot hold; tuples are arrays, as json writes them)."""
+    simple = _SIMPLE_TYPES.get(type(value))
+    if simple is not None:
+        return simple
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):  # beyond the double range JavaScript reads Infinity
@@ -59,20 +65,11 @@ def json_type(value: Any) -> str:
         return "integer" if value.is_integer() else "number"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, (list, tuple)):  # tuples: an in-memory document, written as arrays
+    if isinstance(value, (list, tuple)):
         return "array"
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
-
-
-def _type_matches(value: Any, wanted: str) -> bool:
-    actual = json_type(value)
-    return actual == wanted or (wanted == "number" and actual == "integer")
-
-
-def _same(a: Any, b: Any) -> bool:
-    return json_type(a) == json_type(b) and a == b
 
 
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
@@ -99,96 +96,175 @@ def _expected(schema: dict[str, Any]) -> str:
     return " or ".join(kinds) if isinstance(kinds, list) else kinds
 
 
-def _shallow_ok(value: Any, schema: dict[str, Any]) -> bool:
-    """Whether `value` has a type `schema` accepts (not looking inside it)."""
-    schema = _resolve(schema)
-    if "not" in schema and _shallow_ok(value, schema["not"]):
-        return False
-    if "const" in schema:
-        return _same(value, schema["const"])
-    if "enum" in schema:
-        return any(_same(value, v) for v in schema["enum"])
-    if "anyOf" in schema:
-        return any(_shallow_ok(value, s) for s in schema["anyOf"])
-    kinds = schema.get("type")
-    if kinds is None:
-        return True
-    return any(_type_matches(value, k) for k in (kinds if isinstance(kinds, list) else [kinds]))
+# --- checking: each schema node compiled once -------------------------------------------
+# A path is built only for an error: checking passes (parent_path, key) pairs down instead of
+# formatting "traces.forward.ops[3]" for every value of a large document; a value's JSON type
+# is computed once and handed to every test of it.
+KeyPath = tuple[Any, str | int] | None
 
 
-def _check(value: Any, schema: dict[str, Any], path: str) -> None:
-    schema = _resolve(schema)
-    if not _shallow_ok(value, schema):
-        got = json_type(value)
-        if got == "non-finite number":
-            got = f'{value!r}, which is not strict JSON (write "nan", "inf" or "-inf")'
-        raise SchemaViolation(path, f"expected {_expected(schema)}, got {got}")
-    if "anyOf" in schema:
-        # The first alternative whose type fits decides (its error is the precise one).
-        chosen = next(s for s in schema["anyOf"] if _shallow_ok(value, s))
-        _check(value, chosen, path)
-        return
-    kind = json_type(value)
-    if kind in ("integer", "number"):
-        if "minimum" in schema and value < schema["minimum"]:
-            raise SchemaViolation(path, f"must be at least {schema['minimum']}, got {value}")
-        if "maximum" in schema and value > schema["maximum"]:
-            raise SchemaViolation(path, f"must be at most {schema['maximum']}, got {value}")
-    elif kind == "string":
-        if len(value) < schema.get("minLength", 0):
-            raise SchemaViolation(path, f"must have at least {schema['minLength']} characters")
-        if "pattern" in schema and re.search(schema["pattern"], value) is None:
-            raise SchemaViolation(path, f"does not match {schema['pattern']}")
-    elif kind == "array":
-        if len(value) < schema.get("minItems", 0):
-            raise SchemaViolation(path, f"must have at least {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            raise SchemaViolation(path, f"must have at most {schema['maxItems']} items")
-        items = schema.get("items")
-        if items is not None:
-            for i, item in enumerate(value):
-                _check(item, items, f"{path}[{i}]")
-    elif kind == "object":
-        _check_object(value, schema, path)
+def _path_text(path: KeyPath) -> str:
+    keys: list[str | int] = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    text = ""
+    for key in reversed(keys):
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
+    return text
 
 
-def _check_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> None:
-    at = f"{path}." if path else ""
-    for key in schema.get("required", ()):
-        if key not in value:
-            raise SchemaViolation(path, f"missing key {json.dumps(key)}")
-    if len(value) < schema.get("minProperties", 0):
-        raise SchemaViolation(path, f"must have at least {schema['minProperties']} entries")
-    names = schema.get("propertyNames")
-    if names is not None:
-        for key in value:
-            if not _shallow_ok(key, names):
-                raise SchemaViolation(path, f"key {json.dumps(key)}: expected {_expected(names)}")
-    props = schema.get("properties", {})
-    for key, sub in props.items():
-        if key in value:
-            _check(value[key], sub, at + key)
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        for key, item in value.items():
-            if key not in props:
-                _check(item, extra, at + str(key))
+def _fail(path: KeyPath, message: str) -> None:
+    raise SchemaViolation(_path_text(path), message)
+
+
+_nodes: dict[int, _Node] = {}
+
+
+def _node(schema: dict[str, Any]) -> _Node:
+    """The compiled form of one node of SCHEMA (cached: the schema is fixed)."""
+    node = _nodes.get(id(schema))
+    if node is None:
+        node = _nodes[id(schema)] = _Node(schema)
+    return node
+
+
+class _Node:
+    def __init__(self, raw: dict[str, Any]) -> None:
+        schema = self.schema = _resolve(raw)
+        kinds = schema.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        self.types = None if kinds is None else frozenset(
+            [*kinds, "integer"] if "number" in kinds else kinds)
+        self.has_const, self.const = "const" in schema, schema.get("const")
+        self.enum = schema.get("enum")
+        self.alternatives = [_node(s) for s in schema["anyOf"]] if "anyOf" in schema else None
+        self.negated = _node(schema["not"]) if "not" in schema else None
+        self.low, self.high = schema.get("minimum"), schema.get("maximum")
+        self.min_length, self.pattern = schema.get("minLength", 0), schema.get("pattern")
+        self.regex = re.compile(self.pattern) if self.pattern is not None else None
+        self.min_items, self.max_items = schema.get("minItems", 0), schema.get("maxItems")
+        self.items = _node(schema["items"]) if "items" in schema else None
+        self.required, self.min_props = schema.get("required", ()), schema.get("minProperties", 0)
+        self.names = _node(schema["propertyNames"]) if "propertyNames" in schema else None
+        self.props = {k: _node(v) for k, v in schema.get("properties", {}).items()}
+        extra = schema.get("additionalProperties")
+        self.extra = _node(extra) if isinstance(extra, dict) else None
+        self.fast = self._fast_accept()
+
+    def _fast_accept(self) -> Callable[[Any], bool] | None:
+        """A quick test that passes most valid scalars (a string where a plain string goes, an
+        integer within bounds) without the general machinery; False means "check fully",
+        which also finds the error."""
+        if self.alternatives is not None:
+            fast = [a.fast for a in self.alternatives]
+            if all(f is not None for f in fast):
+                return lambda v: any(f(v) for f in fast)
+            return None
+        if self.enum is not None and all(type(v) is str for v in self.enum) and self.negated is None:
+            values = frozenset(self.enum)
+            return lambda v: type(v) is str and v in values
+        constrained = (self.negated is not None or self.has_const or self.enum is not None
+                       or self.min_length or self.regex is not None)
+        if constrained or self.types is None:
+            return None
+        low = -_LARGEST_DOUBLE if self.low is None else self.low
+        high = _LARGEST_DOUBLE if self.high is None else self.high
+        tests = []
+        if "string" in self.types:
+            tests.append(lambda v: type(v) is str)
+        if "boolean" in self.types:
+            tests.append(lambda v: type(v) is bool)
+        if "null" in self.types:
+            tests.append(lambda v: v is None)
+        if "integer" in self.types:
+            tests.append(lambda v: type(v) is int and low <= v <= high)
+        if "number" in self.types:
+            tests.append(lambda v: type(v) is float and math.isfinite(v) and low <= v <= high)
+        if not tests or self.types - {"string", "boolean", "null", "integer", "number"}:
+            return None
+        return tests[0] if len(tests) == 1 else (lambda v: any(t(v) for t in tests))
+
+    def accepts(self, value: Any, kind: str) -> bool:
+        """Whether `value` (of JSON type `kind`) has a type this node accepts."""
+        if self.negated is not None and self.negated.accepts(value, kind):
+            return False
+        if self.has_const:
+            return kind == json_type(self.const) and value == self.const
+        if self.enum is not None:
+            return any(kind == json_type(v) and value == v for v in self.enum)
+        if self.alternatives is not None:
+            return any(a.accepts(value, kind) for a in self.alternatives)
+        return self.types is None or kind in self.types
+
+    def check(self, value: Any, kind: str, path: KeyPath) -> None:
+        if not self.accepts(value, kind):
+            got = kind
+            if kind == "non-finite number":
+                got = f'{value!r}, which is not strict JSON (write "nan", "inf" or "-inf")'
+            _fail(path, f"expected {_expected(self.schema)}, got {got}")
+        if self.alternatives is not None:
+            # The first alternative whose type fits decides (its error is the precise one).
+            next(a for a in self.alternatives if a.accepts(value, kind)).check(value, kind, path)
+        elif kind == "object":
+            self.check_object(value, path)
+        elif kind == "array":
+            if len(value) < self.min_items:
+                _fail(path, f"must have at least {self.min_items} items")
+            if self.max_items is not None and len(value) > self.max_items:
+                _fail(path, f"must have at most {self.max_items} items")
+            items = self.items
+            if items is not None:
+                fast = items.fast
+                for i, item in enumerate(value):
+                    if fast is None or not fast(item):
+                        items.check(item, json_type(item), (path, i))
+        elif kind == "string":
+            if len(value) < self.min_length:
+                _fail(path, f"must have at least {self.min_length} characters")
+            if self.regex is not None and self.regex.search(value) is None:
+                _fail(path, f"does not match {self.pattern}")
+        elif kind == "integer" or kind == "number":
+            if self.low is not None and value < self.low:
+                _fail(path, f"must be at least {self.low}, got {value}")
+            if self.high is not None and value > self.high:
+                _fail(path, f"must be at most {self.high}, got {value}")
+
+    def check_object(self, value: dict[str, Any], path: KeyPath) -> None:
+        for key in self.required:
+            if key not in value:
+                _fail(path, f"missing key {json.dumps(key)}")
+        if len(value) < self.min_props:
+            _fail(path, f"must have at least {self.min_props} entries")
+        if self.names is not None:
+            for key in value:
+                if not self.names.accepts(key, json_type(key)):
+                    _fail(path, f"key {json.dumps(key)}: expected {_expected(self.names.schema)}")
+        props = self.props
+        for key, sub in props.items():
+            if key in value:
+                item = value[key]
+                if sub.fast is None or not sub.fast(item):
+                    sub.check(item, json_type(item), (path, key))
+        extra = self.extra
+        if extra is not None:
+            for key, item in value.items():
+                if key not in props and (extra.fast is None or not extra.fast(item)):
+                    extra.check(item, json_type(item), (path, str(key)))
 
 
 def _check_depth(doc: Any) -> None:
     """Iteratively (a deep document must not exhaust the stack of its checker)."""
+    containers = (dict, list, tuple)
+    if not isinstance(doc, containers):
+        return
     stack: list[tuple[Any, int]] = [(doc, 1)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, (list, tuple)):
-            children = value
-        else:
-            continue
         if depth > MAX_DEPTH:
             raise SchemaViolation("", f"nested deeper than {MAX_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children)
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend([(child, depth + 1) for child in children if isinstance(child, containers)])
 
 
 def _check_unique_ids(doc: dict[str, Any]) -> None:
@@ -221,7 +297,7 @@ def _check_parents(doc: dict[str, Any]) -> None:
 def check_document(doc: Any) -> None:
     """Raise SchemaViolation at the first place `doc` breaks the schema or its three rules."""
     _check_depth(doc)
-    _check(doc, SCHEMA, "")
+    _node(SCHEMA).check(doc, json_type(doc), None)
     _check_unique_ids(doc)
     _check_parents(doc)
 
