@@ -8,8 +8,8 @@ Two models, each traced, differentiated and its backward recorded (real values):
   batch 1, seq 256).
 
 For each, the exported HTML page is opened in Chromium, then every block is opened, then
-every attention and every MLP module one after another, each with a click on its ▸ in the
-forward pane (the backward pane follows). For every step the table shows the nodes drawn
+every attention and every MLP module one after another, each with a click on its ▸ in
+both panes (each pane has its own expansion). For every step the table shows the nodes drawn
 per pane, the layout time of each pane (the engine's own time, in its Web Worker), the time
 from the click to the frame after both panes are drawn, and the longest main-thread task
 (PerformanceObserver `longtask`) in that interval. Once, during a backward layout, a node

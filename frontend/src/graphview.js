@@ -230,9 +230,16 @@ export class GraphView {
     this.el.setAttribute("data-tv-layout-ms", String(Math.round(result.ms)));
     if (timings.init !== null) this.el.setAttribute("data-tv-wasm-init-ms", String(Math.round(timings.init)));
     if (timings.where) this.el.setAttribute("data-tv-layout-where", timings.where); // "worker" | "main"
-    this.el.setAttribute("data-tv-ready", "true");
-    if (this.lastMarks) this.mark(this.lastMarks);
+    if (this.lastMarks) this.mark({ ...this.lastMarks, scrollTo: undefined });
     if (this.gradFlowOn) this.applyGradFlow();
+    // Scrolling reads geometry. Read it now and the browser lays the new SVG out inside this
+    // task (50-100 ms for a few hundred nodes); read it once the next frame has been drawn
+    // and the layout is already done.
+    await afterNextPaint();
+    if (superseded()) return;
+    this.centreOnFocus(this.firstLayout);
+    this.firstLayout = false;
+    this.el.setAttribute("data-tv-ready", "true");
   }
 
   /** Put a laid-out SVG in place and tag its elements with our ids. */
@@ -273,8 +280,6 @@ export class GraphView {
     this.natural = viewBoxSize(svg);
     replace(this.canvas, svg);
     this.setZoom(this.zoom, null);
-    this.centreOnFocus(this.firstLayout);
-    this.firstLayout = false;
   }
 
   /** What a click on a visible node selects: a saved-tensor stub selects its tensor. */
@@ -340,8 +345,8 @@ export class GraphView {
     const old = this.zoom;
     this.zoom = Math.max(0.05, Math.min(4, zoom));
     if (!this.svg || !this.natural) return;
-    const box = this.canvas.getBoundingClientRect();
-    const point = anchor === null ? null : anchor || { x: box.left + box.width / 2, y: box.top + box.height / 2 };
+    const box = anchor === null ? null : this.canvas.getBoundingClientRect(); // null: no layout read
+    const point = box && (anchor || { x: box.left + box.width / 2, y: box.top + box.height / 2 });
     const before = point && { x: this.canvas.scrollLeft + point.x - box.left, y: this.canvas.scrollTop + point.y - box.top };
     this.svg.setAttribute("width", `${Math.round(this.natural.width * this.zoom)}px`);
     this.svg.setAttribute("height", `${Math.round(this.natural.height * this.zoom)}px`);
@@ -475,6 +480,9 @@ export class GraphView {
 }
 
 const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
+/** After the next frame has been rendered (rAF runs before rendering; the timeout after it). */
+const afterNextPaint = () =>
+  new Promise((resolve) => (typeof requestAnimationFrame === "function" ? requestAnimationFrame(() => setTimeout(resolve, 0)) : setTimeout(resolve, 0)));
 
 /** Tooltip lines for what a node reads or returns without drawn edges. */
 function readsAndReturns(node) {

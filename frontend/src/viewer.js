@@ -6,7 +6,7 @@
 import { h, replace, clear } from "./dom.js";
 import { installStyle } from "./style.js";
 import { validateDocument, parseDocument, indexDocument, TRACE_TITLES } from "./document.js";
-import { DEFAULT_LIMITS, defaultExpanded, countVisible, isModuleId, modulePathOf } from "./visible.js";
+import { DEFAULT_LIMITS, defaultExpanded, isModuleId, modulePathOf } from "./visible.js";
 import { linkedHighlights, addExplicitHighlights } from "./links.js";
 import { describeOp, gradLabel } from "./opnames.js";
 import { navigateSteps, emptyBreakpoints } from "./stepper.js";
@@ -18,6 +18,7 @@ import { SavedPanel } from "./saved.js";
 import { TransformsPanel } from "./transforms.js";
 import { SearchBox } from "./searchbox.js";
 import { expansionToReveal } from "./search.js";
+import { PaneExpansions, regionToFollow } from "./expansion.js";
 import { DebugToolsPanel, hasDebugTools } from "./debugtools.js";
 
 /** Traits render() listens to (the Python widget defines the same names). */
@@ -89,7 +90,14 @@ class App {
     this.options = options;
     this.limits = { ...DEFAULT_LIMITS, ...(options.limits || {}) };
     this.index = indexDocument(doc);
-    this.local = { breakpoints: emptyBreakpoints(), gradFlow: false, reason: "" };
+    this.local = { breakpoints: emptyBreakpoints(), gradFlow: false, reason: "", follow: false };
+    this.expansions = new PaneExpansions({
+      read: () => this.expanded(),
+      views: () => this.views,
+      write: (list) => this.setTrait("expanded", list),
+      maxNodes: this.limits.maxNodes,
+      say: (text) => this.say(text),
+    });
     this.views = []; // every GraphView of the document's traces, in any tab
     this.tabObjects = new Map();
     this.active = null;
@@ -174,7 +182,10 @@ class App {
   changed(trait) {
     if (this.destroyed) return;
     if (trait === "tab") this.showTab();
-    else this.refresh(new Set([trait]));
+    else {
+      if (trait === "expanded") this.expansions.traitChanged();
+      this.refresh(new Set([trait]));
+    }
   }
 
   message(message) {
@@ -191,41 +202,38 @@ class App {
 
   // ---- actions --------------------------------------------------------------------------
 
-  select(id) {
+  /** @param {any} [from] the graph pane the selection was made in ("follow selection") */
+  select(id, from = null) {
+    this.selectedFrom = from;
     this.setTrait("selected", typeof id === "string" ? id : "");
   }
 
-  /** Expand or collapse a module ("module:<path>" or a path) or an op with subsymbols. */
-  toggle(id) {
-    const key = isModuleId(id) ? modulePathOf(id) : id;
-    for (const view of this.views) view.focusNext(id);
-    const expanded = this.expanded();
-    if (expanded.has(key)) {
-      expanded.delete(key);
-    } else {
-      expanded.add(key);
-      for (const ti of this.index.traces.values()) {
-        if (!ti.ops.has(key) && !ti.modules.has(key)) continue;
-        const count = countVisible(ti, expanded); // ops and modules; cheap, unlike building the graph
-        if (count > this.limits.maxNodes) {
-          this.say(`Not expanding ${key || "(root)"}: it would show ${count.toLocaleString("en")} nodes; the layout is given at most ${this.limits.maxNodes.toLocaleString("en")}. Expand a smaller module.`);
-          return;
-        }
-      }
-    }
-    this.setTrait("expanded", [...expanded]);
+  /**
+   * Expand or collapse a module ("module:<path>" or a path) or an op with subsymbols, in
+   * `view` only (its ▸ / ▾, double-click, Enter on its node) or in every pane (the details
+   * panel's button).
+   */
+  toggle(id, view = null) {
+    const views = view ? [view] : this.views;
+    for (const v of views) v.focusNext(id);
+    this.expansions.toggle(id, views);
   }
 
-  /** Select `id` after opening what hides it, so every pane can scroll to it (search). */
+  /** Select `id` after opening what hides it in every pane, so each can show it (search). */
   reveal(id) {
-    const expanded = this.expanded();
-    const before = expanded.size;
-    for (const key of expansionToReveal(this.index, id)) expanded.add(key);
-    if (expanded.size !== before) {
+    if (this.expansions.add(this.views, expansionToReveal(this.index, id))) {
       for (const view of this.views) view.focusNext(null);
-      this.setTrait("expanded", [...expanded]);
     }
     this.select(id);
+  }
+
+  /** "follow selection": the other panes open the region linked to the selection. */
+  follow(selected, highlights) {
+    const home = this.index.opById.get(selected);
+    for (const view of this.active ? this.active.views : []) {
+      if (view === this.selectedFrom || (home && home.kind === view.ti.kind)) continue;
+      this.expansions.add([view], regionToFollow(view.ti, selected, highlights.ops));
+    }
   }
 
   /**
@@ -246,7 +254,7 @@ class App {
         const view = focusedNode && this.views.find((v) => v.el.contains(focusedNode));
         const id = view ? view.selectionOf(focusedNode.getAttribute("data-tv-id")) : selected;
         if (id !== selected) this.select(id);
-        else if (id && (isModuleId(id) || this.index.opById.has(id))) this.toggle(id);
+        else if (id && (isModuleId(id) || this.index.opById.has(id))) this.toggle(id, view);
       },
     };
     const action = actions[event.key];
@@ -254,10 +262,6 @@ class App {
     event.preventDefault();
     event.stopPropagation(); // not a notebook shortcut as well
     action();
-  }
-
-  setExpanded(set) {
-    this.setTrait("expanded", [...set]);
   }
 
   stepAction(action) {
@@ -324,11 +328,11 @@ class App {
       ti,
       title,
       limits: this.limitsFor(kind),
-      onSelect: (id) => this.select(id),
-      onToggle: (id) => this.toggle(id),
-      onSetExpanded: (set) => this.setExpanded(this.mergeExpansion(ti, set)),
+      onSelect: (id) => this.select(id, view),
+      onToggle: (id) => this.toggle(id, view),
+      onSetExpanded: (set) => this.expansions.set(view, set),
       defaultExpansion: () => this.defaultExpansion(),
-      currentExpansion: () => this.expanded(),
+      currentExpansion: () => this.expansions.of(view),
       gradFlow: kind === "forward" ? this.index.gradFlow : null,
       onGradFlowToggle: (on) => this.setGradFlow(on),
     });
@@ -361,10 +365,15 @@ class App {
     return union;
   }
 
-  /** A toolbar "collapse all" in one pane leaves other traces' op expansions alone. */
-  mergeExpansion(ti, set) {
-    const others = [...this.expanded()].filter((id) => !ti.ops.has(id) && !ti.modules.has(id));
-    return new Set([...others, ...set]);
+  /** "follow selection": selecting in one pane opens and shows its region in the other. */
+  followSwitch() {
+    const box = h("input", { attrs: { type: "checkbox" }, data: { action: "follow" } });
+    box.checked = this.local.follow;
+    box.addEventListener("change", () => {
+      this.local.follow = box.checked;
+      if (box.checked) this.refresh(new Set(["selected"]));
+    });
+    return h("label", { class: "tv-follow", title: "Selecting a forward module or op opens its region in the backward pane, and the reverse" }, box, " follow selection");
   }
 
   side(withSteps) {
@@ -381,6 +390,7 @@ class App {
     const forward = this.graphView("forward", "Forward");
     const backward = this.graphView("backward", "Backward");
     const side = this.side(true);
+    side.sideEl.prepend(this.followSwitch());
     const el = h("div", { class: "tv-panel-tab tv-layout-fwdbwd", data: { panel: "forward_backward" } },
       h("div", { class: "tv-col" }, forward.el), h("div", { class: "tv-col" }, backward.el), side.sideEl);
     return { el, views: [forward, backward], texts: [], detailsSlot: side.detailsSlot, stepsSlot: side.stepsSlot };
@@ -431,13 +441,14 @@ class App {
     const all = changed === null;
     const has = (name) => all || changed.has(name);
 
-    if (has("expanded")) {
-      const expanded = this.expanded();
-      for (const view of tab.views) view.setExpanded(expanded);
-    }
-
     const selected = String(this.model.get("selected") || "");
     const highlights = addExplicitHighlights(linkedHighlights(this.index, selected), this.index, this.model.get("highlight"));
+    if (has("selected") && selected && this.local.follow) this.follow(selected, highlights); // may change "expanded"
+
+    if (has("expanded")) {
+      for (const view of tab.views) view.setExpanded(this.expansions.of(view));
+    }
+
     const steps = this.steps();
     const current = this.currentStep();
     const step = current >= 0 && current < steps.length ? steps[current] : null;

@@ -36,36 +36,36 @@ try {
 } catch (err) { window.__tvLongScripts = null; }
 """
 
-# Click the toggle of `id` in pane `pane`, wait until every pane is ready and shows `id`
-# open, one more frame, and report what happened meanwhile.
+# Click the toggle of `id` in every pane that shows it (each pane has its own expansion),
+# wait until those panes are ready and show `id` open, one more frame, and report what
+# happened meanwhile.
 _EXPAND = """
-async ({pane, id, timeoutMs}) => {
+async ({id, timeoutMs}) => {
   const sel = (s) => CSS.escape(s);
-  const paneEl = document.querySelector(`.tv-graph-pane[data-tv-graph="${pane}"]`);
-  const toggle = paneEl.querySelector(`g.node[data-tv-id="${sel(id)}"] .tv-toggle`);
-  if (!toggle) return {error: `no toggle for ${id}`};
+  const panes = [...document.querySelectorAll(".tv-graph-pane")];
+  const toggles = panes.map((p) => [p, p.querySelector(`g.node[data-tv-id="${sel(id)}"] .tv-toggle`)]).filter(([, t]) => t);
+  if (!toggles.length) return {error: `no toggle for ${id}`};
   const before = window.__tvLongTasks.length;
   const beforeScripts = (window.__tvLongScripts || []).length;
   const start = performance.now();
-  toggle.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  for (const [, toggle] of toggles) toggle.dispatchEvent(new MouseEvent("click", {bubbles: true}));
   const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
   for (;;) {
     await frame();
-    const panes = [...document.querySelectorAll(".tv-graph-pane")];
     const ready = panes.every((p) => p.dataset.tvReady === "true");
-    if (ready && paneEl.querySelector(`g.cluster[data-tv-id="${sel(id)}"]`)) break;
+    if (ready && toggles.every(([p]) => p.querySelector(`g.cluster[data-tv-id="${sel(id)}"]`))) break;
     if (performance.now() - start > timeoutMs) return {error: `timed out opening ${id}`};
   }
   await frame();
   const drawnMs = performance.now() - start;
   const tasks = window.__tvLongTasks.slice(before);
   const scripts = (window.__tvLongScripts || []).slice(beforeScripts);
-  const panes = {};
-  for (const p of document.querySelectorAll(".tv-graph-pane")) {
-    panes[p.dataset.tvGraph] = {nodes: Number(p.dataset.tvNodes), layoutMs: Number(p.dataset.tvLayoutMs)};
+  const result = {};
+  for (const p of panes) {
+    result[p.dataset.tvGraph] = {nodes: Number(p.dataset.tvNodes), layoutMs: Number(p.dataset.tvLayoutMs)};
   }
   return {drawnMs, longTasks: tasks.map((t) => t.duration),
-          scripts: scripts.map((s) => [s.invoker, s.duration]), panes};
+          scripts: scripts.map((s) => [s.invoker, s.duration]), panes: result};
 }
 """
 
@@ -98,10 +98,10 @@ def long_tasks(page: Any) -> list[float]:
     return [t["duration"] for t in tasks]
 
 
-def open_module(page: Any, module_path: str, pane: str = "forward", timeout_ms: float = 120_000) -> dict:
-    """Open `module_path` with its ▸ in `pane`; returns drawnMs, longTasks (ms), scripts
-    ([invoker, ms] of script runs in long animation frames), panes."""
-    result = page.evaluate(_EXPAND, {"pane": pane, "id": f"module:{module_path}", "timeoutMs": timeout_ms})
+def open_module(page: Any, module_path: str, timeout_ms: float = 120_000) -> dict:
+    """Open `module_path` with its ▸ in every pane that shows it; returns drawnMs,
+    longTasks (ms), scripts ([invoker, ms] of script runs in long animation frames), panes."""
+    result = page.evaluate(_EXPAND, {"id": f"module:{module_path}", "timeoutMs": timeout_ms})
     if "error" in result:
         raise RuntimeError(result["error"])
     return result

@@ -52,15 +52,15 @@ def ready(page):
 
 
 def open_everything(page, doc):
-    """Every module of the forward, opened with its ▸ (the backward follows)."""
+    """Every module of the forward, opened with its ▸ in each pane (each has its own)."""
     paths = sorted({op["module_path"] for op in doc["traces"]["forward"]["ops"] if op["module_path"]},
                    key=lambda p: p.count("."))
     for path in paths:
         for prefix in [".".join(path.split(".")[:i + 1]) for i in range(path.count(".") + 1)]:
-            node = pane(page, "forward").locator(f'g.node[data-tv-id="module:{prefix}"]')
-            if node.count():
-                toggle(pane(page, "forward"), f"module:{prefix}")
-                ready(page)
+            for kind in ("forward", "backward"):
+                if pane(page, kind).locator(f'g.node[data-tv-id="module:{prefix}"] .tv-toggle').count():
+                    toggle(pane(page, kind), f"module:{prefix}")
+                    ready(page)
 
 
 def test_backward_ops_sit_in_the_forward_module_they_came_from(page, gpt2_export):
