@@ -420,3 +420,32 @@ def test_a_submodule_replaced_after_the_first_call_is_used():
     torch.testing.assert_close(out, eager(x), rtol=0, atol=0)
     out.sum().backward()
     assert model[2].weight.grad is not None
+
+
+SCALE = 2.0  # a module-level constant the jitted function reads
+
+
+def reads_a_global(x):
+    return (x * SCALE).sin().sum()
+
+
+def test_a_changed_global_or_closure_value_retraces():
+    global SCALE
+    x = torch.randn(3, **F64, requires_grad=True)
+    jitted = tv.jit(reads_a_global)
+    try:
+        for value in (2.0, 3.0, 2.0):
+            SCALE = value
+            assert_same(jit_grads_of(jitted, x), grads_of(reads_a_global, x))
+    finally:
+        SCALE = 2.0
+    assert jitted.cache_misses == 2
+    shift = 1
+
+    def closure(x):
+        return (x + shift).cos().sum()
+
+    jitted = tv.jit(closure)
+    for shift in (1, 5):  # noqa: B007 - the closure reads the loop variable
+        assert_same(jit_grads_of(jitted, x), grads_of(closure, x))
+    assert jitted.cache_misses == 2 and "shift" in jitted.last_retrace_reason

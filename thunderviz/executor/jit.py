@@ -36,7 +36,13 @@ from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.errors import attribute_error
 from thunderviz.executor.guards import GUARD_NAMES, Guard, GuardFailure, guard_trace, same_value
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
-from thunderviz.executor.keys import ambient_key, changed_attribute, module_attributes, value_key
+from thunderviz.executor.keys import (
+    ambient_key,
+    changed_attribute,
+    code_constants,
+    module_attributes,
+    value_key,
+)
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
 
@@ -290,6 +296,9 @@ class JittedFunction:
         if changed is None:
             return ""
         index, state, name, value = changed
+        if index < 0:
+            return (f"a change of {name}, read by the jitted code from outside it (traced with "
+                    f"{value!r}, now {state.get(name)!r})")
         path = self._paths[index] or type(self._submodules[index]).__name__
         return (f"a change of the module attribute {path}.{name} (traced with {value!r}, now "
                 f"{state.get(name)!r})")
@@ -319,7 +328,8 @@ class JittedFunction:
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
         check_submodule_hooks(self.module, self._name())
-        attributes = module_attributes(self._submodules)  # as they are before the program runs
+        # as they are before the program runs
+        attributes = module_attributes(self._submodules) + code_constants(self.fn)
         forward = trace_without_own_hooks(self.fn, args, kwargs)
         n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(

@@ -152,3 +152,41 @@ def changed_attribute(snapshot: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...] 
         if now is not value and (isinstance(value, torch.Tensor) or now != value):
             return item
     return None
+
+
+class _Cell:
+    """A closure cell read like a one-entry dict, so it is snapshotted like an attribute."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: Any) -> None:
+        self.cell = cell
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self.cell.cell_contents
+        except ValueError:  # an empty cell
+            return default
+
+
+def code_constants(fn: Any) -> tuple[tuple[Any, ...], ...]:
+    """The plain values the jitted code reads from outside: its closure variables and the
+    globals it names (`SCALE = 2.0` at module level), as (-1, holder, name, value) items for
+    `changed_attribute`. Only the function itself (a module's `forward`) is looked at, not
+    the functions it calls."""
+    code_of = getattr(fn, "forward", fn)
+    code_of = getattr(code_of, "__func__", code_of)
+    code = getattr(code_of, "__code__", None)
+    if code is None:
+        return ()
+    out = []
+    for name, cell in zip(code.co_freevars, code_of.__closure__ or (), strict=False):
+        value = _Cell(cell).get(name, _MISSING)
+        if type(value) in _PLAIN:
+            out.append((-1, _Cell(cell), name, value))
+    module_globals = getattr(code_of, "__globals__", {})
+    for name in code.co_names:
+        value = module_globals.get(name, _MISSING)
+        if type(value) in _PLAIN:
+            out.append((-1, module_globals, name, value))
+    return tuple(out)
