@@ -7,7 +7,8 @@ with eager PyTorch.
 A trace is one run of the program, so a cache entry is only reused when nothing it
 specialised on changed. Checked before a call (the key, `executor/keys.py`): tensor
 metadata, the values of every other argument, each submodule's `training` flag and hooks,
-grad mode and autocast. Checked while the trace runs (guards, `executor/guards.py`): the
+grad mode and autocast; then the entry's snapshot of submodules' plain attributes and of
+the closure/global values the code reads. Checked while the trace runs (guards, `executor/guards.py`): the
 values it read into Python (`if x.sum() > 0`, `.item()`, `.tolist()`) and the sizes values
 chose (`nonzero`, `x[mask]`). A failed guard restores the RNG state and retraces; entries
 for both outcomes stay cached. The cache is an LRU of `cache_size` entries and warns once
@@ -64,7 +65,7 @@ class CompiledEntry:
     n_args: int = 0
     guards: list[Guard] = field(default_factory=list)
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
-    attributes: tuple[tuple[Any, ...], ...] = ()  # the modules' plain attributes when traced
+    attributes: tuple[tuple[Any, ...], ...] = ()  # plain attributes/globals when traced
 
     def __post_init__(self) -> None:
         # worked out once, not on every call
