@@ -95,6 +95,13 @@ def _stepping(model, x):
     s.stepper.run_to(len(s.stepper) - 1)
 
 
+def _intervening(model, x):
+    s = tv.Session(model, x)
+    s.intervene("body.0", ("scale", 2.0))
+    s.grads()
+    s.clear_interventions()
+
+
 ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "trace": lambda m, x, _: tv.trace(m, x),
     "Session": lambda m, x, _: _session(m, x),
@@ -103,6 +110,11 @@ ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "compare_with_autograd": lambda m, x, _: _session(m, x).compare_with_autograd(),
     "autograd_reference": lambda m, x, _: _session(m, x).autograd_reference(),
     "grad_flow": lambda m, x, _: _session(m, x).grad_flow(),
+    "grads": lambda m, x, _: _session(m, x).grads(),
+    "nan_ledger": lambda m, x, _: _session(m, x).nan_ledger(),
+    "first_nan": lambda m, x, _: _session(m, x).first_nan(),
+    "check_gradients": lambda m, x, _: _session(m, x).check_gradients(),
+    "intervene": lambda m, x, _: _intervening(m, x),
     "document": lambda m, x, _: _session(m, x).document(),
     "save": lambda m, x, tmp: tv.save(_session(m, x), tmp / "run.tvz"),
     "show": lambda m, x, _: tv.show(m, x),
