@@ -148,3 +148,15 @@ def test_debugger_draws_what_eager_draws():
     torch.random.set_rng_state(state)
     tv.Session(model, x).record_backward()
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("entry", ["record_backward", "compare_with_autograd", "export_html"])
+def test_entry_point_leaves_everything_as_it_was_cuda(entry, tmp_path):
+    """On CUDA dropout draws from the device's generator: it is restored too."""
+    torch.manual_seed(0)
+    model = Net().train().cuda()
+    x = torch.randn(6, 4, device="cuda", requires_grad=True)
+    before = _snapshot(model, x)
+    ENTRY_POINTS[entry](model, x, tmp_path)
+    _assert_same(before, _snapshot(model, x), entry)
