@@ -8,6 +8,8 @@ import { fitVisibleGraph, nodesFor, moduleId, DEFAULT_LIMITS } from "./visible.j
 import { graphToDot, tensorLabel } from "./dot.js";
 import { layoutDot, timings } from "./layout.js";
 import { buildSvg } from "./svgtree.js";
+import { svgText, svgToPng, download } from "./picture.js";
+import { legend } from "./legend.js";
 import { gradFlowStyle, normRange, worstStatus, paletteStops, GRAD_STATUS_STYLE } from "./gradflow.js";
 import { formatNumber } from "./format.js";
 
@@ -94,6 +96,11 @@ export class GraphView {
       this.gradFlowBox = box;
       items.push(h("label", { title: "Colour by gradient norm" }, box, "grad flow"));
     }
+    items.push(
+      button("SVG", "Save this graph as it is drawn (expansion, selection) as an SVG file", "export-svg", () => this.exportPicture("svg")),
+      button("PNG", "Save this graph as it is drawn as a PNG file", "export-png", () => this.exportPicture("png")),
+      legend(),
+    );
     return h("div", { class: "tv-toolbar" }, items);
   }
 
@@ -126,12 +133,15 @@ export class GraphView {
       if (this.dragMoved) return;
       const id = idOf(event.target);
       if (id === null) return;
-      if (event.target.closest(".tv-toggle")) this.options.onToggle(id);
-      else this.options.onSelect(this.selectionOf(id));
+      if (event.target.closest(".tv-toggle")) return this.options.onToggle(id);
+      // a double-click opens without selecting: remember what its first click replaced
+      if (event.detail === 1) this.beforeClick = this.options.currentSelection ? this.options.currentSelection() : null;
+      this.options.onSelect(this.selectionOf(id));
     });
     this.canvas.addEventListener("dblclick", (event) => {
       const g = event.target.closest && event.target.closest("g.node");
       if (g && g.classList.contains("tv-expandable") && !event.target.closest(".tv-toggle")) {
+        if (this.beforeClick !== null && this.beforeClick !== undefined) this.options.onSelect(this.beforeClick);
         this.options.onToggle(g.getAttribute("data-tv-id"));
       }
     });
@@ -280,6 +290,22 @@ export class GraphView {
     this.natural = viewBoxSize(svg);
     replace(this.canvas, svg);
     this.setZoom(this.zoom, null);
+  }
+
+  /** Download the drawn graph (src/picture.js). */
+  async exportPicture(format) {
+    if (!this.svg || !this.natural) return;
+    const css = getComputedStyle(this.el);
+    const colour = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
+    const text = svgText(this.svg, this.natural, {
+      highlight: colour("--tv-highlight", "#0ea5e9"),
+      selected: colour("--tv-select", "#f59e0b"),
+      current: colour("--tv-current", "#e11d48"),
+    });
+    const name = `thunderviz-${this.ti.kind}.${format}`;
+    const doc = this.el.ownerDocument;
+    if (format === "svg") download(doc, new Blob([text], { type: "image/svg+xml" }), name);
+    else download(doc, await svgToPng(text, this.natural), name);
   }
 
   /** What a click on a visible node selects: a saved-tensor stub selects its tensor. */

@@ -56,6 +56,8 @@ export const CSS = String.raw`
   height: var(--tv-height);
   overflow: hidden;
   position: relative;
+  resize: vertical; /* drag the bottom-right corner: the notebook's height is the user's */
+  min-height: 320px;
 }
 /* dark: JupyterLab's dark theme, an explicit .tv-theme-dark, or a dark OS outside JupyterLab */
 body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS} }
@@ -152,10 +154,27 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 .tv-root .tv-graph-canvas g.tv-selected > :is(polygon, path, ellipse) { stroke: var(--tv-select) !important; stroke-width: 3px !important; }
 .tv-root .tv-graph-canvas g.node.tv-selected > :is(polygon, path, ellipse):first-of-type { fill: var(--tv-select-bg); }
 .tv-root .tv-graph-canvas g.edge.tv-selected path { stroke: var(--tv-select) !important; stroke-width: 2.5px; }
+/* the grad-flow legend sits below the graph, in the pane's flow: it never covers nodes */
 .tv-root .tv-legend {
-  position: absolute; right: 8px; bottom: 8px; background: var(--tv-panel); border: 1px solid var(--tv-border);
-  border-radius: 4px; padding: 4px 6px; font-size: 11px; max-width: 240px; box-shadow: 0 1px 3px rgba(0,0,0,0.15);
+  flex: 0 0 auto; background: var(--tv-panel); border-top: 1px solid var(--tv-border);
+  padding: 3px 8px; font-size: 11px;
 }
+.tv-root .tv-key { position: relative; font-size: 12px; }
+.tv-root .tv-key summary { cursor: pointer; padding: 0 4px; }
+.tv-root .tv-key-items { position: absolute; right: 0; top: 100%; z-index: 15; width: 300px; background: var(--tv-bg); border: 1px solid var(--tv-border); border-radius: 4px; padding: 6px 8px; box-shadow: 0 4px 12px rgba(0,0,0,0.18); display: grid; gap: 3px; }
+.tv-root .tv-key-items > div { display: flex; align-items: center; gap: 6px; }
+.tv-root .tv-k { display: inline-block; width: 22px; height: 12px; border: 1.5px solid; border-radius: 3px; flex: 0 0 auto; }
+.tv-root .tv-k-op { background: #e8eefc; border-color: #5b7db1; }
+.tv-root .tv-k-prim { background: #f1f3f4; border-color: #8a9099; }
+.tv-root .tv-k-module { background: #fff4e0; border-color: #c98a1b; border-radius: 0; box-shadow: 2px 2px 0 #c98a1b; }
+.tv-root .tv-k-cluster { background: transparent; border-color: #c9b48a; }
+.tv-root .tv-k-input { background: #e6f4ea; border-color: #3c8d5a; border-radius: 50%; }
+.tv-root .tv-k-output { background: #fde8e8; border-color: #b54747; border-radius: 50%; }
+.tv-root .tv-k-saved { background: #f1ebfb; border-color: #8a6cc2; border-radius: 0 5px 0 0; }
+.tv-root .tv-k-highlight { background: var(--tv-highlight-bg); border-color: var(--tv-highlight); }
+.tv-root .tv-k-selected { background: var(--tv-select-bg); border-color: var(--tv-select); }
+.tv-root .tv-k-current { border-color: var(--tv-current); }
+.tv-root .tv-k-edge { font-size: 10px; color: var(--tv-muted); min-width: 22px; }
 .tv-root .tv-legend-bar { height: 8px; border-radius: 2px; margin: 2px 0; }
 .tv-root .tv-legend-scale { display: flex; justify-content: space-between; }
 .tv-root .tv-legend-items { display: flex; flex-wrap: wrap; gap: 2px 8px; margin-top: 3px; }

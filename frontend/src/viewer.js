@@ -329,6 +329,7 @@ class App {
       title,
       limits: this.limitsFor(kind),
       onSelect: (id) => this.select(id, view),
+      currentSelection: () => String(this.model.get("selected") || ""),
       onToggle: (id) => this.toggle(id, view),
       onSetExpanded: (set) => this.expansions.set(view, set),
       defaultExpansion: () => this.defaultExpansion(),

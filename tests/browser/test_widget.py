@@ -170,13 +170,19 @@ def test_thunder_magic_in_jupyterlab(thunderviz_lab, lab_page, lab_dir):
                         "w.history[-1].op_id]))") == [3, 2, "backward:2"]
     shot(lab_page, widget, "stepped")
 
-    # Collapse and expand a module; Python sees the expansion.
+    # Collapse and expand a module; Python sees the expansion (what is open in any pane:
+    # each pane has its own, so it is closed once both panes closed it).
     cluster = forward.locator('g.cluster[data-tv-id="module:block"]')
     expect(cluster).to_have_count(1)
     toggle(forward, "module:block")
     collapsed = forward.locator('g.node[data-tv-id="module:block"]')
     expect(collapsed).to_have_count(1, timeout=15_000)
     expect(collapsed).to_contain_text("block")
+    backward = widget.locator('.tv-graph-pane[data-tv-graph="backward"]')
+    expect(backward.locator('g.cluster[data-tv-id="module:block"]')).to_have_count(1)  # its own
+    assert python(page, "import json; print(json.dumps('block' in w.expanded))") is True
+    toggle(backward, "module:block")
+    expect(backward.locator('g.node[data-tv-id="module:block"]')).to_have_count(1, timeout=15_000)
     assert python(page, "import json; print(json.dumps('block' in w.expanded))") is False
     toggle(forward, "module:block")
     expect(forward.locator('g.cluster[data-tv-id="module:block"]')).to_have_count(1, timeout=15_000)
