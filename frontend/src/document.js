@@ -47,7 +47,7 @@ export function validateDocument(doc) {
   // The schema (thunderviz/viz/view_format.schema.json, as viewschema.js), then its
   // extra rules, in the order Python's thunderviz/viz/schema.py checks them.
   const violation =
-    checkDepth(doc) || checkSchema(doc, VIEW_SCHEMA, "") || checkUniqueIds(doc) || checkParents(doc);
+    checkDepth(doc) || checkSchema(doc) || checkUniqueIds(doc) || checkParents(doc);
   if (violation) {
     return {
       ok: false,
@@ -77,13 +77,6 @@ export function jsonType(value) {
   return typeof value;
 }
 
-const typeMatches = (value, wanted) => {
-  const actual = jsonType(value);
-  return actual === wanted || (wanted === "number" && actual === "integer");
-};
-
-const same = (a, b) => jsonType(a) === jsonType(b) && a === b;
-
 function resolve(schema) {
   if (!hasOwn(schema, "$ref")) return schema;
   const target = VIEW_SCHEMA.$defs[schema.$ref.replace("#/$defs/", "")];
@@ -101,103 +94,181 @@ function expected(schema) {
   return Array.isArray(kinds) ? kinds.join(" or ") : kinds;
 }
 
-function shallowOk(value, schema) {
-  schema = resolve(schema);
-  if (schema.not && shallowOk(value, schema.not)) return false;
-  if (hasOwn(schema, "const")) return same(value, schema.const);
-  if (schema.enum) return schema.enum.some((v) => same(value, v));
-  if (schema.anyOf) return schema.anyOf.some((s) => shallowOk(value, s));
-  if (schema.type === undefined) return true;
-  return (Array.isArray(schema.type) ? schema.type : [schema.type]).some((k) => typeMatches(value, k));
+// Each schema node is compiled once. A path is built only for an error: checking passes
+// [parentPath, key] pairs down instead of formatting "traces.forward.ops[3]" for every value,
+// and a value's JSON type is computed once and handed to every test of it.
+const nodes = new Map();
+const node = (schema) => {
+  let compiled = nodes.get(schema);
+  if (!compiled) {
+    compiled = new SchemaNode(schema);
+    nodes.set(schema, compiled);
+  }
+  return compiled;
+};
+
+function pathText(path) {
+  const keys = [];
+  for (let p = path; p !== null; p = p[0]) keys.push(p[1]);
+  let text = "";
+  for (const key of keys.reverse()) text += typeof key === "number" ? `[${key}]` : text ? `.${key}` : String(key);
+  return text;
 }
 
-/** The first place `value` breaks `schema`, as {path, message}, or null. */
-function checkSchema(value, schema, path) {
-  schema = resolve(schema);
-  const at = (message) => ({ path, message });
-  if (!shallowOk(value, schema)) {
-    let got = jsonType(value);
-    if (got === "non-finite number") {
-      got = `${value}, which is not strict JSON (write "nan", "inf" or "-inf")`;
-    }
-    return at(`expected ${expected(schema)}, got ${got}`);
+class Violation {
+  constructor(path, message) {
+    this.path = pathText(path);
+    this.message = message;
   }
-  if (schema.anyOf) {
-    // The first alternative whose type fits decides (its error is the precise one).
-    return checkSchema(value, schema.anyOf.find((s) => shallowOk(value, s)), path);
+}
+
+class SchemaNode {
+  constructor(raw) {
+    const schema = (this.schema = resolve(raw));
+    const kinds = typeof schema.type === "string" ? [schema.type] : schema.type;
+    this.types = kinds ? new Set(kinds.includes("number") ? [...kinds, "integer"] : kinds) : null;
+    this.hasConst = hasOwn(schema, "const");
+    this.alternatives = schema.anyOf ? schema.anyOf.map(node) : null;
+    this.negated = schema.not ? node(schema.not) : null;
+    this.regex = schema.pattern !== undefined ? new RegExp(schema.pattern, "u") : null;
+    this.items = schema.items ? node(schema.items) : null;
+    this.names = schema.propertyNames ? node(schema.propertyNames) : null;
+    this.props = Object.entries(schema.properties ?? {}).map(([k, v]) => [k, node(v)]);
+    this.propKeys = new Set(Object.keys(schema.properties ?? {}));
+    const extra = schema.additionalProperties;
+    this.extra = extra !== null && typeof extra === "object" ? node(extra) : null;
+    this.fast = this.fastAccept();
   }
-  const kind = jsonType(value);
-  if (kind === "integer" || kind === "number") {
-    if (schema.minimum !== undefined && value < schema.minimum) {
-      return at(`must be at least ${schema.minimum}, got ${value}`);
+
+  /** A quick test that passes most valid scalars; false means "check fully" (which also
+   * finds the error). The twin of _Node._fast_accept in Python. */
+  fastAccept() {
+    const s = this.schema;
+    if (this.alternatives) {
+      const fast = this.alternatives.map((a) => a.fast);
+      return fast.every(Boolean) ? (v) => fast.some((f) => f(v)) : null;
     }
-    if (schema.maximum !== undefined && value > schema.maximum) {
-      return at(`must be at most ${schema.maximum}, got ${value}`);
+    if (s.enum && !this.negated && s.enum.every((v) => typeof v === "string")) {
+      const values = new Set(s.enum);
+      return (v) => typeof v === "string" && values.has(v);
     }
-  } else if (kind === "string") {
-    if (value.length < (schema.minLength ?? 0)) return at(`must have at least ${schema.minLength} characters`);
-    if (schema.pattern !== undefined && !new RegExp(schema.pattern, "u").test(value)) {
-      return at(`does not match ${schema.pattern}`);
+    if (this.negated || this.hasConst || s.enum || s.minLength || this.regex || !this.types) return null;
+    const low = s.minimum ?? -Number.MAX_VALUE;
+    const high = s.maximum ?? Number.MAX_VALUE;
+    const tests = [];
+    for (const kind of this.types) {
+      if (kind === "string") tests.push((v) => typeof v === "string");
+      else if (kind === "boolean") tests.push((v) => typeof v === "boolean");
+      else if (kind === "null") tests.push((v) => v === null);
+      else if (kind === "integer") tests.push((v) => Number.isInteger(v) && v >= low && v <= high);
+      else if (kind === "number") tests.push((v) => Number.isFinite(v) && v >= low && v <= high);
+      else return null;
     }
-  } else if (kind === "array") {
-    if (value.length < (schema.minItems ?? 0)) return at(`must have at least ${schema.minItems} items`);
-    if (schema.maxItems !== undefined && value.length > schema.maxItems) {
-      return at(`must have at most ${schema.maxItems} items`);
+    return tests.length === 1 ? tests[0] : (v) => tests.some((t) => t(v));
+  }
+
+  accepts(value, kind) {
+    if (this.negated && this.negated.accepts(value, kind)) return false;
+    if (this.hasConst) return same(value, this.schema.const);
+    if (this.schema.enum) return this.schema.enum.some((v) => same(value, v));
+    if (this.alternatives) return this.alternatives.some((a) => a.accepts(value, kind));
+    return this.types === null || this.types.has(kind);
+  }
+
+  /** The first place `value` breaks this node, as a Violation, or null. */
+  check(value, kind, path) {
+    const s = this.schema;
+    if (!this.accepts(value, kind)) {
+      let got = kind;
+      if (kind === "non-finite number") got = `${value}, which is not strict JSON (write "nan", "inf" or "-inf")`;
+      return new Violation(path, `expected ${expected(s)}, got ${got}`);
     }
-    if (schema.items) {
-      for (let i = 0; i < value.length; i++) {
-        const found = checkSchema(value[i], schema.items, `${path}[${i}]`);
+    if (this.alternatives) {
+      // The first alternative whose type fits decides (its error is the precise one).
+      return this.alternatives.find((a) => a.accepts(value, kind)).check(value, kind, path);
+    }
+    if (kind === "object") return this.checkObject(value, path);
+    if (kind === "array") {
+      if (value.length < (s.minItems ?? 0)) return new Violation(path, `must have at least ${s.minItems} items`);
+      if (s.maxItems !== undefined && value.length > s.maxItems) return new Violation(path, `must have at most ${s.maxItems} items`);
+      const items = this.items;
+      if (items) {
+        const fast = items.fast;
+        for (let i = 0; i < value.length; i++) {
+          const item = value[i];
+          if (fast && fast(item)) continue;
+          const found = items.check(item, jsonType(item), [path, i]);
+          if (found) return found;
+        }
+      }
+    } else if (kind === "string") {
+      if (value.length < (s.minLength ?? 0)) return new Violation(path, `must have at least ${s.minLength} characters`);
+      if (this.regex && !this.regex.test(value)) return new Violation(path, `does not match ${s.pattern}`);
+    } else if (kind === "integer" || kind === "number") {
+      if (s.minimum !== undefined && value < s.minimum) return new Violation(path, `must be at least ${s.minimum}, got ${value}`);
+      if (s.maximum !== undefined && value > s.maximum) return new Violation(path, `must be at most ${s.maximum}, got ${value}`);
+    }
+    return null;
+  }
+
+  checkObject(value, path) {
+    const s = this.schema;
+    for (const key of s.required ?? []) {
+      if (!hasOwn(value, key)) return new Violation(path, `missing key ${JSON.stringify(key)}`);
+    }
+    const keys = Object.keys(value);
+    if (keys.length < (s.minProperties ?? 0)) return new Violation(path, `must have at least ${s.minProperties} entries`);
+    if (this.names) {
+      for (const key of keys) {
+        if (!this.names.accepts(key, "string")) {
+          return new Violation(path, `key ${JSON.stringify(key)}: expected ${expected(this.names.schema)}`);
+        }
+      }
+    }
+    for (const [key, sub] of this.props) {
+      if (!hasOwn(value, key)) continue;
+      const item = value[key];
+      if (sub.fast && sub.fast(item)) continue;
+      const found = sub.check(item, jsonType(item), [path, key]);
+      if (found) return found;
+    }
+    const extra = this.extra;
+    if (extra) {
+      for (const key of keys) {
+        if (this.propKeys.has(key)) continue;
+        const item = value[key];
+        if (extra.fast && extra.fast(item)) continue;
+        const found = extra.check(item, jsonType(item), [path, key]);
         if (found) return found;
       }
     }
-  } else if (kind === "object") {
-    return checkObject(value, schema, path);
+    return null;
   }
-  return null;
 }
 
-function checkObject(value, schema, path) {
-  const prefix = path ? `${path}.` : "";
-  for (const key of schema.required ?? []) {
-    if (!hasOwn(value, key)) return { path, message: `missing key ${JSON.stringify(key)}` };
-  }
-  const keys = Object.keys(value);
-  if (keys.length < (schema.minProperties ?? 0)) {
-    return { path, message: `must have at least ${schema.minProperties} entries` };
-  }
-  const names = schema.propertyNames;
-  if (names) {
-    for (const key of keys) {
-      if (!shallowOk(key, names)) return { path, message: `key ${JSON.stringify(key)}: expected ${expected(names)}` };
-    }
-  }
-  const props = schema.properties ?? {};
-  for (const [key, sub] of Object.entries(props)) {
-    if (hasOwn(value, key)) {
-      const found = checkSchema(value[key], sub, prefix + key);
-      if (found) return found;
-    }
-  }
-  const extra = schema.additionalProperties;
-  if (extra !== null && typeof extra === "object") {
-    for (const key of keys) {
-      if (hasOwn(props, key)) continue;
-      const found = checkSchema(value[key], extra, prefix + key);
-      if (found) return found;
-    }
-  }
-  return null;
+const same = (a, b) => jsonType(a) === jsonType(b) && a === b;
+
+/** The first place `doc` breaks the schema, as {path, message}, or null. */
+function checkSchema(doc) {
+  return node(VIEW_SCHEMA).check(doc, jsonType(doc), null);
 }
 
 /** Iteratively: a deeply nested document must not exhaust the stack of its checker. */
 function checkDepth(doc) {
-  const stack = [[doc, 1]];
-  while (stack.length) {
-    const [value, depth] = stack.pop();
-    if (value === null || typeof value !== "object") continue;
+  if (doc === null || typeof doc !== "object") return null;
+  const values = [doc];
+  const depths = [1]; // a parallel stack: no pair allocated per value of a large document
+  while (values.length) {
+    const value = values.pop();
+    const depth = depths.pop();
     if (depth > MAX_DEPTH) return { path: "", message: `nested deeper than ${MAX_DEPTH} levels` };
     const children = Array.isArray(value) ? value : Object.values(value);
-    for (const child of children) stack.push([child, depth + 1]);
+    for (const child of children) {
+      if (child !== null && typeof child === "object") {
+        values.push(child);
+        depths.push(depth + 1);
+      }
+    }
   }
   return null;
 }
