@@ -73,7 +73,8 @@ bench: setup
 	$(PY) benchmarks/saved_memory.py
 	$(PY) benchmarks/view_speed.py
 
-lint: setup
+# Only the virtualenv: linting needs neither Chromium, graphviz nor npm.
+lint: $(STAMP)
 	$(PY) -m ruff check thunderviz tests benchmarks examples
 
 clean:
