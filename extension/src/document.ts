@@ -70,14 +70,10 @@ export function parseViewDocument(data: unknown, viewer: IViewerModule): ParseRe
         }
       };
     }
-  } else {
-    // Notebook output data belongs to the notebook model: never let the viewer mutate it.
-    try {
-      value = structuredClone(data);
-    } catch {
-      value = JSON.parse(JSON.stringify(data));
-    }
   }
+  // Notebook output data belongs to the notebook model: the viewer gets a copy (below), made
+  // only after the checks, which read without recursing, so a hostile 100k-deep output is
+  // refused with a message instead of overflowing the stack inside structuredClone.
 
   if (!isPlainObject(value) || value.format !== 'thunderviz') {
     const found = isPlainObject(value)
@@ -123,5 +119,13 @@ export function parseViewDocument(data: unknown, viewer: IViewerModule): ParseRe
       }
     };
   }
-  return { ok: true, doc: value };
+  return { ok: true, doc: typeof data === 'string' ? value : copyOf(value) };
+}
+
+function copyOf(value: ViewDocument): ViewDocument {
+  try {
+    return structuredClone(value);
+  } catch {
+    return JSON.parse(JSON.stringify(value));
+  }
 }
