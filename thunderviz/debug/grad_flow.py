@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from thunderviz.autodiff.vjp import AutodiffResult
-from thunderviz.core.proxies import Proxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.symbol import BsymTag
 from thunderviz.debug.stats import TensorStats, json_number, tensor_stats
 
 __all__ = ["GRAD_STATUSES", "cotangent_map", "grad_flow", "forward_tensors"]
@@ -45,15 +45,6 @@ def cotangent_map(result: AutodiffResult) -> dict[str, str]:
     bound = _bound_in_backward(result) | set(result.backward.constants) | {
         p.name for p in result.backward.meta.get("reads_from_forward", ())}
     return {k: v for k, v in result.cotangent_of.items() if v in bound}
-
-
-def _only_accumulated(r: Proxy, uses: list[BoundSymbol]) -> bool:
-    """`r` is read in the group only as the left operand of `aten.add.Tensor`: the
-    accumulation `old + new` of an input's gradient."""
-    return bool(uses) and all(
-        b.sym.id == "aten.add.Tensor" and isinstance(b.args[0], Proxy) and b.args[0].name == r.name
-        and not (len(b.args) > 1 and isinstance(b.args[1], Proxy) and b.args[1].name == r.name)
-        for b in uses)
 
 
 def _would_need(result: AutodiffResult) -> set[str]:

@@ -1,7 +1,6 @@
 """IPython magics: `%thunder model(x, y)` and `%%thunder` show the debugger for a call.
 
-    %load_ext thunderviz.widgets        (or `%load_ext thunderviz` once thunderviz/__init__.py
-                                         re-exports load_ipython_extension)
+    %load_ext thunderviz                (or `%load_ext thunderviz.widgets`)
     %thunder model(x, y)                # trace, differentiate, show the debugger
     %thunder --depth 2 --fake model(x)  # options first, then the call
     w = %thunder model(x)               # the widget, to drive from Python
