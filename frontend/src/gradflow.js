@@ -28,19 +28,55 @@ export function worstStatus(statuses) {
 /** Viridis, sampled: perceptually even and readable for colour-blind users. */
 const PALETTE = ["#440154", "#414487", "#2a788e", "#22a884", "#7ad151", "#fde725"];
 
-/** [min, max] of the finite positive "ok" norms, or null when there are none. */
-export function normRange(gradFlow) {
-  let min = Infinity;
-  let max = -Infinity;
+/**
+ * The finite positive "ok" norms: their range and, sorted, for the rank scale. null when
+ * there are none.
+ * @param {Record<string, any>} gradFlow
+ * @param {"log"|"rank"} [scale] log: colour by log norm (absolute); rank: by the norm's rank
+ *   among all (evenly spread, so twelve blocks of similar norms still look different)
+ */
+export function normRange(gradFlow, scale = "log") {
+  const norms = [];
   for (const entry of Object.values(gradFlow || {})) {
     if (!entry || entry.status !== "ok") continue;
     const norm = toNumber(entry.norm);
-    if (Number.isFinite(norm) && norm > 0) {
-      min = Math.min(min, norm);
-      max = Math.max(max, norm);
+    if (Number.isFinite(norm) && norm > 0) norms.push(norm);
+  }
+  if (!norms.length) return null;
+  norms.sort((a, b) => a - b);
+  return { min: norms[0], max: norms[norms.length - 1], median: norms[Math.floor(norms.length / 2)], scale, sorted: norms };
+}
+
+/** Position of `norm` among the range's sorted norms, in [0, 1]. */
+export function rankPosition(norm, range) {
+  const { sorted } = range;
+  if (sorted.length < 2) return 1;
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid] < norm) lo = mid + 1;
+    else hi = mid;
+  }
+  return Math.min(1, lo / (sorted.length - 1));
+}
+
+/**
+ * Gradient flow of the backward graph from its recorded steps: each tensor a step produced,
+ * by the norm and NaN/Inf counts recorded for it (the same form as document.grad_flow).
+ * `notGradients`: names to leave out (the saved forward values the backward unpacks).
+ */
+export function backwardFlow(steps, notGradients = new Set()) {
+  const flow = {};
+  for (const step of steps || []) {
+    for (const [name, stats] of Object.entries((step && step.outputs) || {})) {
+      if (notGradients.has(name) || !stats || typeof stats !== "object" || stats.norm === null || stats.norm === undefined) continue;
+      const norm = toNumber(stats.norm);
+      const status = Number(stats.nan) > 0 ? "nan" : Number(stats.inf) > 0 ? "inf" : norm === 0 ? "zero" : "ok";
+      flow[name] = { norm: stats.norm, status };
     }
   }
-  return min <= max ? { min, max } : null;
+  return flow;
 }
 
 /** Position of `norm` in `range` on a log scale, in [0, 1]. */
@@ -82,7 +118,8 @@ export function gradFlowStyle(entry, range) {
   if (Number.isNaN(norm)) return { status: "nan", ...GRAD_STATUS_STYLE.nan, norm };
   if (!Number.isFinite(norm)) return { status: "inf", ...GRAD_STATUS_STYLE.inf, norm };
   if (norm === 0) return { status: "zero", ...GRAD_STATUS_STYLE.zero, norm };
-  return { status: "ok", color: paletteColor(logPosition(norm, range)), dash: "", norm };
+  const position = range && range.scale === "rank" ? rankPosition(norm, range) : logPosition(norm, range);
+  return { status: "ok", color: paletteColor(position), dash: "", norm };
 }
 
 /** Stops for the legend's colour bar. */

@@ -10,8 +10,7 @@ import { layoutDot, timings } from "./layout.js";
 import { buildSvg } from "./svgtree.js";
 import { svgText, svgToPng, download } from "./picture.js";
 import { legend } from "./legend.js";
-import { gradFlowStyle, normRange, worstStatus, paletteStops, GRAD_STATUS_STYLE } from "./gradflow.js";
-import { formatNumber } from "./format.js";
+import { GradOverlay } from "./gradoverlay.js";
 
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
 const FAST_LAYOUT_NODES = 500;
@@ -50,12 +49,13 @@ export class GraphView {
     this.marked = [];
     this.lastMarks = null;
     this.gradFlowOn = false;
-    this.overlayEls = [];
 
     this.message = h("div", { class: "tv-message" });
     this.busy = h("div", { class: "tv-busy" });
     this.canvas = h("div", { class: "tv-graph-canvas" });
     this.legend = h("div", { class: "tv-legend", attrs: { hidden: true } });
+    this.overlay = new GradOverlay(this.legend);
+    this.gradScale = "log";
     this.el = h(
       "div",
       { class: "tv-graph-pane", data: { graph: this.ti.kind, ready: "false" } },
@@ -94,7 +94,13 @@ export class GraphView {
       const box = h("input", { attrs: { type: "checkbox" }, data: { "graph-action": "grad-flow" } });
       box.addEventListener("change", () => options.onGradFlowToggle && options.onGradFlowToggle(box.checked));
       this.gradFlowBox = box;
-      items.push(h("label", { title: "Colour by gradient norm" }, box, "grad flow"));
+      const scale = h("select", { title: "Colour scale: log of the norm (absolute) or its rank (separates similar blocks)", data: { "graph-action": "grad-scale" } },
+        h("option", { attrs: { value: "log" } }, "log"), h("option", { attrs: { value: "rank" } }, "rank"));
+      scale.addEventListener("change", () => {
+        this.gradScale = scale.value;
+        this.applyGradFlow();
+      });
+      items.push(h("label", { title: "Colour by gradient norm" }, box, "grad flow"), scale);
     }
     items.push(
       button("SVG", "Save this graph as it is drawn (expansion, selection) as an SVG file", "export-svg", () => this.exportPicture("svg")),
@@ -258,7 +264,6 @@ export class GraphView {
     this.clusterEls.clear();
     this.edgeEls = [];
     this.marked = [];
-    this.overlayEls = [];
     for (const g of svg.querySelectorAll("g.node, g.cluster, g.edge")) {
       const title = g.querySelector(":scope > title");
       const item = title ? items.get(title.textContent) : undefined;
@@ -439,69 +444,8 @@ export class GraphView {
     this.applyGradFlow();
   }
 
-  /** Colour edges and nodes by grad_flow with inline styles, which clearing restores exactly. */
   applyGradFlow() {
-    for (const el of this.overlayEls) {
-      for (const prop of ["stroke", "fill", "stroke-width", "stroke-dasharray"]) el.style.removeProperty(prop);
-    }
-    this.overlayEls = [];
-    const flow = this.options.gradFlow || {};
-    if (!this.gradFlowOn || !this.graph) {
-      this.legend.hidden = true;
-      return;
-    }
-    const range = normRange(flow);
-    const style = (el, props) => {
-      for (const [k, v] of Object.entries(props)) if (v) el.style.setProperty(k, v);
-      this.overlayEls.push(el);
-    };
-    const outgoing = new Map();
-    for (const { el, edge } of this.edgeEls) {
-      const looks = edge.tensors.map((t) => gradFlowStyle(flow[t], range)).filter(Boolean);
-      if (!outgoing.has(edge.from)) outgoing.set(edge.from, []);
-      outgoing.get(edge.from).push(...looks);
-      if (!looks.length) continue;
-      const look = pickLook(looks);
-      for (const path of el.querySelectorAll(":scope > path")) {
-        style(path, { stroke: look.color, "stroke-width": "2px", "stroke-dasharray": look.dash });
-      }
-      for (const head of el.querySelectorAll(":scope > polygon")) style(head, { stroke: look.color, fill: look.color });
-    }
-    for (const [id, el] of this.nodeEls) {
-      const node = this.graph.nodeById.get(id);
-      const own = node.type === "input" ? [gradFlowStyle(flow[id], range)] : [];
-      const params = (node.params || []).map((p) => gradFlowStyle(flow[p], range));
-      const looks = [...(outgoing.get(id) || []), ...own, ...params].filter(Boolean);
-      if (!looks.length) continue;
-      const shape = el.querySelector(":scope > polygon, :scope > path, :scope > ellipse");
-      const look = pickLook(looks);
-      const okLooks = looks.filter((l) => l.status === "ok");
-      const fill = okLooks.length ? pickLook(okLooks).color : null;
-      if (shape) style(shape, { fill: fill || "", stroke: look.status === "ok" ? "" : look.color, "stroke-dasharray": look.dash });
-      // the overlay fill replaces the theme's, so pick the label colour to match it
-      if (fill) for (const text of el.querySelectorAll(":scope > text")) style(text, { fill: isDark(fill) ? "#ffffff" : "#111111" });
-    }
-    this.renderLegend(range);
-  }
-
-  renderLegend(range) {
-    const stops = paletteStops().map((s) => `${s.color} ${Math.round(s.offset * 100)}%`).join(", ");
-    const bar = h("div", { class: "tv-legend-bar" });
-    bar.style.background = `linear-gradient(to right, ${stops})`;
-    const statuses = Object.entries(GRAD_STATUS_STYLE).map(([, look]) => {
-      const swatch = h("span", { class: "tv-swatch" });
-      swatch.style.borderTopColor = look.color;
-      swatch.style.borderTopStyle = look.dash ? "dashed" : "solid";
-      return h("span", {}, swatch, look.label);
-    });
-    replace(
-      this.legend,
-      h("div", {}, "gradient norm (log scale)"),
-      bar,
-      h("div", { class: "tv-legend-scale" }, h("span", {}, range ? formatNumber(range.min) : "–"), h("span", {}, range ? formatNumber(range.max) : "–")),
-      h("div", { class: "tv-legend-items" }, statuses),
-    );
-    this.legend.hidden = false;
+    this.overlay.apply(this.gradFlowOn && this.graph ? this : null, this.options.gradFlow || {}, this.gradScale);
   }
 }
 
@@ -537,18 +481,6 @@ function splitToggle(text) {
   while (text.firstChild) text.removeChild(text.firstChild);
   text.appendChild(glyph);
   text.appendChild(rest);
-}
-
-/** The most alarming look; among "ok" ones, the largest norm. */
-function pickLook(looks) {
-  const status = worstStatus(looks.map((l) => l.status));
-  const candidates = looks.filter((l) => l.status === status);
-  return candidates.reduce((a, b) => (b.norm > a.norm ? b : a), candidates[0]);
-}
-
-function isDark(hex) {
-  const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
-  return 0.299 * r + 0.587 * g + 0.114 * b < 110;
 }
 
 function viewBoxSize(svg) {

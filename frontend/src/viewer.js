@@ -19,6 +19,7 @@ import { TransformsPanel } from "./transforms.js";
 import { SearchBox } from "./searchbox.js";
 import { expansionToReveal } from "./search.js";
 import { PaneExpansions, regionToFollow } from "./expansion.js";
+import { backwardFlow } from "./gradflow.js";
 import { DebugToolsPanel, hasDebugTools } from "./debugtools.js";
 
 /** Traits render() listens to (the Python widget defines the same names). */
@@ -334,7 +335,8 @@ class App {
       onSetExpanded: (set) => this.expansions.set(view, set),
       defaultExpansion: () => this.defaultExpansion(),
       currentExpansion: () => this.expansions.of(view),
-      gradFlow: kind === "forward" ? this.index.gradFlow : null,
+      // forward: the document's grad_flow; backward: the norms its recorded steps produced
+      gradFlow: kind === "forward" ? this.index.gradFlow : kind === "backward" ? backwardFlow(this.index.steps, this.index.savedByName) : null,
       onGradFlowToggle: (on) => this.setGradFlow(on),
     });
     if (this.local.gradFlow && view.options.gradFlow) view.setGradFlow(true);

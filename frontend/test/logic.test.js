@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { summarizeSaved } from "../src/saved.js";
 import { diffLines } from "../src/diff.js";
-import { gradFlowStyle, normRange, logPosition, paletteColor, worstStatus } from "../src/gradflow.js";
+import { gradFlowStyle, normRange, logPosition, rankPosition, backwardFlow, paletteColor, worstStatus } from "../src/gradflow.js";
 import { formatNumber, formatBytes } from "../src/format.js";
 import { createModel } from "../src/model.js";
 import { loadFixture } from "./helpers.js";
@@ -40,7 +40,8 @@ test("diff of the fixture's DCE step shows exactly the removed tanh line", () =>
 test("grad norms map onto a log scale between the smallest and largest ok norms", () => {
   const flow = loadFixture().grad_flow;
   const range = normRange(flow);
-  assert.deepEqual(range, { min: 0.05, max: 2.0 });
+  assert.equal(range.min, 0.05);
+  assert.equal(range.max, 2.0);
   assert.equal(logPosition(0.05, range), 0);
   assert.equal(logPosition(2.0, range), 1);
   assert.ok(Math.abs(logPosition(Math.sqrt(0.05 * 2.0), range) - 0.5) < 1e-9);
@@ -84,4 +85,16 @@ test("the in-memory model behaves like anywidget's: set fires change:name, off r
   assert.equal(model.get("current_step"), -1);
   model.send({ type: "step", action: "step" });
   assert.deepEqual(sent, [{ type: "step", action: "step" }]);
+});
+
+test("the rank scale spreads norms evenly; the backward's flow comes from its recorded steps", () => {
+  const flow = { a: { norm: 1, status: "ok" }, b: { norm: 1.01, status: "ok" }, c: { norm: 1.02, status: "ok" }, d: { norm: 0, status: "zero" } };
+  const range = normRange(flow, "rank");
+  assert.deepEqual([1, 1.01, 1.02].map((n) => rankPosition(n, range)), [0, 0.5, 1]);
+  assert.ok(logPosition(1.01, normRange(flow)) > 0.4 && gradFlowStyle(flow.b, range).color !== gradFlowStyle(flow.a, range).color);
+  const steps = [
+    { op: "backward:0", outputs: { g1: { norm: 2, nan: 0, inf: 0 }, i: { norm: null, nan: 0, inf: 0 } } },
+    { op: "backward:1", outputs: { g2: { norm: "nan", nan: 3, inf: 0 }, g3: { norm: 0, nan: 0, inf: 0 } } },
+  ];
+  assert.deepEqual(backwardFlow(steps), { g1: { norm: 2, status: "ok" }, g2: { norm: "nan", status: "nan" }, g3: { norm: 0, status: "zero" } });
 });

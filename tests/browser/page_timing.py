@@ -69,18 +69,23 @@ async ({id, timeoutMs}) => {
 }
 """
 
-# While a pane is laying out, click a node of another pane and time until it is selected.
+# Start a layout in one pane (click a module's ▸ there), then at once click a node of
+# another pane, and time until that node shows as selected.
 _CLICK_DURING_LAYOUT = """
-async ({busyPane, clickPane}) => {
+async ({busyPane, toggleId, clickPane}) => {
   const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
   const busy = document.querySelector(`.tv-graph-pane[data-tv-graph="${busyPane}"]`);
-  if (busy.dataset.tvReady !== "false") return {error: "no layout running"};
+  const toggle = busy.querySelector(`[data-tv-id="${CSS.escape(toggleId)}"] > text .tv-toggle`);
+  if (!toggle) return {error: `no toggle for ${toggleId}`};
   const other = document.querySelector(`.tv-graph-pane[data-tv-graph="${clickPane}"]`);
   const node = [...other.querySelectorAll("g.node[data-tv-type='op']")].find((n) => !n.classList.contains("tv-selected"));
+  toggle.dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  await frame();
+  const layingOut = busy.dataset.tvReady === "false";
   const start = performance.now();
-  node.querySelector("text").dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  node.querySelector("text").dispatchEvent(new MouseEvent("click", {bubbles: true, detail: 1}));
   while (!node.classList.contains("tv-selected")) await frame();
-  return {answeredMs: performance.now() - start, stillLayingOut: busy.dataset.tvReady === "false"};
+  return {answeredMs: performance.now() - start, layingOut, stillLayingOut: busy.dataset.tvReady === "false"};
 }
 """
 
@@ -107,9 +112,15 @@ def open_module(page: Any, module_path: str, timeout_ms: float = 120_000) -> dic
     return result
 
 
-def click_during_layout(page: Any, busy_pane: str, click_pane: str) -> dict:
-    """Select a node in `click_pane` while `busy_pane` lays out; answeredMs, stillLayingOut."""
-    return page.evaluate(_CLICK_DURING_LAYOUT, {"busyPane": busy_pane, "clickPane": click_pane})
+def click_during_layout(page: Any, busy_pane: str, toggle_id: str, click_pane: str) -> dict:
+    """Open/close `toggle_id` in `busy_pane`, then select a node in `click_pane` while that
+    layout runs; returns answeredMs (to the frame showing the selection), layingOut (when
+    clicked) and stillLayingOut (when answered)."""
+    result = page.evaluate(_CLICK_DURING_LAYOUT, {"busyPane": busy_pane, "toggleId": toggle_id,
+                                                  "clickPane": click_pane})
+    if "error" in result:
+        raise RuntimeError(result["error"])
+    return result
 
 
 def expanded(page: Any) -> list[str]:

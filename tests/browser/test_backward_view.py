@@ -131,3 +131,24 @@ def test_labels_are_readable_at_the_default_view(page):
                 .map((t) => Number(t.getAttribute('font-size')) * scale);
         }""")
         assert sizes and min(sizes) >= 10 - 1e-6, (kind, min(sizes))
+
+
+def test_gradient_flow_colours_the_backward_too_with_a_rank_scale(page, gpt2_export):
+    backward = pane(page, "backward")
+    backward.locator('[data-tv-graph-action="grad-flow"]').check()
+    coloured = backward.locator("g.edge > path[style*='stroke']")
+    expect(coloured.first).to_be_attached()
+    legend = backward.locator(".tv-legend")
+    expect(legend).to_contain_text("log scale")
+    log_colours = set(coloured.evaluate_all("els => els.map(e => e.style.stroke)"))
+    backward.locator('[data-tv-graph-action="grad-scale"]').select_option("rank")
+    expect(legend).to_contain_text("by rank")
+    rank_colours = set(coloured.evaluate_all("els => els.map(e => e.style.stroke)"))
+    assert len(rank_colours) >= len(log_colours) >= 2, (log_colours, rank_colours)
+    # the legend is below the graph, not over it
+    canvas = backward.locator(".tv-graph-canvas").bounding_box()
+    box = legend.bounding_box()
+    assert box["y"] >= canvas["y"] + canvas["height"] - 1
+    # saved stubs carry forward values, not gradients: not coloured
+    assert backward.locator('g.node[data-tv-type="saved"] > path[style*="fill"], '
+                            'g.node[data-tv-type="saved"] > polygon[style*="fill"]').count() == 0
