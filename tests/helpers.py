@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
 import thunderviz as tv
+from thunderviz.core.proxies import sanitize_name
 
 
-def _float_leaves(args: Any) -> list[torch.Tensor]:
-    return [
-        x for x in pytree.tree_leaves(args) if isinstance(x, torch.Tensor) and x.is_floating_point()
-    ]
+def autograd_reference(module: torch.nn.Module, *args: Any,
+                       cotangent: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
+    """torch.autograd on a deep copy of `module` (its own `.grad` stay as they are): the output
+    and {trace argument name of each parameter: its gradient}, plus {"input<i>": gradient} for
+    the tensor arguments passed with requires_grad."""
+    m = copy.deepcopy(module)
+    for p in m.parameters():
+        p.grad = None
+    inputs = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor)
+              else a for a in args]
+    out = m(*inputs)
+    out.backward(cotangent if cotangent is not None else torch.ones_like(out))
+    grads: dict[str, torch.Tensor | None] = {
+        sanitize_name(n): p.grad for n, p in m.named_parameters()}
+    for i, a in enumerate(inputs):
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            grads[f"input{i}"] = a.grad
+    return out.detach(), grads
 
 
 def reference_vjp(

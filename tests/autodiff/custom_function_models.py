@@ -3,8 +3,6 @@ references the tests compare against (tests/autodiff/test_custom_function.py, te
 
 from __future__ import annotations
 
-import copy
-
 import torch
 import torch.nn as nn
 from torch.autograd.function import Function, once_differentiable
@@ -137,14 +135,6 @@ class Loss(nn.Module):
 
     def forward(self, *inputs):
         return mse(self.net(*inputs))
-
-
-def eager_grads(model, *inputs):
-    """Eager's gradient of each parameter of `Loss(model)` under its trace argument name."""
-    eager = copy.deepcopy(model)
-    loss = mse(eager(*inputs))
-    loss.backward()
-    return loss.detach(), {"net_" + n.replace(".", "_"): p.grad for n, p in eager.named_parameters()}
 
 
 class Block(nn.Module):

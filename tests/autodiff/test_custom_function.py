@@ -24,10 +24,10 @@ from tests.autodiff.custom_function_models import (
     ScaleGrad,
     SplitScale,
     WrongGrad,
-    eager_grads,
     mse,
 )
 from tests.autodiff.idioms_training import TIGHT, train_like_eager
+from tests.helpers import autograd_reference
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.capture.custom_function import APPLY_ID, BACKWARD_ID, FORWARD_ID
 from thunderviz.capture.errors import CaptureError
@@ -84,7 +84,7 @@ def test_value_and_grad_and_vjp_match_eager_in_float64():
     torch.manual_seed(0)
     model = FunctionMLP().double()
     x = torch.randn(4, 6, dtype=torch.float64)
-    loss, expected = eager_grads(model, x)
+    loss, expected = autograd_reference(Loss(model), x)
     value, grads = tv.value_and_grad(Loss(model))(x)
     torch.testing.assert_close(value, loss, **TIGHT[torch.float64])
     names = [p.name for p in tv.trace(Loss(model), x).args]
@@ -109,7 +109,7 @@ def test_the_debug_stepper_steps_through_the_users_backward():
         records.append(stepper.step())
     user_steps = [r for r in records if r.bsym.sym.id == BACKWARD_ID]
     assert [r.fwd_bsym.args[0].value.cls for r in user_steps] == [Cube, SplitScale, RoundSTE, ScaleGrad]
-    _, expected = eager_grads(model, x)
+    _, expected = autograd_reference(Loss(model), x)
     for name, g in expected.items():
         torch.testing.assert_close(stepper.grads[name], g, **TIGHT[torch.float32], msg=name)
     assert all(c.allclose for c in session.compare_with_autograd())

@@ -6,14 +6,11 @@ the debugger reports the user's source line.
 
 from __future__ import annotations
 
-import copy
 import inspect
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-from thunderviz.core.proxies import sanitize_name
 
 
 def line_of(fn: object, needle: str) -> int:
@@ -97,21 +94,3 @@ class Hostile(nn.Module):
         for layer in self._modules.values():
             x = torch.tanh(layer(x))
         return x.sum()
-
-
-def autograd_reference(module: nn.Module, *args: torch.Tensor,
-                       cotangent: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
-    """torch.autograd on a deep copy: {sanitized parameter path: .grad} and, for float inputs
-    passed with requires_grad, {"input<i>": grad}. Written here, apart from thunderviz."""
-    m = copy.deepcopy(module)
-    for p in m.parameters():
-        p.grad = None
-    inputs = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
-              for a in args]
-    out = m(*inputs)
-    out.backward(cotangent if cotangent is not None else torch.ones_like(out))
-    grads: dict[str, torch.Tensor | None] = {sanitize_name(n): p.grad for n, p in m.named_parameters()}
-    for i, a in enumerate(inputs):
-        if isinstance(a, torch.Tensor) and a.requires_grad:
-            grads[f"input{i}"] = a.grad
-    return grads

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 import thunderviz as tv
-from thunderviz.core.proxies import sanitize_name
+from tests.helpers import autograd_reference
 from thunderviz.models import GPT, GPTConfig
 
 
@@ -32,8 +32,7 @@ def _eager_module_hook(model: nn.Module, args: tuple, path: str | None, fn) -> d
     if path is not None:
         m.get_submodule(path).register_full_backward_hook(
             lambda mod, grad_input, grad_output: tuple(None if g is None else fn(g) for g in grad_input))
-    m(*args).backward()
-    return {sanitize_name(n): p.grad for n, p in m.named_parameters()}
+    return autograd_reference(m, *args)[1]
 
 
 def _assert_same(ours: dict, reference: dict) -> None:
@@ -155,10 +154,7 @@ def test_backward_op_target_edits_its_output_for_every_reader():
     assert len(relu_backward) == 1
     s.intervene(relu_backward[0], ("scale", -0.5))
     # the relu's backward output is what nn.ReLU's full backward hook sees as grad_input
-    reference = copy.deepcopy(model)
-    reference[1].register_full_backward_hook(lambda m, gi, go: (-0.5 * gi[0],))
-    reference(x).sum().backward()
-    _assert_same(s.grads(), {sanitize_name(n): p.grad for n, p in reference.named_parameters()})
+    _assert_same(s.grads(), _eager_module_hook(model, (x,), "1", lambda g: -0.5 * g))
     assert s.interventions[0].op.startswith("backward:")
 
 
@@ -241,10 +237,7 @@ def test_the_widget_intervenes_on_a_browser_message_and_redraws():
     assert [iv.target for iv in s.interventions] == ["module 1"]
     assert w.document["interventions"] == [s.interventions[0].to_json()]
     assert w.document["grad_flow"]["_0_weight"]["status"] == "zero"
-    reference = copy.deepcopy(model)
-    reference[1].register_full_backward_hook(lambda m, gi, go: (torch.zeros_like(gi[0]),))
-    reference(x).sum().backward()
-    _assert_same(s.grads(), {sanitize_name(n): p.grad for n, p in reference.named_parameters()})
+    _assert_same(s.grads(), _eager_module_hook(model, (x,), "1", torch.zeros_like))
     finished = {n for st in w.steps for n in st["grads"]}
     assert "_0_weight" in finished  # the stepper re-ran: the steps the browser shows are new
     w._handle_message(w, {"type": "intervene", "target": "module:1", "edit": ["scale", "x"]}, [])

@@ -36,10 +36,3 @@ class Hostile(nn.Module):
 def mlp_inputs(seed: int = 0) -> tuple[BlockMLP, torch.Tensor, torch.Tensor]:
     torch.manual_seed(seed)
     return BlockMLP(), torch.randn(6, 8), torch.randint(0, 4, (6,))
-
-
-def autograd_grads(model: nn.Module, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """torch.autograd's parameter gradients, by trace argument name (dots as underscores)."""
-    model.zero_grad()
-    model(*inputs).backward()
-    return {name.replace(".", "_"): p.grad.clone() for name, p in model.named_parameters()}

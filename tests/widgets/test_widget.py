@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from tests.widgets.models import BlockMLP, autograd_grads, mlp_inputs
+from tests.helpers import autograd_reference
+from tests.widgets.models import BlockMLP, mlp_inputs
 from thunderviz.debug import Session
 from thunderviz.widgets import widget as widget_module
 from thunderviz.widgets.widget import (
@@ -210,7 +211,7 @@ def test_the_final_gradients_match_torch_autograd():
     w, model, x, target = fresh_widget()
     while not w.stepper.done:
         w.continue_()
-    reference = autograd_grads(model, x, target)
+    _, reference = autograd_reference(model, x, target)
     grads = w.grads
     for name, ref in reference.items():
         torch.testing.assert_close(grads[name], ref, rtol=1.3e-6, atol=1e-5)
