@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.errors import CaptureError
+from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorder import Recorder
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
@@ -72,7 +72,7 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
     recorder = Recorder(names, module_names)
     state = [] if module is None else [*module.named_parameters(), *module.named_buffers()]
     with preserved_rng(), _fake_mode(fake) as fake_mode:
-        convert = _converter(fake_mode)
+        convert = _converter(fake_mode, [*pytree.tree_leaves((args, kwargs)), *dict(state).values()])
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
         trace_kwargs: dict[str, Proxy] = {}
@@ -244,17 +244,14 @@ def _fake_mode(fake: bool) -> Iterator[Any]:
         yield from_mode
 
 
-def _converter(fake_mode: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+def _converter(fake_mode: Any, tensors: list[Any]) -> Callable[[torch.Tensor], torch.Tensor]:
     """What the program runs on instead of the user's tensor: a detached copy (real mode) or
     a FakeTensor with the same metadata. Neither requires grad: whether a value needs a
     gradient is tracked on the proxies, so autograd records nothing while we trace (no
     graph, no saved-tensor bookkeeping in the recording) and the user's tensor is never
     touched."""
-    if fake_mode is not None:
-        def to_fake(t: torch.Tensor) -> torch.Tensor:
-            with unset_fake_temporarily():  # converting is cheaper outside the mode
-                return fake_mode.from_tensor(t.detach())
-        return to_fake
+    if fake_mode is not None:  # `tensors`: all it will convert, to see which share storage
+        return fake_converter(fake_mode, tensors)
 
     def to_copy(t: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
