@@ -123,7 +123,19 @@ export class DetailsPanel {
   }
 
   source(source) {
-    const out = [h("h4", {}, "source"), h("div", { class: "tv-muted" }, `${source.file ?? "?"}:${source.line ?? "?"}`)];
+    // The path as a button that copies "file:line" (paste it into an editor's "go to file")
+    const where = `${source.file ?? "?"}:${source.line ?? "?"}`;
+    const copy = h("button", { class: "tv-link", title: "Copy file:line", data: { action: "copy-source" } }, where);
+    copy.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(where);
+        copy.setAttribute("data-tv-copied", "true");
+        copy.title = "Copied";
+      } catch {
+        copy.title = "Copying is not allowed here; select the text instead";
+      }
+    });
+    const out = [h("h4", {}, "source"), h("div", { class: "tv-source-path" }, copy)];
     const context = Array.isArray(source.context) && source.context.length ? source.context : [[source.line, source.code ?? ""]];
     out.push(
       h("div", { class: "tv-code-block", data: { source: "" } }, context.map((entry) => {
