@@ -33,6 +33,7 @@ from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture.api import trace_without_own_hooks
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.trace import Trace
+from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
 from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.errors import attribute_error
 from thunderviz.executor.guards import GUARD_NAMES, Guard, GuardFailure, guard_trace, same_value
@@ -66,6 +67,7 @@ class CompiledEntry:
     guards: list[Guard] = field(default_factory=list)
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
     attributes: tuple[tuple[Any, ...], ...] = ()  # plain attributes/globals when traced
+    inputs_read: list[frozenset[int]] | None = None  # per differentiable output, made on demand
 
     def __post_init__(self) -> None:
         # worked out once, not on every call
@@ -91,6 +93,7 @@ class _TraceFunction(torch.autograd.Function):
         out, saved = _running(entry, entry.run_augmented, *flat[:n_pos],
                               **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
         ctx.entry = entry
+        ctx.set_materialize_grads(False)  # an output the loss does not use: None (see backward)
         flat_out = [out] if entry.single_output else pytree.tree_leaves(out)
         # Inputs and outputs go through save_for_backward (autograd checks they were not
         # modified in place before backward). Intermediates the forward made are held on
@@ -121,10 +124,18 @@ class _TraceFunction(torch.autograd.Function):
                 saved[i] = next(rest)
         ctx.intermediates = None
         cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
+        unreached: set[int] = set()
+        if any(ct is None for ct in cotangents):
+            if entry.inputs_read is None:
+                entry.inputs_read = inputs_each_output_reads(entry.forward, entry.differentiable_outputs)
+            cotangents, unreached = fill_absent(entry.forward, entry.differentiable_outputs,
+                                                cotangents, entry.inputs_read)
         # The engine runs backward without grad unless create_graph=True; only then does the
         # trace's own no_grad wrapper have work to do.
         run = entry.run_backward if torch.is_grad_enabled() else entry.run_backward_in_no_grad
         grads = _running(entry, run, tuple(saved), cotangents)
+        if unreached:  # inputs only unused outputs read: None, as eager gives them
+            grads = [None if i in unreached else g for i, g in enumerate(grads)]
         return (None, None, *grads)
 
 

@@ -1,0 +1,55 @@
+"""Outputs of a call that the loss does not use.
+
+Autograd hands a Function `None` for an output that got no gradient (we ask for that with
+`ctx.set_materialize_grads(False)`). The backward trace takes one cotangent per output, so it
+gets zeros there — but an input that only such outputs depend on must get `None`, as eager
+PyTorch gives `None` to a parameter that took no part in the loss (a Hugging Face model's
+pooler when the loss reads the sequence output). The difference is not cosmetic: an optimizer
+skips a `None` gradient and moves a zero one (AdamW's weight decay, momentum).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.trace import Trace
+
+__all__ = ["inputs_each_output_reads", "fill_absent"]
+
+
+def inputs_each_output_reads(forward: Trace, differentiable: list[int]) -> list[frozenset[int]]:
+    """For each output at the `differentiable` positions of `forward`'s flat output, the positions in `forward.flat_args` of
+    the inputs it is computed from. Data flow is a superset of gradient flow, so an input
+    outside an output's set surely gets no gradient through it."""
+    reads: dict[str, frozenset[int]] = {
+        p.name: frozenset((i,)) for i, p in enumerate(forward.flat_args) if p is not None}
+    for bsym in forward.bound_symbols:
+        sources = frozenset().union(*(reads.get(p.name, frozenset())
+                                      for p in bsym.flat_proxy_args))
+        for p in bsym.flat_proxy_outs:
+            reads[p.name] = reads.get(p.name, frozenset()) | sources
+    flat_out = pytree.tree_leaves(forward.output)
+    return [reads.get(flat_out[i].name, frozenset()) for i in differentiable]
+
+
+def fill_absent(forward: Trace, differentiable: list[int], cotangents: tuple[Any, ...],
+                reads: list[frozenset[int]]) -> tuple[tuple[Any, ...], set[int]]:
+    """Zeros for the outputs that got no gradient, and the input positions that only those
+    outputs read (their gradient is None, not zeros)."""
+    flat_out = pytree.tree_leaves(forward.output)  # what `differentiable` indexes
+    filled = []
+    reached: set[int] = set()
+    for k, (position, ct) in enumerate(zip(differentiable, cotangents, strict=True)):
+        if ct is None:
+            p = flat_out[position]
+            assert isinstance(p, TensorProxy)
+            ct = torch.zeros(p.shape, dtype=p.dtype, device=p.device)
+        else:
+            reached |= reads[k]
+        filled.append(ct)
+    unreached = set(range(len(forward.flat_args))) - reached
+    return tuple(filled), unreached
