@@ -19,7 +19,6 @@ from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
     log_of_number,
     one_minus,
-    scalar_zero,
     zero_where,
     zeros_of,
 )
@@ -139,13 +138,8 @@ _unary(aten.tan.default,
        lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)))
 
 
-@RULES.grad(aten.tanh.default)
-def tanh(a):
-    # d tanh = 1 - tanh**2
-    out = aten.tanh.default(a)
-    g = get_grad(out)
-    put_grad(a, aten.mul.Tensor(g, one_minus(aten.mul.Tensor(out, out))))
-    return out
+# d tanh = 1 - tanh**2: eager's one fused kernel, g * (1 - out * out), not three ops
+_unary(aten.tanh.default, lambda g, a, out: aten.tanh_backward.default(g, out))
 
 
 _unary(aten.sinh.default, lambda g, a, out: aten.mul.Tensor(g, aten.cosh.default(a)))
@@ -208,9 +202,8 @@ def atan2(a, b):
 
 # --- special functions ------------------------------------------------------------------
 
-# d sigmoid = sigmoid * (1 - sigmoid)
-_unary(aten.sigmoid.default,
-       lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, one_minus(out)), out))
+# d sigmoid = sigmoid * (1 - sigmoid): eager's fused kernel, g * (1 - out) * out
+_unary(aten.sigmoid.default, lambda g, a, out: aten.sigmoid_backward.default(g, out))
 
 
 @RULES.grad(aten.erf.default)
@@ -244,14 +237,9 @@ def erfinv(a):
 def logit(a, eps=None):
     # logit(a) = log(a / (1 - a)), d/da = 1 / (a (1 - a)). With eps, a is clamped to
     # [eps, 1 - eps] first, so the gradient is 0 outside; without, outside [0, 1] is nan.
+    # Eager's one kernel does all of it.
     out = aten.logit.default(a, eps)
-    g = get_grad(out)
-    d = aten.div.Tensor(g, aten.mul.Tensor(a, one_minus(a)))
-    lo, hi = (0.0, 1.0) if eps is None else (eps, 1.0 - eps)
-    inside = aten.logical_and.default(aten.ge.Scalar(a, lo), aten.le.Scalar(a, hi))
-    outside = scalar_zero(d) if eps is not None else aten.scalar_tensor.default(
-        math.nan, dtype=d.dtype, device=d.device)
-    put_grad(a, aten.where.self(inside, d, outside))
+    put_grad(a, aten.logit_backward.default(get_grad(out), a, eps))
     return out
 
 
