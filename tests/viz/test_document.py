@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import thunderviz as tv
+from thunderviz.autodiff.saved import UNPACK
 from thunderviz.core.codegen import bsym_statement
 from thunderviz.debug import Session
 from thunderviz.models import GPT, GPTConfig
@@ -142,7 +143,7 @@ def test_fwd_op_links_point_at_the_forward_op_that_made_them(session, doc):
         for op in doc["traces"][kind]["ops"]:
             b = _bsym_at(trace, op["id"])
             if op["fwd_op"] is None:
-                assert kind == "backward" and b.sym.id == "thunderviz.unpack"
+                assert kind == "backward" and b.sym.id == UNPACK.id
                 continue
             target = forward_ops[op["fwd_op"]]
             assert target["parent"] is None

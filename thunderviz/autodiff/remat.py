@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import torch
 
-from thunderviz.autodiff.saved import describe_saved
-from thunderviz.autodiff.vjp import UNPACK, AutodiffResult
+from thunderviz.autodiff.saved import UNPACK, describe_saved
+from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture.functional_ops import is_view_op
 from thunderviz.core.dag import producers
 from thunderviz.core.proxies import Proxy, TensorProxy
@@ -64,7 +64,6 @@ def rematerialize(result: AutodiffResult) -> AutodiffResult:
         unpack_saved, unpack_cts, *body = bwd.bound_symbols
         new_unpack = BoundSymbol(sym=UNPACK, args=unpack_saved.args, kwargs={}, output=tuple(saved))
         backward = bwd.from_trace(bound_symbols=[new_unpack, unpack_cts, *ordered, *body])
-        backward.meta["reads_from_forward"] = saved
         augmented = aug.from_trace(output=(aug.output[0], tuple(saved)))
     for t in (augmented, backward):
         t.provenance.append(prov.result)

@@ -6,10 +6,15 @@ from dataclasses import dataclass, field
 
 from thunderviz.core.dag import consumers, producers
 from thunderviz.core.proxies import Proxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol
+from thunderviz.core.symbol import BoundSymbol, Symbol, SymbolKind
 from thunderviz.core.trace import Trace
 
-__all__ = ["SavedTensor", "describe_saved"]
+__all__ = ["SavedTensor", "describe_saved", "UNPACK"]
+
+# `(a, b) = saved_for_backward`: how the backward trace takes its inputs apart. Readers
+# recognise it by `UNPACK.id`, never by spelling the id again.
+UNPACK = Symbol(name="unpack", id="thunderviz.unpack", fn=None, kind=SymbolKind.OPERATOR,
+                operator="unpack", label="unpack")
 
 
 @dataclass
@@ -52,5 +57,5 @@ class SavedTensor:
 def describe_saved(saved: list[Proxy], augmented: Trace, backward: Trace) -> list[SavedTensor]:
     made_by = producers(augmented.bound_symbols)
     read_by = consumers(backward.bound_symbols)
-    return [SavedTensor(p, made_by.get(p.name), [b for b in read_by.get(p.name, []) if b.sym.id != "thunderviz.unpack"])
+    return [SavedTensor(p, made_by.get(p.name), [b for b in read_by.get(p.name, []) if b.sym.id != UNPACK.id])
             for p in saved]

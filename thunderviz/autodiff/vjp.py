@@ -20,21 +20,17 @@ from torch.utils import _pytree as pytree
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import JointRun, run_joint
 from thunderviz.autodiff.registry import GradRule, RuleSet
-from thunderviz.autodiff.saved import SavedTensor, describe_saved
+from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.proxies import Proxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
+from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 from thunderviz.prims import aten
 from thunderviz.transforms.dce import dce
 from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
 
-__all__ = ["AutodiffResult", "autodiff", "UNPACK"]
-
-# `(a, b) = saved_for_backward`: how the backward trace takes its inputs apart.
-UNPACK = Symbol(name="unpack", id="thunderviz.unpack", fn=None, kind=SymbolKind.OPERATOR,
-                operator="unpack", label="unpack")
+__all__ = ["AutodiffResult", "autodiff"]
 
 
 @dataclass
@@ -57,6 +53,11 @@ class AutodiffResult:
     cotangent_of: dict[str, str] = field(default_factory=dict)
     # what each rule application read and contributed, in sweep order (for the debugger)
     applications: list[RuleApplication] = field(default_factory=list)
+
+    @property
+    def reads_from_forward(self) -> list[Proxy]:
+        """The forward values the backward takes in (saved for backward, less the recomputed)."""
+        return [s.proxy for s in self.saved_for_backward if not s.recomputed]
 
     @property
     def saved_bytes(self) -> int:
@@ -86,8 +87,7 @@ def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = No
     timings["vjp"] = prov.result.took_ms
 
     with timed_provenance("forward-backward split") as split_prov:
-        backward = _backward_trace(trace, bwd_bsyms, seeds, grad_inputs)
-        saved_names = [p for p in backward.meta["reads_from_forward"]]
+        backward, saved_names = _backward_trace(trace, bwd_bsyms, seeds, grad_inputs)
         aug_bsyms = [b for seg in fwd_segments for b in seg]
         augmented = trace.from_trace(
             name="augmented_forward", bound_symbols=aug_bsyms,
@@ -251,7 +251,8 @@ def _call_values(bsym: BoundSymbol) -> Any:
 
 
 def _backward_trace(trace: Trace, bwd_bsyms: list[BoundSymbol], seeds: list[TensorProxy],
-                    grad_inputs: list[Proxy | None]) -> Trace:
+                    grad_inputs: list[Proxy | None]) -> tuple[Trace, list[Proxy]]:
+    """The backward trace, and the forward values it reads (saved for backward, in order)."""
     names = trace.names
     saved_arg = Proxy(names.claim("saved_for_backward"))
     cts_arg = Proxy(names.claim("cotangents"))
@@ -279,8 +280,7 @@ def _backward_trace(trace: Trace, bwd_bsyms: list[BoundSymbol], seeds: list[Tens
         BoundSymbol(sym=UNPACK, args=(saved_arg,), kwargs={}, output=tuple(saved)),
         BoundSymbol(sym=UNPACK, args=(cts_arg,), kwargs={}, output=tuple(seeds)),
     ]
-    result = draft.from_trace(args=[saved_arg, cts_arg], bound_symbols=unpack + draft.bound_symbols,
-                              constants=constants)
-    result.meta["reads_from_forward"] = saved
-    return result
+    backward = draft.from_trace(args=[saved_arg, cts_arg],
+                                bound_symbols=unpack + draft.bound_symbols, constants=constants)
+    return backward, saved
 

@@ -43,7 +43,7 @@ def cotangent_map(result: AutodiffResult) -> dict[str, str]:
     """Forward tensor name -> name of the backward proxy holding its full gradient, for
     the forward tensors (top level) whose gradient the backward computes."""
     bound = _bound_in_backward(result) | set(result.backward.constants) | {
-        p.name for p in result.backward.meta.get("reads_from_forward", ())}
+        p.name for p in result.reads_from_forward}
     return {k: v for k, v in result.cotangent_of.items() if v in bound}
 
 

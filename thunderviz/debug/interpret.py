@@ -14,13 +14,12 @@ from typing import Any
 
 from torch.utils import _pytree as pytree
 
+from thunderviz.autodiff.saved import UNPACK
 from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol
 
-__all__ = ["UNPACK_ID", "MISSING", "StepError", "run_bsym", "bind", "is_unpack", "where_of",
+__all__ = ["MISSING", "StepError", "run_bsym", "bind", "is_unpack", "where_of",
            "number_default"]
-
-UNPACK_ID = "thunderviz.unpack"
 
 MISSING = object()  # "no value": distinct from None, which is a value
 
@@ -35,7 +34,7 @@ class StepError(RuntimeError):
 
 
 def is_unpack(bsym: BoundSymbol) -> bool:
-    return bsym.sym.id == UNPACK_ID
+    return bsym.sym.id == UNPACK.id
 
 
 def where_of(bsym: BoundSymbol) -> str:

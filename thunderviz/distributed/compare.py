@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thunderviz.autodiff.saved import UNPACK
 from thunderviz.capture.collectives import ALL_GATHER, ALL_REDUCE, BROADCAST, WAIT
 from thunderviz.viz import load
 
 __all__ = ["Divergence", "RankRow", "compare", "format_side_by_side", "side_by_side"]
 
 _REPLICATING = {ALL_REDUCE.id, ALL_GATHER.id, BROADCAST.id}
-_UNPACK = "thunderviz.unpack"
 _STAT_FIELDS = ("min", "max", "mean", "std", "norm")
 _TRACE_ORDER = ("forward", "backward")
 
@@ -158,7 +158,7 @@ class _Walk:
         if sym == WAIT.id:
             expected = all(n in self.replicas or n in self.agreed for n in tensor_inputs)
             reason = "the result of a collective that gives every rank the same tensor"
-        elif sym == _UNPACK:
+        elif sym == UNPACK.id:
             expected, reason = False, ""
         else:
             # other collectives (reduce_scatter, all_to_all) give each rank its own part
