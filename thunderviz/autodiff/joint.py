@@ -8,6 +8,7 @@ records an input's gradient, fitted to the input's shape, dtype and device.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,13 +42,15 @@ class JointRun:
             self.in_backward = True
 
 
-_runs: list[JointRun] = []
+# The rules running now, innermost last; per thread (and asyncio task), like the builders.
+_runs: ContextVar[tuple[JointRun, ...]] = ContextVar("thunderviz_joint_runs", default=())
 
 
 def _current(name: str) -> JointRun:
-    if not _runs:
+    runs = _runs.get()
+    if not runs:
         raise RuntimeError(f"{name}() is for grad rules: it works only while autodiff runs a rule")
-    return _runs[-1]
+    return runs[-1]
 
 
 def get_grad(out: Any, *, none_if_absent: bool = False) -> TensorProxy | None:
@@ -90,12 +93,12 @@ def run_joint(rule: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
               module_path: str = "", source: Any = None) -> JointRun:
     run = JointRun(TraceBuilder(names, module_path, source), TraceBuilder(names, module_path, source),
                    needs_grad)
-    _runs.append(run)
+    token = _runs.set((*_runs.get(), run))
     push_builder(run.forward)
     try:
         run.result = rule(*args, **kwargs)
     finally:
         top = current_builder()
         pop_builder(top)
-        _runs.pop()
+        _runs.reset(token)
     return run

@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import threading
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -39,11 +40,12 @@ __all__ = ["intercepting_function_apply"]
 _ORIGINAL_APPLY = Function.__dict__["apply"]
 _patch_lock = threading.Lock()
 _patch_users = 0
-_tracing = threading.local()  # .recorders: the recorders active in this thread
+# The recorders tracing in this thread (and asyncio task), innermost last.
+_recorders: ContextVar[tuple[Any, ...]] = ContextVar("thunderviz_apply_recorders", default=())
 
 
 def _intercepted_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
-    recorders = getattr(_tracing, "recorders", None)
+    recorders = _recorders.get()
     if not recorders:
         return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
     return _record_apply(recorders[-1], cls, args, kwargs)
@@ -59,14 +61,11 @@ def intercepting_function_apply(recorder: Any) -> Iterator[None]:
         if _patch_users == 0:
             Function.apply = classmethod(_intercepted_apply)
         _patch_users += 1
-    stack = getattr(_tracing, "recorders", None)
-    if stack is None:
-        stack = _tracing.recorders = []
-    stack.append(recorder)
+    token = _recorders.set((*_recorders.get(), recorder))
     try:
         yield
     finally:
-        stack.pop()
+        _recorders.reset(token)
         with _patch_lock:
             _patch_users -= 1
             if _patch_users == 0:
