@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import thunderviz as tv
-from thunderviz.executor.errors import bsym_at_line
+from thunderviz.core.run_errors import bsym_at_line
 
 F64 = dict(dtype=torch.float64)
 
@@ -449,3 +449,15 @@ def test_a_changed_global_or_closure_value_retraces():
     for shift in (1, 5):  # noqa: B007 - the closure reads the loop variable
         assert_same(jit_grads_of(jitted, x), grads_of(closure, x))
     assert jitted.cache_misses == 2 and "shift" in jitted.last_retrace_reason
+
+
+def test_the_functional_api_names_the_bound_symbol_of_a_runtime_error():
+    """vjp runs its traces too: a cotangent of the wrong shape fails in the backward, and the
+    error names the op it reached, the user's line and the module."""
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
+    x = torch.randn(2, 4, **F64)
+    with pytest.raises(RuntimeError) as info:
+        tv.vjp(model)((x,), (torch.ones(5, **F64),))
+    note = "\n".join(getattr(info.value, "__notes__", []))
+    assert "backward trace" in note and "tanh" in note, note
+    assert "in module '1'" in note, note

@@ -18,6 +18,7 @@ from thunderviz.autodiff.rules import BUILTIN_RULES
 from thunderviz.autodiff.vjp import AutodiffResult, autodiff
 from thunderviz.capture import trace
 from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.run_errors import run_attributed
 from thunderviz.core.trace import Trace
 
 __all__ = ["vjp", "value_and_grad", "grad", "differentiate", "user_rules", "register_grad"]
@@ -56,7 +57,7 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         values = [*pytree.tree_leaves(args), *fn.parameters(), *fn.buffers(), *pytree.tree_leaves(kwargs)]
     n_pos = len(forward.args)
     pos, kw = values[:n_pos], dict(zip(forward.kwargs, values[n_pos:], strict=True))
-    out, saved = result.augmented_forward.python_callable()(*pos, **kw)
+    out, saved = run_attributed(result.augmented_forward, *pos, **kw)
     return result, out, saved, values
 
 
@@ -72,7 +73,7 @@ def vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, Any]]:
         flat_out = [p for p in result.forward.flat_outputs]
         by_name = dict(zip([p.name for p in flat_out], cts, strict=False))
         ordered = [by_name[p.name] for p in result.cotangent_outputs if p.name in wanted]
-        grads = result.backward.python_callable()(tuple(saved), tuple(ordered))
+        grads = run_attributed(result.backward, tuple(saved), tuple(ordered))
         n_leaves = len(pytree.tree_leaves(primals))
         return out, tuple(grads[:n_leaves])
     return wrapped
@@ -89,7 +90,7 @@ def value_and_grad(fn: Callable[..., Any]) -> Callable[..., tuple[Any, tuple[Any
             raise ValueError("value_and_grad needs a function returning one scalar tensor; "
                              f"this one returns {[p.type_string() for p in leaves]}. Use vjp.")
         cts = tuple(torch.ones_like(pytree.tree_leaves(out)[0]) for _ in result.cotangent_outputs)
-        grads = result.backward.python_callable()(tuple(saved), cts)
+        grads = run_attributed(result.backward, tuple(saved), cts)
         n = len(result.forward.args) if isinstance(fn, torch.nn.Module) else len(pytree.tree_leaves(args))
         return out, tuple(grads[:n])
     return wrapped

@@ -32,10 +32,10 @@ from thunderviz.autodiff.remat import rematerialize
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture.api import trace_without_own_hooks
 from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.run_errors import attribute_error
 from thunderviz.core.trace import Trace
 from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
 from thunderviz.executor.ddp import DDPSync
-from thunderviz.executor.errors import attribute_error
 from thunderviz.executor.guards import GUARD_NAMES, Guard, GuardFailure, guard_trace, same_value
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (

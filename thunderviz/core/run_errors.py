@@ -10,11 +10,12 @@ also links the forward call it differentiates). The error keeps its type (a user
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Any
 
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace
 
-__all__ = ["attribute_error", "bsym_at_line"]
+__all__ = ["attribute_error", "bsym_at_line", "run_attributed"]
 
 _PREFIX = "<thunderviz trace "
 _NOTE_MARK = "thunderviz: raised while running"
@@ -57,6 +58,15 @@ def attribute_error(error: BaseException, traces: list[Trace]) -> None:
         error.add_note(f"{_NOTE_MARK} the thunderviz {name} trace, line {lineno}")
         return
     error.add_note(f"{_NOTE_MARK} the {name} trace, line {lineno}: {describe(bsym)}")
+
+
+def run_attributed(trace: Trace, *args: Any, **kwargs: Any) -> Any:
+    """Compile and run `trace` once; an error it raises names its bound symbol."""
+    try:
+        return trace.python_callable()(*args, **kwargs)
+    except Exception as e:
+        attribute_error(e, [trace])
+        raise
 
 
 def describe(bsym: BoundSymbol) -> str:
