@@ -7,10 +7,11 @@ from thunderviz.debug.gradcheck import GradCheck, GradientReport
 from thunderviz.debug.interpret import StepError
 from thunderviz.debug.interventions import GradEdit, Intervention
 from thunderviz.debug.ledger import LEDGER_STATUSES, LedgerEntry, nan_ledger
-from thunderviz.debug.reference import autograd_grads, trace_arg_values
+from thunderviz.debug.reference import GradComparison, autograd_grads, trace_arg_values
 from thunderviz.debug.session import Session
 from thunderviz.debug.stats import TensorStats, tensor_stats
-from thunderviz.debug.stepper import BackwardStepper, GradComparison, StepRecord
+from thunderviz.debug.stepper import BackwardStepper
+from thunderviz.debug.steps import StepRecord
 
 __all__ = [
     "GRAD_STATUSES",

@@ -13,7 +13,8 @@ from typing import Any
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.debug.interventions import GradEdit, Intervention, InterventionPlan
 from thunderviz.debug.roles import BackwardRoles
-from thunderviz.debug.stepper import BackwardStepper, module_within
+from thunderviz.debug.stepper import BackwardStepper
+from thunderviz.debug.steps import module_within
 
 __all__ = ["resolve_intervention", "build_plan", "replay", "edited_forward_grads"]
 

@@ -23,7 +23,8 @@ import torch
 
 from thunderviz.core.symbol import SourceLocation
 from thunderviz.debug.interpret import is_unpack
-from thunderviz.debug.stepper import BackwardStepper, StepRecord
+from thunderviz.debug.stepper import BackwardStepper
+from thunderviz.debug.steps import StepRecord
 
 __all__ = ["LEDGER_STATUSES", "LedgerEntry", "nan_ledger", "first_nan_note"]
 

@@ -8,8 +8,9 @@ they were.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils import _pytree as pytree
@@ -17,7 +18,7 @@ from torch.utils import _pytree as pytree
 from thunderviz.core.proxies import sanitize_name
 from thunderviz.core.rng import preserved_rng
 
-__all__ = ["autograd_grads", "trace_arg_values", "trace_arg_kinds"]
+__all__ = ["autograd_grads", "trace_arg_values", "trace_arg_kinds", "GradComparison", "compare_grad"]
 
 
 def trace_arg_values(fn: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> list[Any]:
@@ -125,3 +126,36 @@ def autograd_grads(fn: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | N
     for (i, _), g in zip(wrt, grads, strict=True):
         result[keys[i]] = g
     return result
+
+
+class GradComparison(NamedTuple):
+    name: str
+    max_abs_diff: float
+    allclose: bool
+
+
+# Tolerances per dtype for comparing with autograd (torch.testing's defaults).
+_TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5),
+               torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+
+
+def compare_grad(name: str, ours: Any, ref: Any, rtol: float | None = None,
+                 atol: float | None = None) -> GradComparison:
+    """One gradient against autograd's; None and all zeros count as the same "no gradient"."""
+    def nothing(x: Any) -> bool:
+        return x is None or (isinstance(x, torch.Tensor) and x.numel() > 0 and not torch.any(x != 0))
+    if ours is None or ref is None:
+        if nothing(ours) and nothing(ref):
+            return GradComparison(name, 0.0, True)
+        other = ours if ours is not None else ref
+        return GradComparison(name, float(other.detach().abs().max()), False)
+    ours_d = ours.detach().to("cpu", torch.float64)
+    ref_d = ref.detach().to("cpu", torch.float64)
+    if ours_d.shape != ref_d.shape:
+        return GradComparison(name, math.inf, False)
+    diff = (ours_d - ref_d).abs()
+    max_diff = float(diff.max()) if diff.numel() else 0.0
+    r, a = _TOLERANCES.get(ref.dtype, (1.3e-6, 1e-5))
+    close = bool(torch.allclose(ours_d, ref_d, rtol=r if rtol is None else rtol,
+                                atol=a if atol is None else atol, equal_nan=True))
+    return GradComparison(name, max_diff, close)

@@ -32,10 +32,16 @@ from thunderviz.debug.intervene import (
 )
 from thunderviz.debug.interventions import GradEdit, Intervention, InterventionPlan
 from thunderviz.debug.ledger import LedgerEntry, first_nan_note, nan_ledger
-from thunderviz.debug.reference import autograd_grads, trace_arg_kinds, trace_arg_values
+from thunderviz.debug.reference import (
+    GradComparison,
+    autograd_grads,
+    trace_arg_kinds,
+    trace_arg_values,
+)
 from thunderviz.debug.roles import BackwardRoles
 from thunderviz.debug.stats import TensorStats
-from thunderviz.debug.stepper import BackwardStepper, GradComparison, StepRecord
+from thunderviz.debug.stepper import BackwardStepper
+from thunderviz.debug.steps import StepRecord
 from thunderviz.transforms import CSE, DCE, StepRecorder, Transform, TransformRun, record_transform
 from thunderviz.viz.document import build_document
 

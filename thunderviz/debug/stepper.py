@@ -6,17 +6,14 @@ symbol. After every step it records a `StepRecord` (statistics of what the step 
 and of the parameter gradients it finished), so any step can be looked at, stepped back
 over, or exported.
 
-Stopping rules (the same as the viewer's offline stepper, so a live and a recorded session
-behave alike): every breakpoint is checked on the step that just ran, so the values it
-produced can be inspected right away. `current` is always the next bound symbol to run.
+Breakpoints (`debug/breakpoints.py`) are checked on the step that just ran; records are
+`debug/steps.py`'s `StepRecord`. `current` is always the next bound symbol to run.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
@@ -24,7 +21,8 @@ from torch.utils import _pytree as pytree
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.rng import preserved_rng
-from thunderviz.core.symbol import BoundSymbol, BsymTag, SourceLocation
+from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.debug.breakpoints import Breakpoints, OpIndex, OpTarget
 from thunderviz.debug.interpret import (
     MISSING,
     StepError,
@@ -33,96 +31,13 @@ from thunderviz.debug.interpret import (
     run_bsym,
     where_of,
 )
-from thunderviz.debug.reference import autograd_grads
+from thunderviz.debug.reference import GradComparison, autograd_grads, compare_grad
 from thunderviz.debug.stats import TensorStats, tensor_stats
+from thunderviz.debug.steps import StepRecord, module_of, module_within
 
-__all__ = ["BackwardStepper", "StepRecord", "StepError", "GradComparison", "module_within"]
-
-
-def module_within(path: str, ancestor: str) -> bool:
-    """`path` is `ancestor` or inside it ("" contains everything)."""
-    return ancestor == "" or path == ancestor or path.startswith(ancestor + ".")
-
-
-@dataclass
-class StepRecord:
-    """What one executed backward bound symbol did.
-
-    `index` is its position in the backward trace (op id `backward:<index>`); `outputs` the
-    statistics of the tensors it produced; `grads` the statistics of forward-argument
-    gradients it finished (keyed by the forward argument's name); `note` why a run stopped
-    here, if it did. `source` is the user's line (for the saved-tensor unpack: the line that
-    produced the first NaN/Inf saved value), `fwd_bsym` the forward op it belongs to.
-    """
-
-    index: int
-    bsym: BoundSymbol
-    outputs: dict[str, TensorStats] = field(default_factory=dict)
-    grads: dict[str, TensorStats] = field(default_factory=dict)
-    produced: tuple[str, ...] = ()
-    note: str = ""
-    source: SourceLocation | None = None
-    fwd_bsym: BoundSymbol | None = None
-
-    @property
-    def op_id(self) -> str:
-        return f"backward:{self.index}"
-
-    @property
-    def module_path(self) -> str:
-        return _module_of(self.bsym)
-
-    @property
-    def has_nan_or_inf(self) -> bool:
-        return any(s.has_nan_or_inf for s in (*self.outputs.values(), *self.grads.values()))
-
-    @property
-    def bad_outputs(self) -> list[str]:
-        """Names of produced tensors (or finished gradients) that hold NaN or Inf."""
-        return [n for n, s in (*self.outputs.items(), *self.grads.items()) if s.has_nan_or_inf]
-
-    @property
-    def max_norm(self) -> float:
-        """Largest norm among outputs and finished grads (a NaN norm counts as +inf)."""
-        best = -math.inf
-        for s in (*self.outputs.values(), *self.grads.values()):
-            if s.norm is None:
-                continue
-            best = max(best, math.inf if math.isnan(s.norm) else s.norm)
-        return best
-
-    def to_json(self) -> dict[str, Any]:
-        """The `Step` record of docs/view-format.md."""
-        out: dict[str, Any] = {
-            "index": self.index, "op": self.op_id,
-            "outputs": {n: s.to_json() for n, s in self.outputs.items()},
-            "grads": {n: s.to_json() for n, s in self.grads.items()},
-        }
-        if self.note:
-            out["note"] = self.note
-        return out
-
-    def __repr__(self) -> str:
-        where = f" at {self.source.short()}" if self.source is not None else ""
-        note = f" ({self.note})" if self.note else ""
-        return f"<step {self.index}: {self.bsym.sym.id} -> {', '.join(self.produced)}{where}{note}>"
-
-
-class GradComparison(NamedTuple):
-    name: str
-    max_abs_diff: float
-    allclose: bool
-
-
-def _module_of(bsym: BoundSymbol) -> str:
-    if bsym.module_path:
-        return bsym.module_path
-    return bsym.fwd_bsym.module_path if bsym.fwd_bsym is not None else ""
-
-
-# Tolerances per dtype for compare_with_autograd (torch.testing's defaults).
-_TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5),
-               torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+# StepRecord, StepError and module_within are re-exported for the importers that take them
+# from here (widgets/widget.py).
+__all__ = ["BackwardStepper", "StepRecord", "StepError", "module_within"]
 
 
 class BackwardStepper:
@@ -158,17 +73,10 @@ class BackwardStepper:
         for p, g in zip(fwd_args, result.grad_inputs, strict=True):
             if g is not None:
                 self._grad_of.setdefault(g.name, []).append(p.name)
-        self._index_of = {id(b): i for i, b in enumerate(self.bsyms)}
-        self._forward_top = {id(b): b for b in result.forward.bound_symbols}
-        self._forward_sub_top = {id(s): b for b in result.forward.bound_symbols for s in b.walk()}
+        self._ops = OpIndex(result)
         self._aug_producer = {p.name: b for b in result.augmented_forward.bound_symbols
                               for p in b.flat_proxy_outs}
-        # breakpoints
-        self._bp_indices: set[int] = set()
-        self._bp_forward: dict[int, BoundSymbol] = {}
-        self._bp_modules: list[str] = []
-        self._bp_nan = False
-        self._bp_norm: float | None = None
+        self._breakpoints = Breakpoints(self._ops)
         self.stop_reason = ""
         # an InterventionPlan (debug/interventions.py) that runs each step with its edits
         self.interventions: Any = None
@@ -389,7 +297,7 @@ class BackwardStepper:
             for name, st in outputs.items():
                 if st.has_nan_or_inf and name in self._aug_producer:
                     made = self._aug_producer[name]
-                    source, fwd = made.source, made.fwd_bsym or self._forward_sub_top.get(id(made))
+                    source, fwd = made.source, made.fwd_bsym or self._ops.top_forward_of(made)
                     break
         return StepRecord(i, bsym, outputs, grads, tuple(dict.fromkeys(produced)), "", source, fwd)
 
@@ -399,7 +307,7 @@ class BackwardStepper:
             self.stop_reason = "end of backward"
             return None
         record = self._execute()
-        reason = self._break_reason(record, self._previous_module())
+        reason = self._breakpoints.reason(record, self._previous_module())
         record.note = reason or ""
         self.stop_reason = reason or ("end of backward" if self.done else "")
         return record
@@ -419,7 +327,7 @@ class BackwardStepper:
                     self.stop_reason = reason
                     return last
             last = self._execute()
-            reason = self._break_reason(last, self._previous_module()) if breakpoints else None
+            reason = self._breakpoints.reason(last, self._previous_module()) if breakpoints else None
             reason = reason or stop_after(last)
             if reason:
                 last.note = reason
@@ -441,28 +349,27 @@ class BackwardStepper:
         submodules); stop before the first op outside it. At the root module: one step."""
         if self.done:
             return self.step()
-        module = _module_of(self.bsyms[self._index])
+        module = module_of(self.bsyms[self._index])
         if module == "":
             return self.step()
         return self._run(lambda r: None,
-                         stop_before=lambda b: None if module_within(_module_of(b), module)
+                         stop_before=lambda b: None if module_within(module_of(b), module)
                          else f"stepped over {module}")
 
-    def run_to(self, target: BoundSymbol | int | str, *, ignore_breakpoints: bool = False
-               ) -> StepRecord | None:
+    def run_to(self, target: OpTarget, *, ignore_breakpoints: bool = False) -> StepRecord | None:
         """Run until `target` has run: a backward bound symbol or its index (or op id
         "backward:12"), or a forward op (bound symbol or "forward:3"): the first backward
         step that belongs to it. A backward target that already ran is stepped back to."""
-        indices, forward = self._resolve(target)
-        if indices and not forward:
-            k = min(indices)
+        ops = self._ops.resolve(target)
+        if ops.backward and not ops.forward:
+            k = min(ops.backward)
             if k < self._index:
                 while self._index > k + 1:
                     self.back()
                 self.stop_reason = "reached target"
                 return self.history[-1] if self.history else None
         def hit(r: StepRecord) -> str | None:
-            return "reached target" if self._matches(r, indices, forward) else None
+            return "reached target" if r in ops else None
         return self._run(hit, breakpoints=not ignore_breakpoints, end_reason="target not reached")
 
     def back(self) -> StepRecord | None:
@@ -498,114 +405,37 @@ class BackwardStepper:
         self.finish()
         return list(self.history)
 
-    # --- breakpoints ---------------------------------------------------------------------
-    def _resolve(self, target: BoundSymbol | int | str) -> tuple[set[int], dict[int, BoundSymbol]]:
-        if isinstance(target, bool):
-            raise TypeError("a breakpoint target is a bound symbol, a backward index or an op id")
-        if isinstance(target, int):
-            if not 0 <= target < len(self.bsyms):
-                raise IndexError(f"backward index {target} is outside 0..{len(self.bsyms) - 1}")
-            return {target}, {}
-        if isinstance(target, str):
-            kind, _, path = target.partition(":")
-            try:
-                top = int(path.split(".")[0])
-            except ValueError:
-                raise ValueError(f"{target!r} is not an op id like 'backward:12' or 'forward:3'") from None
-            if kind == "backward":
-                return self._resolve(top)
-            if kind == "forward":
-                fwd = self.result.forward.bound_symbols
-                if not 0 <= top < len(fwd):
-                    raise IndexError(f"{target!r}: the forward trace has {len(fwd)} ops")
-                return set(), {id(fwd[top]): fwd[top]}
-            raise ValueError(f"breakpoints take backward or forward op ids, not {target!r}")
-        if isinstance(target, BoundSymbol):
-            if id(target) in self._index_of:
-                return {self._index_of[id(target)]}, {}
-            top = self._forward_top.get(id(target)) or self._forward_sub_top.get(id(target))
-            if top is not None:
-                return set(), {id(top): top}
-            if target.fwd_bsym is not None and id(target.fwd_bsym) in self._forward_top:
-                return set(), {id(target.fwd_bsym): target.fwd_bsym}
-            raise ValueError(f"{target!r} is neither in the backward nor in the forward trace")
-        raise TypeError(f"cannot break on {target!r}: pass a BoundSymbol, an index or an op id")
-
-    @staticmethod
-    def _matches(r: StepRecord, indices: set[int], forward: dict[int, BoundSymbol]) -> bool:
-        return r.index in indices or (r.bsym.fwd_bsym is not None and id(r.bsym.fwd_bsym) in forward)
-
-    def break_on_op(self, target: BoundSymbol | int | str, enabled: bool = True) -> None:
+    # --- breakpoints (debug/breakpoints.py) ---------------------------------------------
+    def break_on_op(self, target: OpTarget, enabled: bool = True) -> None:
         """Stop after `target` runs: a backward op (bound symbol, index, "backward:i") or a
         forward op (every backward step derived from it)."""
-        indices, forward = self._resolve(target)
-        if enabled:
-            self._bp_indices |= indices
-            self._bp_forward.update(forward)
-        else:
-            self._bp_indices -= indices
-            for k in forward:
-                self._bp_forward.pop(k, None)
+        self._breakpoints.on_op(target, enabled)
 
     def break_on_module(self, path: str, enabled: bool = True) -> None:
         """Stop after the first step that enters module `path` (or a submodule of it)."""
-        if enabled and path not in self._bp_modules:
-            self._bp_modules.append(path)
-        elif not enabled and path in self._bp_modules:
-            self._bp_modules.remove(path)
+        self._breakpoints.on_module(path, enabled)
 
     def break_on_nan(self, enabled: bool = True) -> None:
         """Stop after the first step whose outputs or finished gradients hold NaN/Inf."""
-        self._bp_nan = bool(enabled)
+        self._breakpoints.nan_inf = bool(enabled)
 
     def break_on_grad_norm(self, threshold: float | None) -> None:
         """Stop after a step that produces a gradient (or finishes a parameter gradient)
         whose norm exceeds `threshold` (None: off). The saved-tensor unpack is not a gradient
         and never fires it."""
-        self._bp_norm = None if threshold is None else float(threshold)
+        self._breakpoints.grad_norm_above = None if threshold is None else float(threshold)
 
     def clear_breakpoints(self) -> None:
-        self._bp_indices.clear()
-        self._bp_forward.clear()
-        self._bp_modules.clear()
-        self._bp_nan = False
-        self._bp_norm = None
+        self._breakpoints.clear()
 
     @property
     def breakpoints(self) -> dict[str, Any]:
         """The breakpoints in the viewer's form: {ops, modules, nan_inf, grad_norm_above}."""
-        fwd_index = {id(b): i for i, b in enumerate(self.result.forward.bound_symbols)}
-        ops = [f"backward:{i}" for i in sorted(self._bp_indices)]
-        ops += [f"forward:{fwd_index[k]}" for k in self._bp_forward]
-        return {"ops": ops, "modules": list(self._bp_modules), "nan_inf": self._bp_nan,
-                "grad_norm_above": self._bp_norm}
+        return self._breakpoints.to_json()
 
     def set_breakpoints(self, spec: Mapping[str, Any]) -> None:
         """Replace all breakpoints from the viewer's form (see `breakpoints`)."""
-        self.clear_breakpoints()
-        for op in spec.get("ops", ()) or ():
-            self.break_on_op(op)
-        for path in spec.get("modules", ()) or ():
-            if isinstance(path, str):
-                self.break_on_module(path.removeprefix("module:"))
-        self.break_on_nan(bool(spec.get("nan_inf", False)))
-        norm = spec.get("grad_norm_above")
-        self.break_on_grad_norm(norm if isinstance(norm, (int, float)) and not isinstance(norm, bool) else None)
-
-    def _break_reason(self, r: StepRecord, previous_module: str | None) -> str | None:
-        if self._bp_nan and r.has_nan_or_inf:
-            return "NaN/Inf in " + ", ".join(r.bad_outputs)
-        if self._matches(r, self._bp_indices, self._bp_forward):
-            return f"breakpoint on {r.op_id}"
-        module = r.module_path
-        for path in self._bp_modules:
-            if module_within(module, path) and not (
-                    previous_module is not None and module_within(previous_module, path)):
-                return f"breakpoint on module {path or '(root)'}"
-        if self._bp_norm is not None and not (is_unpack(r.bsym) and r.index == 0):
-            if r.max_norm > self._bp_norm:
-                return f"norm > {self._bp_norm:g}"
-        return None
+        self._breakpoints.load_json(spec)
 
     # --- checking against torch.autograd -------------------------------------------------
     def compare_with_autograd(self, reference_grads: Mapping[str, Any], *,
@@ -620,7 +450,7 @@ class BackwardStepper:
         for name, ref in reference_grads.items():
             if name not in ours:
                 raise KeyError(f"{name!r} is not a forward argument; they are {list(ours)}")
-            out.append(_compare(name, ours[name], ref, rtol, atol))
+            out.append(compare_grad(name, ours[name], ref, rtol, atol))
         return out
 
     def autograd_reference(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -628,24 +458,4 @@ class BackwardStepper:
         (see `thunderviz.debug.reference.autograd_grads`)."""
         names = [p.name for p in self.result.forward.flat_args]
         return autograd_grads(fn, args, kwargs, names=names, cotangents=list(self.cotangents))
-
-
-def _compare(name: str, ours: Any, ref: Any, rtol: float | None, atol: float | None) -> GradComparison:
-    def nothing(x: Any) -> bool:
-        return x is None or (isinstance(x, torch.Tensor) and x.numel() > 0 and not torch.any(x != 0))
-    if ours is None or ref is None:
-        if nothing(ours) and nothing(ref):
-            return GradComparison(name, 0.0, True)
-        other = ours if ours is not None else ref
-        return GradComparison(name, float(other.detach().abs().max()), False)
-    ours_d = ours.detach().to("cpu", torch.float64)
-    ref_d = ref.detach().to("cpu", torch.float64)
-    if ours_d.shape != ref_d.shape:
-        return GradComparison(name, math.inf, False)
-    diff = (ours_d - ref_d).abs()
-    max_diff = float(diff.max()) if diff.numel() else 0.0
-    r, a = _TOLERANCES.get(ref.dtype, (1.3e-6, 1e-5))
-    close = bool(torch.allclose(ours_d, ref_d, rtol=r if rtol is None else rtol,
-                                atol=a if atol is None else atol, equal_nan=True))
-    return GradComparison(name, max_diff, close)
 
