@@ -207,6 +207,7 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 /* a table wider than its column scrolls sideways instead of being cut at the pane's edge */
 .tv-root .tv-side table.tv-table, .tv-root .tv-steps table { display: block; max-width: 100%; overflow-x: auto; }
 .tv-root .tv-source-path { overflow-wrap: anywhere; }
+.tv-root .tv-note { padding: 4px 10px; font-size: 12px; background: var(--tv-panel); border-bottom: 1px solid var(--tv-border); color: var(--tv-muted); }
 .tv-root table.tv-table th { text-align: left; color: var(--tv-muted); font-weight: 600; border-bottom: 1px solid var(--tv-border); padding: 2px 6px; position: sticky; top: 0; background: var(--tv-panel); }
 .tv-root table.tv-table td { padding: 2px 6px; border-bottom: 1px solid var(--tv-border); vertical-align: top; }
 .tv-root table.tv-table td.tv-num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }

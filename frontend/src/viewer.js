@@ -131,6 +131,13 @@ class App {
     );
     container.addEventListener("keydown", (event) => this.onKey(event));
     container.appendChild(this.flash);
+    if (this.index.kinds.includes("forward") && !this.index.kinds.includes("backward")) {
+      // Nothing in a forward-only document says why; these are the two ways to get one.
+      container.appendChild(h("div", { class: "tv-note", data: { note: "no-backward" } },
+        "No backward in this view: it was traced with fake=True (FakeTensors carry no values, so nothing is " +
+        "differentiated or stepped) or made with backward=False. Trace with real inputs to see the backward, " +
+        "the saved tensors and the steps."));
+    }
     container.appendChild(this.body);
 
     const current = model.get("expanded");

@@ -90,3 +90,16 @@ def test_double_click_opens_a_module_without_selecting_it(page):
 
 def test_the_viewer_height_can_be_dragged(page):
     assert pane(page, "forward").evaluate("p => getComputedStyle(p.closest('.tv-root')).resize") == "vertical"
+
+
+def test_a_fake_trace_says_why_there_is_no_backward(browser_context, tmp_path):
+    from tests.widgets.models import mlp_inputs
+
+    model, x, target = mlp_inputs()
+    path = export_html(Session(model, x, target, fake=True), tmp_path / "fake.html")
+    page = browser_context.new_page()
+    page.goto(path.resolve().as_uri())
+    expect(pane(page, "forward")).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
+    expect(page.locator('button[data-tv-tab="backward"]')).to_have_count(0)
+    expect(page.locator('.tv-note[data-tv-note="no-backward"]')).to_contain_text("fake=True")
+    page.close()
