@@ -161,6 +161,17 @@ def test_breakpoint_on_an_op_fires_after_it_runs(mlp_case):
     assert s.continue_().index == first + 1
 
 
+def test_breakpoints_read_back_what_they_write(mlp_case):
+    m, args = mlp_case
+    s = _stepper(m, *args)
+    spec = {"ops": ["backward:2", "forward:1"], "modules": ["fc1"], "nan_inf": True,
+            "grad_norm_above": 3.0}
+    s.set_breakpoints({**spec, "modules": ["module:fc1"]})  # the viewer's module ids too
+    assert s.breakpoints == spec
+    s.set_breakpoints({"grad_norm_above": True})  # not a number: off, like the rest
+    assert s.breakpoints == {"ops": [], "modules": [], "nan_inf": False, "grad_norm_above": None}
+
+
 def test_module_breakpoint_fires_on_entering_the_module(mlp_case):
     m, args = mlp_case
     s = _stepper(m, *args)
