@@ -11,6 +11,7 @@ import torch
 from lab_server import click_node
 from playwright.sync_api import expect
 
+from tests.widgets.models import mlp_inputs
 from thunderviz.debug import Session
 from thunderviz.models import GPT, GPTConfig
 from thunderviz.widgets import export_html
@@ -93,8 +94,6 @@ def test_the_viewer_height_can_be_dragged(page):
 
 
 def test_a_fake_trace_says_why_there_is_no_backward(browser_context, tmp_path):
-    from tests.widgets.models import mlp_inputs
-
     model, x, target = mlp_inputs()
     path = export_html(Session(model, x, target, fake=True), tmp_path / "fake.html")
     page = browser_context.new_page()
