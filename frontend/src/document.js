@@ -47,7 +47,7 @@ export function validateDocument(doc) {
   // The schema (thunderviz/viz/view_format.schema.json, as viewschema.js), then its
   // extra rules, in the order Python's thunderviz/viz/schema.py checks them.
   const violation =
-    checkDepth(doc) || checkSchema(doc) || checkUniqueIds(doc) || checkParents(doc);
+    checkDepth(doc) || checkSchema(doc) || checkUniqueIds(doc) || checkParents(doc) || checkCompared(doc);
   if (violation) {
     return {
       ok: false,
@@ -283,6 +283,22 @@ function checkUniqueIds(doc) {
       }
       seen.add(op.id);
     }
+  }
+  return null;
+}
+
+/**
+ * A comparison's other sides (sidebyside.js) are view documents themselves, checked as one
+ * with their errors placed under `comparison.documents[i]`; none compares again.
+ */
+function checkCompared(doc) {
+  const sides = doc.comparison ? doc.comparison.documents : [];
+  for (const [i, side] of sides.entries()) {
+    const where = `comparison.documents[${i}]`;
+    if (hasOwn(side, "comparison")) return { path: where, message: "a compared document holds no comparison of its own" };
+    const violation =
+      checkDepth(side) || checkSchema(side) || checkUniqueIds(side) || checkParents(side) || checkCompared(side);
+    if (violation) return { path: violation.path ? `${where}.${violation.path}` : where, message: violation.message };
   }
   return null;
 }

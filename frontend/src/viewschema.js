@@ -91,6 +91,9 @@ export const VIEW_SCHEMA = {
    "items": {
     "$ref": "#/$defs/ledger_entry"
    }
+  },
+  "comparison": {
+   "$ref": "#/$defs/comparison"
   }
  },
  "$defs": {
@@ -546,6 +549,125 @@ export const VIEW_SCHEMA = {
     },
     "bad_outputs": {
      "$ref": "#/$defs/names"
+    }
+   }
+  },
+  "comparison": {
+   "type": "object",
+   "required": [
+    "kind",
+    "documents",
+    "matches"
+   ],
+   "$comment": "This document is side 0 of a side-by-side view; documents are the other sides, each itself a view document (checked as one, after the schema) without a comparison of its own.",
+   "properties": {
+    "kind": {
+     "enum": [
+      "runs",
+      "ranks"
+     ]
+    },
+    "labels": {
+     "$ref": "#/$defs/names"
+    },
+    "documents": {
+     "type": "array",
+     "minItems": 1,
+     "items": {
+      "type": "object"
+     }
+    },
+    "rtol": {
+     "$ref": "#/$defs/number"
+    },
+    "measure": {
+     "type": "string"
+    },
+    "matches": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/match"
+     }
+    },
+    "divergences": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/divergence"
+     }
+    }
+   }
+  },
+  "match": {
+   "type": "object",
+   "required": [
+    "ops"
+   ],
+   "properties": {
+    "ops": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/op_ref"
+     }
+    },
+    "forward": {
+     "$ref": "#/$defs/number_or_null"
+    },
+    "grad": {
+     "$ref": "#/$defs/number_or_null"
+    },
+    "norms": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/number_or_null"
+     }
+    },
+    "collective": {
+     "type": "boolean"
+    },
+    "note": {
+     "type": "string"
+    }
+   }
+  },
+  "divergence": {
+   "type": "object",
+   "properties": {
+    "what": {
+     "type": "string"
+    },
+    "ops": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/op_ref"
+     }
+    },
+    "op": {
+     "type": "string"
+    },
+    "module": {
+     "$ref": "#/$defs/module_path"
+    },
+    "source": {
+     "anyOf": [
+      {
+       "$ref": "#/$defs/source"
+      },
+      {
+       "type": "null"
+      }
+     ]
+    },
+    "value": {
+     "$ref": "#/$defs/number_or_null"
+    },
+    "ranks": {
+     "type": "array",
+     "items": {
+      "$ref": "#/$defs/count"
+     }
+    },
+    "detail": {
+     "type": "string"
     }
    }
   },

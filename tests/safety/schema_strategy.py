@@ -86,6 +86,13 @@ def _follow_rules(doc: dict[str, Any], draw_parent: Any) -> dict[str, Any]:
 
 
 @st.composite
-def documents(draw: Any) -> dict[str, Any]:
+def documents(draw: Any, compared: bool = True) -> dict[str, Any]:
     doc = draw(from_schema())
+    if "comparison" in doc:
+        # a comparison's other sides are view documents themselves (a rule beyond the
+        # schema), which compare nothing further
+        if compared:
+            doc["comparison"]["documents"] = [draw(documents(compared=False))]
+        else:
+            del doc["comparison"]
     return _follow_rules(doc, lambda i: draw(st.none() | st.integers(0, i - 1)) if i else None)

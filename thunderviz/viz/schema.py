@@ -294,12 +294,27 @@ def _check_parents(doc: dict[str, Any]) -> None:
             earlier.add(op["id"])
 
 
+def _check_compared(doc: dict[str, Any]) -> None:
+    """A comparison's other sides are view documents themselves (checked as one, their
+    errors placed under `comparison.documents[i]`), and none compares again."""
+    for i, side in enumerate((doc.get("comparison") or {}).get("documents", ())):
+        where = f"comparison.documents[{i}]"
+        if "comparison" in side:
+            raise SchemaViolation(where, "a compared document holds no comparison of its own")
+        try:
+            check_document(side)
+        except SchemaViolation as err:
+            raise SchemaViolation(f"{where}.{err.path}" if err.path else where, err.message) from None
+
+
 def check_document(doc: Any) -> None:
-    """Raise SchemaViolation at the first place `doc` breaks the schema or its three rules."""
+    """Raise SchemaViolation at the first place `doc` breaks the schema or its rules (depth,
+    unique op ids, parents first, and a comparison's documents each a valid document)."""
     _check_depth(doc)
     _node(SCHEMA).check(doc, json_type(doc), None)
     _check_unique_ids(doc)
     _check_parents(doc)
+    _check_compared(doc)
 
 
 def js_twin() -> str:
