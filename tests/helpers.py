@@ -33,6 +33,19 @@ def autograd_reference(module: torch.nn.Module, *args: Any,
     return out.detach(), grads
 
 
+def check_value_and_grad(module: torch.nn.Module, *inputs: Any, rtol: float, atol: float
+                         ) -> dict[str, torch.Tensor | None]:
+    """thunderviz.value_and_grad(module) against `autograd_reference`: the value, and each
+    parameter's gradient by trace argument name. Returns autograd's gradients."""
+    loss, expected = autograd_reference(module, *inputs)
+    value, grads = tv.value_and_grad(module)(*inputs)
+    torch.testing.assert_close(value, loss, rtol=rtol, atol=atol)
+    names = [p.name for p in tv.trace(module, *inputs).args]
+    for name, g in zip(names[len(inputs):], grads[len(inputs):], strict=True):
+        torch.testing.assert_close(g, expected[name], rtol=rtol, atol=atol, msg=name)
+    return expected
+
+
 def reference_vjp(
     fn: Any,
     args: tuple[Any, ...],

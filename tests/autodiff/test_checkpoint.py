@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 import thunderviz as tv
 from tests.autodiff.custom_function_models import CheckpointedNet, Loss, mse
 from tests.autodiff.idioms_training import TIGHT, train_like_eager
-from tests.helpers import autograd_reference
+from tests.helpers import check_value_and_grad
 from thunderviz.capture.custom_function import APPLY_ID, BACKWARD_ID
 from thunderviz.capture.errors import CaptureError
 
@@ -39,12 +39,7 @@ def test_checkpoint_through_value_and_grad_and_the_stepper(reentrant):
     they are collected as gradients of the trace, and `.grad` is left as it was."""
     torch.manual_seed(0)
     model, x = CheckpointedNet(reentrant), torch.randn(2, 5, 4)
-    loss, expected = autograd_reference(Loss(model), x)
-    value, grads = tv.value_and_grad(Loss(model))(x)
-    torch.testing.assert_close(value, loss, **TIGHT[torch.float32])
-    names = [p.name for p in tv.trace(Loss(model), x).args]
-    for name, g in zip(names[1:], grads[1:], strict=True):
-        torch.testing.assert_close(g, expected[name], **TIGHT[torch.float32], msg=name)
+    expected = check_value_and_grad(Loss(model), x, **TIGHT[torch.float32])
     stepper = tv.Session(Loss(model), x).new_stepper()
     stepper.finish()
     # step back over the checkpoint's backward and run it again: the same gradients
@@ -92,12 +87,7 @@ def test_tensors_held_by_the_checkpointed_function_take_each_calls_values(use_pa
     assert len(held) == 2 and "mask" in [p.name for p in held]
     assert [p.requires_grad for p in held if p.name != "mask"] == [True]  # skip
     x, mask = data[0]
-    loss, expected = autograd_reference(Loss(model), x, mask)
-    value, grads = tv.value_and_grad(Loss(model))(x, mask)
-    torch.testing.assert_close(value, loss, **TIGHT[torch.float32])
-    names = [p.name for p in tv.trace(Loss(model), x, mask).args]
-    for name, g in zip(names[2:], grads[2:], strict=True):
-        torch.testing.assert_close(g, expected[name], **TIGHT[torch.float32], msg=name)
+    check_value_and_grad(Loss(model), x, mask, **TIGHT[torch.float32])
 
 
 class KeepsOnItself(nn.Module):

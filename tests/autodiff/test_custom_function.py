@@ -27,7 +27,7 @@ from tests.autodiff.custom_function_models import (
     mse,
 )
 from tests.autodiff.idioms_training import TIGHT, train_like_eager
-from tests.helpers import autograd_reference
+from tests.helpers import autograd_reference, check_value_and_grad
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.capture.custom_function import APPLY_ID, BACKWARD_ID, FORWARD_ID
 from thunderviz.capture.errors import CaptureError
@@ -84,12 +84,7 @@ def test_value_and_grad_and_vjp_match_eager_in_float64():
     torch.manual_seed(0)
     model = FunctionMLP().double()
     x = torch.randn(4, 6, dtype=torch.float64)
-    loss, expected = autograd_reference(Loss(model), x)
-    value, grads = tv.value_and_grad(Loss(model))(x)
-    torch.testing.assert_close(value, loss, **TIGHT[torch.float64])
-    names = [p.name for p in tv.trace(Loss(model), x).args]
-    for name, g in zip(names[1:], grads[1:], strict=True):
-        torch.testing.assert_close(g, expected[name], **TIGHT[torch.float64], msg=name)
+    check_value_and_grad(Loss(model), x, **TIGHT[torch.float64])
     ct = torch.randn(4, 3, dtype=torch.float64)
     out, vjp_grads = tv.vjp(model)((x,), (ct,))
     xe = x.clone().requires_grad_(True)
