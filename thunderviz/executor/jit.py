@@ -89,9 +89,12 @@ class _TraceFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
-        n_pos = len(flat) - len(kwarg_names)
-        out, saved = _running(entry, entry.run_augmented, *flat[:n_pos],
-                              **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
+        if kwarg_names:
+            n_pos = len(flat) - len(kwarg_names)
+            out, saved = _running(entry, entry.run_augmented, *flat[:n_pos],
+                                  **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
+        else:  # the common case: no dict to build
+            out, saved = _running(entry, entry.run_augmented, *flat)
         ctx.entry = entry
         ctx.set_materialize_grads(False)  # an output the loss does not use: None (see backward)
         flat_out = [out] if entry.single_output else pytree.tree_leaves(out)
@@ -102,10 +105,13 @@ class _TraceFunction(torch.autograd.Function):
         exposed = set(map(id, flat))
         exposed.update(map(id, flat_out))
         checked = [i for i, t in enumerate(saved) if id(t) in exposed and isinstance(t, torch.Tensor)]
-        ctx.layout = (len(saved), checked)
+        ctx.checked = checked
         ctx.save_for_backward(*(saved[i] for i in checked))
-        checked_set = set(checked)
-        ctx.intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
+        if checked:
+            checked_set = set(checked)
+            ctx.intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
+        else:
+            ctx.intermediates = list(saved)
         if entry.non_differentiable_outputs:
             ctx.mark_non_differentiable(*(flat_out[i] for i in entry.non_differentiable_outputs
                                           if isinstance(flat_out[i], torch.Tensor)))
@@ -114,14 +120,13 @@ class _TraceFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         entry: CompiledEntry = ctx.entry
-        n_saved, checked = ctx.layout
-        saved: list[Any] = [None] * n_saved
+        checked = ctx.checked
+        # Put the checked values back where they were: inserting in increasing position
+        # order restores the forward's list (each lands after everything that preceded it),
+        # without a Python loop over every saved value.
+        saved: list[Any] = ctx.intermediates
         for i, t in zip(checked, ctx.saved_tensors, strict=True):
-            saved[i] = t
-        rest = iter(ctx.intermediates)
-        for i in range(n_saved):
-            if saved[i] is None:
-                saved[i] = next(rest)
+            saved.insert(i, t)
         ctx.intermediates = None
         cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
         unreached: set[int] = set()
@@ -272,15 +277,11 @@ class JittedFunction:
     def _state(self) -> list[torch.Tensor]:
         """Parameters then buffers, each once, in `named_parameters()` / `named_buffers()`
         order: the trace's inputs after the positional ones (keyword ones come last)."""
-        state: list[Any] = []
-        for attr in ("_parameters", "_buffers"):
-            seen: set[int] = set()
-            for m in self._submodules:
-                for t in getattr(m, attr).values():
-                    if t is not None and id(t) not in seen:
-                        seen.add(id(t))
-                        state.append(t)
-        return state
+        subs = self._submodules
+        params = [t for m in subs for t in m._parameters.values() if t is not None]
+        buffers = [t for m in subs for t in m._buffers.values() if t is not None]
+        # Shared (tied) tensors are rare: dedupe only when the cheap count says so.
+        return _first_of_each(params) + _first_of_each(buffers)
 
     def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]) -> Any:
         # Runs on every call: tensors (the common case) are keyed inline, without a call.
@@ -289,7 +290,7 @@ class JittedFunction:
             if type(a) is torch.Tensor else value_key(a, f"argument {i} of the call")
             for i, a in enumerate(args))
         named = tuple((k, value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items())
-        params = tuple((t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state)
+        params = tuple([(t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state])
         ddp = self.ddp is not None and self.ddp.syncing
         return (inputs, named, params, module_key(self._submodules), ambient_key(), ddp)
 
@@ -390,6 +391,14 @@ class JittedFunction:
         if name in ("fn", "module") or self.__dict__.get("module") is None:
             raise AttributeError(name)
         return getattr(self.__dict__["module"], name)
+
+
+def _first_of_each(tensors: list[Any]) -> list[Any]:
+    """`tensors` with each object once, where it first appears."""
+    if len(set(map(id, tensors))) == len(tensors):
+        return tensors
+    seen: set[int] = set()
+    return [t for t in tensors if not (id(t) in seen or seen.add(id(t)))]
 
 
 def _leaves(tree: Any) -> list[Any]:
