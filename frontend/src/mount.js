@@ -3,6 +3,8 @@
 
 import { createModel } from "./model.js";
 import { render, errorBox } from "./viewer.js";
+import { parseDocument } from "./document.js";
+import { comparisonOf, mountSideBySide } from "./sidebyside.js";
 
 /**
  * @param {HTMLElement} el where to draw
@@ -14,6 +16,35 @@ import { render, errorBox } from "./viewer.js";
  */
 export function mountViewer(el, doc, options = {}) {
   if (!el || typeof el.appendChild !== "function") throw new TypeError("mountViewer: el must be a DOM element");
+  // a comparison document (two runs, or ranks): every side in its own viewer, side by side
+  const parsed = parseDocument(doc).doc;
+  if (comparisonOf(parsed)) return mountSideBySide(el, parsed, options, mountOne);
+  return mountOne(el, doc, options);
+}
+
+/**
+ * The widget's entry point (index.js exports it as `render`): a comparison document shows
+ * side by side (static: its sides' selections are not the widget's traits); any other
+ * document goes to the viewer's render() unchanged.
+ */
+export function renderWidget(args) {
+  const { model, el, options = {} } = args;
+  if (!comparisonOf(parseDocument(model.get("document")).doc)) return render(args);
+  let handle = null;
+  const build = () => {
+    if (handle) handle.destroy();
+    handle = mountViewer(el, model.get("document"), options);
+  };
+  model.on("change:document", build);
+  build();
+  return () => {
+    if (model.off) model.off("change:document", build);
+    handle.destroy();
+  };
+}
+
+/** One document in one viewer. */
+function mountOne(el, doc, options) {
   const initial = { document: doc, live: false };
   for (const key of ["tab", "selected", "expanded", "current_step", "highlight"]) {
     if (options[key] !== undefined) initial[key] = options[key];
