@@ -1,7 +1,10 @@
 """Steady-state training step (forward + backward + zeroing grads) of thunderviz.jit vs eager
 PyTorch, on the project's 12-layer GPT, Hugging Face GPT-2 from a tiny config and a small
 program (benchmarks/programs.py). Both sides are warmed the same way (three steps each),
-then timed in interleaved runs so machine noise hits both; medians with min and max.
+then timed in interleaved runs so machine noise hits both; medians with min and max, and
+the median of the per-round ratios (each round's jit time over the eager time next to it:
+on a shared machine, load that drifts between rounds cancels out). A sub-millisecond
+program is timed in samples of 20 steps, so the timer and one-off stalls weigh less.
 Run: `.venv/bin/python -m benchmarks.step_speed [rounds] [torch threads]` (on a machine
 shared with other work, one thread keeps the two sides from fighting over cores)."""
 
@@ -24,7 +27,9 @@ def step(fn, params, args, loss_of) -> None:
         p.grad = None
 
 
-def compare(make, rounds: int) -> dict[str, list[float]]:
+def compare(make, rounds: int, steps_per_sample: int = 1) -> dict[str, list[float]]:
+    """Per contender, `rounds` interleaved samples: seconds per step, each the mean of
+    `steps_per_sample` consecutive steps."""
     model, args, loss_of = make()
     eager = copy.deepcopy(model)
     contenders = {"eager": (eager, list(eager.parameters())),
@@ -36,23 +41,26 @@ def compare(make, rounds: int) -> dict[str, list[float]]:
     for _ in range(rounds):
         for name, (fn, params) in contenders.items():
             t0 = time.perf_counter()
-            step(fn, params, args, loss_of)
-            times[name].append(time.perf_counter() - t0)
+            for _ in range(steps_per_sample):
+                step(fn, params, args, loss_of)
+            times[name].append((time.perf_counter() - t0) / steps_per_sample)
     return times
 
 
 def main(rounds: int = 15) -> None:
     print(f"Training step, median [min, max] of {rounds} interleaved runs, "
-          f"{torch.get_num_threads()} torch thread(s)")
+          f"{torch.get_num_threads()} torch thread(s); paired: median of per-round ratios")
     for title, make in PROGRAMS:
-        n = rounds if "small" not in title else rounds * 20  # sub-ms: more runs for the median
-        times = compare(make, n)
+        # sub-ms: more rounds for the median, each a sample of 20 steps
+        n, per_sample = (rounds, 1) if "small" not in title else (rounds * 5, 20)
+        times = compare(make, n, per_sample)
         eager = statistics.median(times["eager"])
-        print(f"\n{title}")
+        print(f"\n{title}" + (f" ({per_sample} steps a sample)" if per_sample > 1 else ""))
         for name, ts in times.items():
             med = statistics.median(ts)
+            paired = statistics.median(t / e for t, e in zip(ts, times["eager"], strict=True))
             print(f"  {name:15} {med * 1e3:9.3f} ms  [{min(ts) * 1e3:.3f}, {max(ts) * 1e3:.3f}]"
-                  f"  {med / eager:5.2f}x eager")
+                  f"  {med / eager:5.2f}x eager  paired {paired:5.2f}x")
     print("\ntarget: thunderviz.jit within 1.05x of eager on models, 1.10x on small programs")
 
 
