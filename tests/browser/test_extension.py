@@ -41,6 +41,8 @@ def top_level_ops(document: dict) -> list[dict]:
 def click_an_op_and_check_details(container, document: dict) -> dict:
     """Click the graph node of one of the document's ops; check the details describe it."""
     expect(container.locator(GRAPH_READY).first).to_be_visible(timeout=VIEW_TIMEOUT_MS)
+    # JupyterLab lets the layout run in its Web Worker (blob: URL), off the page's thread
+    expect(container.locator(GRAPH_READY).first).to_have_attribute("data-tv-layout-where", "worker")
     nodes = container.locator(f"{GRAPH_READY} {GRAPH_NODE}")
     expect(nodes.first).to_be_visible()
     drawn = set(nodes.evaluate_all("els => els.map(e => e.getAttribute('data-tv-id'))"))

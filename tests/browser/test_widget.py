@@ -124,6 +124,8 @@ def test_thunder_magic_in_jupyterlab(thunderviz_lab, lab_page, lab_dir):
 
     widget = widget_output(panel)
     expect(widget.locator(GRAPH_READY).first).to_be_visible(timeout=TIMEOUT)
+    # the anywidget's bundle (loaded from a string) starts its layout worker too
+    expect(widget.locator(GRAPH_READY).first).to_have_attribute("data-tv-layout-where", "worker")
     # The static twin (for readers without a kernel) is in the notebook but hidden while
     # the widget is live: the view shows once.
     twin = panel.locator('.jp-OutputArea-child[data-tv-twin-hidden="true"]')

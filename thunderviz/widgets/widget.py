@@ -110,13 +110,25 @@ function isTwin(child) {
 }
 
 function hideTwin(el) {
-  const child = el.closest ? el.closest(".jp-OutputArea-child") : null;
-  const twin = child ? child.previousElementSibling : null;
-  if (!isTwin(twin)) return () => {};
-  const before = twin.style.display;
-  twin.style.display = "none";
-  twin.setAttribute("data-tv-twin-hidden", "true");
-  return () => { twin.style.display = before; twin.removeAttribute("data-tv-twin-hidden"); };
+  // The twin may not be drawn yet when the widget renders (the extension loads its viewer
+  // on first use) and the widget's element may not be in the page yet: look again for 5 s.
+  let undo = () => {};
+  let stopped = false;
+  const attempt = (triesLeft) => {
+    if (stopped) return;
+    const child = el.closest ? el.closest(".jp-OutputArea-child") : null;
+    const twin = child ? child.previousElementSibling : null;
+    if (isTwin(twin)) {
+      const before = twin.style.display;
+      twin.style.display = "none";
+      twin.setAttribute("data-tv-twin-hidden", "true");
+      undo = () => { twin.style.display = before; twin.removeAttribute("data-tv-twin-hidden"); };
+    } else if (triesLeft > 0) {
+      setTimeout(() => attempt(triesLeft - 1), 200);
+    }
+  };
+  attempt(25);
+  return () => { stopped = true; undo(); };
 }
 
 export function render(ctx) {
