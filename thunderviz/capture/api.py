@@ -16,6 +16,7 @@ from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorder import Recorder
+from thunderviz.capture.stamping import stamping_blocks
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
@@ -94,7 +95,7 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
             run_state[path] = copy
             trace_args.append(proxy)
             originals.append((copy, proxy))
-        out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks)
+        out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, stamp=fake)
         output = recorder.proxify(out)
         epilogue = _write_backs(recorder, originals)
     flat, spec = pytree.tree_flatten(output)
@@ -121,9 +122,9 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
 
 def _run(fn: Callable[..., Any], module: torch.nn.Module | None, args: list[Any],
          kwargs: dict[str, Any], state: dict[str, torch.Tensor], recorder: Recorder,
-         own_hooks: bool = True) -> Any:
+         own_hooks: bool = True, stamp: bool = False) -> Any:
     with _module_hooks(recorder), recorder.function_mode, recorder.dispatch_mode, \
-            intercepting_function_apply(recorder):
+            intercepting_function_apply(recorder), stamping_blocks(recorder, module, stamp):
         if module is None:
             return fn(*args, **kwargs)
         if not own_hooks:  # forward itself: the module's own hooks are the caller's

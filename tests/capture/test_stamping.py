@@ -1,0 +1,209 @@
+"""Block stamping (capture/stamping.py): a fake trace with repeated blocks written out from
+a proven recording is identical to the one recorded block by block: the printed program,
+every bound symbol at every level, module paths and source lines. Blocks that could record
+differently are recorded for real."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import transformers
+
+import thunderviz as tv
+from thunderviz.capture import stamping
+from thunderviz.models import GPT, GPTConfig
+
+
+def program_text(trace: tv.Trace) -> str:
+    return str(trace).split("\n", 1)[1]  # the first line is provenance: how long it took
+
+
+def fingerprint(trace: tv.Trace) -> list[tuple]:
+    return [(b.sym.id, repr(b.args), repr(b.kwargs), repr(b.output), repr(b.source),
+             b.module_path, sorted(t.name for t in b.tags), b.header) for b in trace.walk()]
+
+
+def stamped_and_recorded(monkeypatch, fn, *args, **kwargs) -> tuple[list[str], tv.Trace, tv.Trace]:
+    """(paths of the blocks stamped, the stamped trace, the trace recorded block by block)."""
+    stamped: list[str] = []
+    stamp = stamping._Stamper._stamp
+
+    def counting(self, recording, call):
+        stamped.append(call.path)
+        return stamp(self, recording, call)
+
+    with monkeypatch.context() as m:
+        m.setattr(stamping._Stamper, "_stamp", counting)
+        torch.manual_seed(0)
+        fast = tv.trace(fn, *args, fake=True, **kwargs)
+    with monkeypatch.context() as m:
+        m.setattr(stamping, "_repeated_blocks", lambda root: [])
+        torch.manual_seed(0)
+        full = tv.trace(fn, *args, fake=True, **kwargs)
+    assert program_text(fast) == program_text(full)
+    assert fingerprint(fast) == fingerprint(full)
+    assert fast.output_spec == full.output_spec
+    assert repr(fast.output) == repr(full.output)
+    return stamped, fast, full
+
+
+def ids(vocab=100):
+    return torch.randint(0, vocab, (2, 16))
+
+
+def hf_gpt2(use_cache):
+    cfg = transformers.GPT2Config(n_layer=5, n_embd=32, n_head=4, vocab_size=100, n_positions=16,
+                                  use_cache=use_cache)
+    return transformers.GPT2LMHeadModel(cfg).eval()
+
+
+def hf_llama():
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=5, num_attention_heads=4,
+                                   num_key_value_heads=2, use_cache=False)
+    return transformers.LlamaForCausalLM(cfg)
+
+
+def hf_bert(training):
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=5, num_attention_heads=4)
+    return transformers.BertModel(cfg).train(training)
+
+
+@pytest.mark.parametrize("make, prefix", [
+    (lambda: hf_gpt2(False), "transformer.h."),
+    (hf_llama, "model.layers."),
+    (lambda: hf_bert(False), "encoder.layer."),
+    (lambda: hf_bert(True), "encoder.layer."),  # dropout: random ops, training mode
+], ids=["gpt2", "llama", "bert_eval", "bert_train"])
+def test_hf_models_trace_identically(monkeypatch, make, prefix):
+    torch.manual_seed(0)
+    model = make()
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, ids())
+    # Hugging Face attention modules hold their layer index (read only with a KV cache):
+    # a plain attribute that differs, so every block is recorded
+    assert stamped == []
+    assert any(getattr(m, "layer_idx", None) == 1 for m in model.modules())
+
+
+@pytest.mark.parametrize("training, dropout", [(False, 0.0), (True, 0.0), (True, 0.1)])
+def test_our_gpt_stamped_identically(monkeypatch, training, dropout):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=100, block_size=16, n_layer=6, n_head=4, d_model=32,
+                          dropout=dropout)).train(training)
+    idx = ids()
+    stamped, trace, _ = stamped_and_recorded(monkeypatch, model, idx, idx)
+    assert stamped == ["blocks.3", "blocks.4", "blocks.5"]
+    assert {b.module_path.split(".")[1] for b in trace.walk() if b.module_path.startswith("blocks.")} \
+        == {str(i) for i in range(6)}
+
+
+def test_a_kv_cache_argument_is_not_stamped(monkeypatch):
+    stamped, _, _ = stamped_and_recorded(monkeypatch, hf_gpt2(True), ids())
+    assert stamped == []
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.drop(torch.tanh(self.fc(x))) + x
+
+
+class Stack(nn.Module):
+    def __init__(self, blocks: list[nn.Module]) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+class Wide(nn.Module):
+    def __init__(self, width: int, hidden: int) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x))) + x
+
+
+def test_blocks_that_differ_are_recorded(monkeypatch):
+    # blocks 0-2 are recorded (block 2 proves the recording), the odd block 3 is recorded
+    # (another signature), the rest are written out
+    model = Stack([Block(8), Block(8), Block(8), Block(8, dropout=0.5), Block(8), Block(8)]).train()
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.4", "blocks.5"]  # Dropout's p is part of the signature
+    model = Stack([Wide(8, 16), Wide(8, 16), Wide(8, 16), Wide(8, 32), Wide(8, 16)])
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.4"]  # block 3's parameters have other shapes
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 3, 8))
+    assert stamped == ["blocks.4"]
+    model = Stack([Block(8), Block(8), Block(8), Block(8)])
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.3"]
+
+
+def test_a_block_with_a_hook_is_recorded(monkeypatch):
+    model = Stack([Block(8) for _ in range(5)])
+    model.blocks[4].fc.register_forward_hook(lambda m, i, o: o * 2)
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.3"]
+
+
+SCALE = torch.ones(8)
+
+
+class ReadsGlobal(Block):
+    def forward(self, x):
+        return self.fc(x) * SCALE
+
+
+class MutatesInput(Block):
+    def forward(self, x):
+        x.mul_(2)
+        return self.fc(x)
+
+
+class ReturnsView(Block):
+    def forward(self, x):
+        return self.fc(x)[:, :4].expand(2, 4)
+
+
+@pytest.mark.parametrize("cls", [ReadsGlobal, MutatesInput])
+def test_blocks_touching_outside_state_are_recorded(monkeypatch, cls):
+    model = Stack([cls(8) for _ in range(5)])
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == []
+
+
+def test_a_block_returning_a_view_is_recorded(monkeypatch):
+    model = nn.ModuleList([ReturnsView(8) for _ in range(5)])
+
+    def run(x):
+        return [block(x) for block in model]
+    stamped, _, _ = stamped_and_recorded(monkeypatch, run, torch.randn(2, 8))
+    assert stamped == []  # a function, not a module: nothing is stamped
+    wrapper = Stack([ReturnsView(4) for _ in range(4)])
+    stamped, _, _ = stamped_and_recorded(monkeypatch, wrapper, torch.randn(2, 4))
+    assert stamped == []
+
+
+def test_forward_is_restored_and_real_traces_are_never_stamped(monkeypatch):
+    model = Stack([Block(8) for _ in range(5)])
+    x = torch.randn(2, 8)
+    stamped: list[str] = []
+    monkeypatch.setattr(stamping._Stamper, "_stamp",
+                        lambda self, r, c: stamped.append(c.path))
+    tv.trace(model, x)
+    assert stamped == []
+    assert all("forward" not in b.__dict__ for b in model.blocks)
+    with pytest.raises(tv.CaptureError):
+        tv.trace(model, torch.randn(2, 3), fake=True)
+    assert all("forward" not in b.__dict__ for b in model.blocks)
