@@ -76,3 +76,13 @@ def test_malformed_comparisons_are_refused(doc):
 def test_what_counts_as_a_side_by_side_request(runs):
     assert is_side_by_side(runs) and is_side_by_side(["r0.tvz", "r1.tvz"])
     assert not is_side_by_side("r0.tvz") and not is_side_by_side((runs[0],))
+
+
+def test_show_and_export_html_open_two_runs_side_by_side(runs, tmp_path):
+    widget = tv.show(*runs)
+    assert widget.document["comparison"]["kind"] == "runs" and widget.live is False
+    assert tv.show(runs).document["comparison"]["matches"] == widget.document["comparison"]["matches"]
+    path = tv.export_html(runs, tmp_path / "compare.html")
+    assert '"comparison"' in path.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="two of them"):
+        tv.show(runs * 2)

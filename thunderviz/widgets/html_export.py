@@ -29,6 +29,7 @@ from thunderviz.viz.files import write_text_atomic
 from thunderviz.viz.static import static_svg
 from thunderviz.viz.tvz import validate
 from thunderviz.widgets.show import document_of, make_session
+from thunderviz.widgets.sidebyside import is_side_by_side, side_by_side_document
 from thunderviz.widgets.widget import (
     DebuggerWidget,
     default_cotangents,
@@ -165,7 +166,8 @@ def export_html(obj: Any, path: str | os.PathLike[str], *args: Any, fake: bool =
     """Write the debugger for `obj` to `path` as one self-contained HTML file.
 
     obj: a function or nn.Module (with its inputs as *args / **kwargs), a Session, a
-    DebuggerWidget, a thunderviz.jit function (after a call), a view document or a .tvz path.
+    DebuggerWidget, a thunderviz.jit function (after a call), a view document or a .tvz path;
+    a tuple `(a, b)` of two runs or a list of ranks' files: the side-by-side view.
     record: record every backward step first (`Session.record_backward`), so the page can
     step through the backward offline. static: add the static SVG in <noscript>.
     Returns the path written.
@@ -174,6 +176,8 @@ def export_html(obj: Any, path: str | os.PathLike[str], *args: Any, fake: bool =
         if args or kwargs:
             raise TypeError("export_html(widget, path) takes no inputs")
         doc = obj.document
+    elif is_side_by_side(obj) and not args and not kwargs:
+        doc = side_by_side_document(obj)
     else:
         session = make_session(obj, args, kwargs, fake=fake, backward=backward, depth=depth)
         if session is None:

@@ -6,6 +6,8 @@
     show(jitted, x)              # ... or traced again on x, with stepping
     show(document)               # a view document (dict)
     show("run.tvz")              # a saved .tvz file (static: steps through what was recorded)
+    show(a, b)                   # two runs side by side (Sessions, .tvz paths, documents)
+    show(["r0.tvz", "r1.tvz"])   # the ranks of a distributed run side by side
 
 The result is a `DebuggerWidget`; a notebook shows it when it is a cell's last value.
 """
@@ -23,6 +25,7 @@ from thunderviz.debug.session import Session
 from thunderviz.executor.jit import JittedFunction
 from thunderviz.viz.document import build_document
 from thunderviz.viz.tvz import load, validate
+from thunderviz.widgets.sidebyside import is_side_by_side, side_by_side_document
 from thunderviz.widgets.widget import DebuggerWidget
 
 __all__ = ["show", "make_session", "document_of"]
@@ -92,6 +95,11 @@ def show(obj: Any, *args: Any, fake: bool = False, backward: bool = True, depth:
     (`live=False`): its step buttons move through the recorded steps.
     """
     widget_options, program_kwargs = _split(dict(kwargs))
+    if args and not program_kwargs and is_side_by_side((obj, *args)):
+        obj, args = (obj, *args), ()  # show(a, b): two runs (a tuple is runs, a list ranks)
+    if is_side_by_side(obj) and not args and not program_kwargs:
+        widget_options.pop("record", None)
+        return DebuggerWidget(side_by_side_document(obj), **{**widget_options, "live": False})
     if isinstance(obj, DebuggerWidget):
         if args or program_kwargs:
             raise TypeError("show(widget) takes no inputs")
