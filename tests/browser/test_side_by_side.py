@@ -1,7 +1,8 @@
 """The side-by-side view in Chromium, from an exported page: two runs of a tiny GPT, the
 second with one block's activation swapped (and one extra op at its embedding, so the two
 sides' op ids differ), compared. The first divergence is listed at the swapped module, and
-clicking an op in the left viewer selects its match in the right one."""
+clicking an op in the left viewer selects its match in the right one. And two real gloo
+ranks, one scaling its loss: the desync listed, each rank's norms, the collectives marked."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from lab_server import click_node, screenshot
 from playwright.sync_api import expect
 
 import thunderviz as tv
+from tests.distributed import debug_checks
+from thunderviz.distributed import launch
 from thunderviz.models import GPT, GPTConfig
 from thunderviz.widgets import export_html
 from thunderviz.widgets.sidebyside import comparison_document
@@ -91,6 +94,38 @@ def test_two_runs_side_by_side(browser_context, tmp_path):
             expect(pane.locator('.tv-graph-pane[data-tv-graph="forward"] '
                                 'g.node.tv-selected[data-tv-id="module:blocks.1.mlp"]')).to_have_count(1)
         screenshot(page, "side-by-side-divergence")
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+def test_ranks_side_by_side(browser_context, tmp_path):
+    ranks = launch(debug_checks.save_sessions, str(tmp_path), world_size=2, timeout=60,
+                        run_timeout=150)
+    path = export_html([r["scaled_loss"] for r in ranks], tmp_path / "ranks.html")
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(path.resolve().as_uri())
+        for side in (0, 1):
+            expect(page.locator(f'.tv-sbs-pane[data-tv-side="{side}"] .tv-graph-pane'
+                                '[data-tv-graph="forward"][data-tv-ready="true"]')).to_be_visible(timeout=TIMEOUT)
+        first = page.locator(".tv-sbs-divergences li").first
+        expect(first).to_contain_text("first desync")
+        expect(first).to_contain_text(debug_checks.SCALED_LOSS_LINE)
+        expect(first).to_contain_text("rank 0 vs rank 1")
+        table = page.locator(".tv-sbs-ranks table")
+        expect(table.locator("th")).to_have_text(["backward op (norm of its output)", "rank 0", "rank 1"])
+        expect(table.locator("tr.tv-sbs-collective").first).to_be_visible()
+        # a row of the table selects that op on every rank
+        row = table.locator("tbody tr").first
+        op = row.get_attribute("data-tv-id")
+        row.click()
+        expect(row).to_have_class(re.compile(r"\btv-selected\b"))
+        selected = page.evaluate("() => window.thunderviz.handle.models.map(m => m.get('selected'))")
+        assert selected[0] == op and selected[1].startswith("backward:")
+        screenshot(page, "side-by-side-ranks")
         assert not errors, errors
     finally:
         page.close()
