@@ -10,6 +10,7 @@ import { layoutDot, timings } from "./layout.js";
 import { buildSvg } from "./svgtree.js";
 import { svgText, svgToPng, download } from "./picture.js";
 import { legend } from "./legend.js";
+import { Minimap } from "./minimap.js";
 import { GradOverlay } from "./gradoverlay.js";
 
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
@@ -55,6 +56,7 @@ export class GraphView {
     this.canvas = h("div", { class: "tv-graph-canvas" });
     this.legend = h("div", { class: "tv-legend", attrs: { hidden: true } });
     this.overlay = new GradOverlay(this.legend);
+    this.minimap = new Minimap(this.canvas);
     this.gradScale = "log";
     this.el = h(
       "div",
@@ -62,6 +64,7 @@ export class GraphView {
       this.buildToolbar(),
       this.message,
       this.canvas,
+      this.minimap.el,
       this.busy,
       this.legend,
     );
@@ -255,6 +258,7 @@ export class GraphView {
     if (superseded()) return;
     this.centreOnFocus(this.firstLayout);
     this.firstLayout = false;
+    this.updateMinimap();
     this.el.setAttribute("data-tv-ready", "true");
   }
 
@@ -345,6 +349,11 @@ export class GraphView {
     this.setZoom(Math.min(READABLE_ZOOM, (width - 8) / this.natural.width, (height - 8) / this.natural.height));
   }
 
+  /** Redraw the overview (after a layout, a zoom; reads geometry, so not mid-layout). */
+  updateMinimap() {
+    if (this.svg) this.minimap.update(this.svg, this.nodeEls, new Set(this.marked.filter((el) => el.classList.contains("tv-selected"))));
+  }
+
   /** The next layout keeps `id` (a module or op just opened or closed) in view. */
   focusNext(id) {
     this.toggled = id;
@@ -386,6 +395,7 @@ export class GraphView {
       this.canvas.scrollLeft = before.x * k - (point.x - box.left);
       this.canvas.scrollTop = before.y * k - (point.y - box.top);
     }
+    if (anchor !== null) this.updateMinimap();
   }
 
   /**

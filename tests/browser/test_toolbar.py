@@ -102,3 +102,18 @@ def test_a_fake_trace_says_why_there_is_no_backward(browser_context, tmp_path):
     expect(page.locator('button[data-tv-tab="backward"]')).to_have_count(0)
     expect(page.locator('.tv-note[data-tv-note="no-backward"]')).to_contain_text("fake=True")
     page.close()
+
+
+def test_the_overview_of_a_graph_bigger_than_its_pane_moves_the_view(page):
+    backward = pane(page, "backward")
+    minimap = backward.locator("canvas.tv-minimap")
+    expect(minimap).to_be_visible()
+    canvas = backward.locator(".tv-graph-canvas")
+    canvas.evaluate("c => { c.scrollTop = 0; }")
+    box = minimap.bounding_box()
+    minimap.click(position={"x": box["width"] / 2, "y": box["height"] - 3})
+    assert canvas.evaluate("c => c.scrollTop") > 100
+    # zoomed to fit, the graph needs no overview
+    backward.locator('[data-tv-graph-action="fit"]').click()
+    assert canvas.evaluate("c => c.scrollHeight <= c.clientHeight + 4 && c.scrollWidth <= c.clientWidth + 4")
+    expect(minimap).to_be_hidden()
