@@ -9,11 +9,14 @@ gradient are compared. An OpInfo passes when all its samples do. Otherwise it is
 * no-rule: thunderviz refuses an op it has no grad rule for (the op is named and counted);
 * error: anything else thunderviz raised.
 
-OpInfos with a complex input or output are checked too but counted apart (complex autodiff
-is out of scope: such an OpInfo may pass, fail or be refused).
+In float64 and float32, OpInfos with a complex input or output (fft, polar, ...) are
+counted apart. `--dtype complex128` runs every OpInfo that supports autograd in complex128
+on complex samples (gradients of complex inputs, torch's conjugate convention); an op
+thunderviz refuses for complex tensors counts as an error, never as a pass.
 Samples torch.autograd itself rejects are left out. Run:
 
     .venv/bin/python -m benchmarks.opinfo_census                  # float64 and float32
+    .venv/bin/python -m benchmarks.opinfo_census --dtype complex128
     .venv/bin/python -m benchmarks.opinfo_census --dtype float64 --ops sin,nn.functional.conv2d -v
 """
 
@@ -41,9 +44,11 @@ from thunderviz.autodiff.errors import AutodiffError
 # from (~0.15 s an op); there is none here.
 opinfo_core.extract_test_fn = torch_test_utils.extract_test_fn = lambda: None
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "complex128": torch.complex128}
+DEFAULT_DTYPES = ("float64", "float32")
 # float32 gradients are sums of products computed in another order than autograd's
-TOLERANCES = {torch.float64: (1e-6, 1e-8), torch.float32: (1e-3, 1e-4)}
+TOLERANCES = {torch.float64: (1e-6, 1e-8), torch.float32: (1e-3, 1e-4),
+              torch.complex128: (1e-6, 1e-8)}
 STATUSES = ("pass", "wrong", "no-rule", "error")
 SECONDS_PER_OPINFO = 60
 
@@ -262,7 +267,7 @@ def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
         outcome = Outcome(label, "error", errors[0])
     else:
         outcome = Outcome(label, "pass", notes[0] if notes else "")
-    if is_complex:  # counted apart, with what it would have been in `detail`
+    if is_complex and not dtype.is_complex:  # counted apart, with what it would have been in `detail`
         return Outcome(label, "complex", outcome.status + (f": {outcome.detail}" if outcome.detail
                                                            else ""))
     return outcome
@@ -314,7 +319,7 @@ def main() -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="list errors and no-rules")
     ns = parser.parse_args()
     infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)
-    dtypes = list(DTYPES) if ns.dtype == "both" else [ns.dtype]
+    dtypes = list(DEFAULT_DTYPES) if ns.dtype == "both" else [ns.dtype]
     every: list[Outcome] = []
     print(f"OpInfo census: {len(infos)} autograd-supporting OpInfos, CPU, "
           f"up to {ns.samples} samples each, thunderviz.vjp vs torch.autograd")

@@ -11,6 +11,13 @@ A rule comes in one of two forms, both one decorated function:
   `(*residuals, *cotangents)` and returns one gradient per positional argument.
 
 Ops whose outputs carry no gradient are listed with `RuleSet.nondifferentiable`.
+
+Complex tensors: a rule is used on them only where it says `supports_complex` (checked
+against torch's derivatives.yaml: conjugates where torch conjugates); the sweep refuses any
+other rule a complex tensor reaches, naming the op and the line, so that a rule written for
+real numbers never gives a complex input a wrong gradient. A RuleSet gives its rules a
+default (`RuleSet("shape", supports_complex=True)` for a family of linear maps); a rule
+overrides it (`@RULES.grad(op, supports_complex=False)`).
 Rule files each fill a RuleSet of their own; `rules/__init__.py` puts them together in one
 explicit place, and users add theirs with `thunderviz.register_grad`.
 """
@@ -61,10 +68,16 @@ class GradRule:
     joint: JointFn | None
     origin: str  # "joint", "augmented_forward/backward", "nondifferentiable"
     applies: Callable[[BoundSymbol], bool] | None = None
+    supports_complex: bool = False  # checked against torch's rule for complex inputs
 
     @property
     def differentiable(self) -> bool:
         return self.joint is not None
+
+    def refuses_complex(self, bsym: BoundSymbol) -> bool:
+        """Whether this rule would see a complex tensor in `bsym` without supporting it."""
+        return (self.differentiable and not self.supports_complex
+                and any(p.dtype.is_complex for p in (*bsym.flat_tensor_args, *bsym.flat_tensor_outs)))
 
     def applies_to(self, bsym: BoundSymbol) -> bool:
         return self.applies is None or self.applies(bsym)
@@ -75,15 +88,18 @@ class RuleSet:
     """A table of rules. Later sets win when several are merged (user rules come last)."""
 
     name: str
+    supports_complex: bool = False  # the default of this set's rules
     rules: dict[str, GradRule] = field(default_factory=dict)
     _aug: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
-    def grad(self, *ops: Any, applies: Callable[[BoundSymbol], bool] | None = None
-             ) -> Callable[[JointFn], JointFn]:
+    def grad(self, *ops: Any, applies: Callable[[BoundSymbol], bool] | None = None,
+             supports_complex: bool | None = None) -> Callable[[JointFn], JointFn]:
+        complex_ok = self.supports_complex if supports_complex is None else supports_complex
+
         def register(fn: JointFn) -> JointFn:
             for op in ops:
                 key = symbol_id(op)
-                self.rules[key] = GradRule(key, fn, "joint", applies)
+                self.rules[key] = GradRule(key, fn, "joint", applies, complex_ok)
             return fn
         return register
 
@@ -94,14 +110,18 @@ class RuleSet:
             return fn
         return register
 
-    def backward(self, *ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def backward(self, *ops: Any, supports_complex: bool | None = None
+                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        complex_ok = self.supports_complex if supports_complex is None else supports_complex
+
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             for op in ops:
                 key = symbol_id(op)
                 aug = self._aug.get(key)
                 if aug is None:
                     raise ValueError(f"register the augmented forward of {key} before its backward")
-                self.rules[key] = GradRule(key, _joint_from_pair(aug, fn), "augmented_forward/backward")
+                self.rules[key] = GradRule(key, _joint_from_pair(aug, fn), "augmented_forward/backward",
+                                           supports_complex=complex_ok)
             return fn
         return register
 

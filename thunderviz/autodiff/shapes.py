@@ -27,9 +27,12 @@ def match_input(x: TensorProxy, g: TensorProxy) -> TensorProxy:
     """The gradient of `x` from `g`: same shape (un-broadcast), dtype and device as `x`.
 
     Covers 0-dim CPU tensors mixed with CUDA tensors (their gradient goes back to the CPU)
-    and type promotion (an f32 input used in an f64 op gets an f32 gradient).
+    and type promotion (an f32 input used in an f64 op gets an f32 gradient); a real input
+    whose gradient came out complex gets its real part, as torch's `handle_r_to_c`.
     """
     g = sum_to(g, x.shape)
+    if g.dtype.is_complex and not x.dtype.is_complex:
+        g = aten.real.default(g)  # a real input of a complex result (torch's handle_r_to_c)
     if g.dtype != x.dtype or g.device != x.device:
         g = aten._to_copy.default(g, dtype=x.dtype, device=x.device)
     return g

@@ -121,6 +121,9 @@ def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str
     rule = rules.get(bsym.sym.id)
     if rule is not None and not rule.applies_to(bsym):
         rule = None  # this call is differentiated through its subsymbols
+    refused_complex = rule is not None and rule.refuses_complex(bsym)
+    if refused_complex:
+        rule = None  # its subsymbols may have rules that support complex tensors
     if rule is not None and _float_outs(bsym):
         units.append(_Unit(bsym, top, rule if rule.differentiable else None))
         if rule.differentiable:
@@ -142,6 +145,8 @@ def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str
             for sub in bsym.subsymbols:
                 _flatten(sub, top, rules, needs, units)
             return
+    if refused_complex:
+        raise AutodiffError.complex_unsupported(bsym, top)
     raise AutodiffError.no_rule(bsym, top)
 
 

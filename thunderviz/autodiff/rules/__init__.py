@@ -6,6 +6,7 @@ from thunderviz.autodiff.rules import (
     attention,
     casts,
     collectives,
+    complex_numbers,
     composite,
     custom_function,
     distances,
@@ -34,7 +35,7 @@ BUILTIN_RULES = RuleSet.merged(
      shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES, recurrent.RULES,
      masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES,
      composite.RULES, scans.RULES, distances.RULES, indexed_reductions.RULES, linalg_solve.RULES,
-     linalg_factor.RULES, fft.RULES, nn_kernels.RULES],
+     linalg_factor.RULES, fft.RULES, nn_kernels.RULES, complex_numbers.RULES],
 )
 
 __all__ = ["BUILTIN_RULES"]

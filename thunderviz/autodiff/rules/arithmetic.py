@@ -3,6 +3,11 @@ rounding modes), modular arithmetic, blends and fused multiply-adds.
 
 `put_grad` un-broadcasts, casts and moves each gradient to its input, so a rule writes the
 gradient at the output's (broadcast) shape and never sums by hand.
+
+Complex tensors: as torch's derivatives.yaml, the cotangent is multiplied by the conjugate
+of the derivative (`mul`: grad * other.conj()); `put_grad` keeps the real part for a real
+input of a complex result. Ops torch defines for real numbers only say so
+(`supports_complex=False`).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
+    conj,
     one_minus,
     scaled,
     zero_where,
@@ -17,7 +23,7 @@ from thunderviz.autodiff.rules.common import (
 )
 from thunderviz.prims import aten
 
-RULES = RuleSet("arithmetic")
+RULES = RuleSet("arithmetic", supports_complex=True)
 
 
 # --- arithmetic ---------------------------------------------------------------------------
@@ -69,16 +75,16 @@ def mul(a, b):
     out = aten.mul.Tensor(a, b)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, aten.mul.Tensor(g, b))
+        put_grad(a, aten.mul.Tensor(g, conj(b)))
     if requires_grad(b):
-        put_grad(b, aten.mul.Tensor(g, a))
+        put_grad(b, aten.mul.Tensor(g, conj(a)))
     return out
 
 
 @RULES.grad(aten.mul.Scalar)
 def mul_scalar(a, other):
     out = aten.mul.Scalar(a, other)
-    put_grad(a, aten.mul.Tensor(get_grad(out), other))
+    put_grad(a, aten.mul.Tensor(get_grad(out), conj(other)))
     return out
 
 
@@ -86,9 +92,10 @@ def _div_grads(a, b, g):
     # d(a/b)/da = 1/b; d(a/b)/db = -a/b^2, computed as -(a/b)/b like autograd (stabler
     # than -a/(b*b) when b*b would overflow or underflow).
     if requires_grad(a):
-        put_grad(a, aten.div.Tensor(g, b))
+        put_grad(a, aten.div.Tensor(g, conj(b)))
     if requires_grad(b):
-        put_grad(b, aten.mul.Tensor(aten.neg.default(g), aten.div.Tensor(aten.div.Tensor(a, b), b)))
+        put_grad(b, aten.mul.Tensor(aten.neg.default(g),
+                                    conj(aten.div.Tensor(aten.div.Tensor(a, b), b))))
 
 
 @RULES.grad(aten.div.Tensor)
@@ -101,7 +108,7 @@ def div(a, b):
 @RULES.grad(aten.div.Scalar)
 def div_scalar(a, other):
     out = aten.div.Scalar(a, other)
-    put_grad(a, aten.div.Tensor(get_grad(out), other))
+    put_grad(a, aten.div.Tensor(get_grad(out), conj(other)))
     return out
 
 
@@ -122,7 +129,7 @@ def div_mode(a, b, *, rounding_mode):
 def div_scalar_mode(a, other, *, rounding_mode):
     out = aten.div.Scalar_mode(a, other, rounding_mode=rounding_mode)
     g = get_grad(out)
-    put_grad(a, aten.div.Tensor(g, other) if rounding_mode is None else zeros_of(a))
+    put_grad(a, aten.div.Tensor(g, conj(other)) if rounding_mode is None else zeros_of(a))
     return out
 
 
@@ -174,13 +181,17 @@ def _slope_one_rule(op):
     return slope_one
 
 
-RULES.grad(aten.fmod.Tensor)(_modular_rule(aten.fmod.Tensor, "trunc"))
-RULES.grad(aten.remainder.Tensor)(_modular_rule(aten.remainder.Tensor, "floor"))
-for _op in (aten.add.Scalar, aten.sub.Scalar, aten.fmod.Scalar, aten.remainder.Scalar):
+# real numbers only (torch has no complex fmod or remainder)
+RULES.grad(aten.fmod.Tensor, supports_complex=False)(_modular_rule(aten.fmod.Tensor, "trunc"))
+RULES.grad(aten.remainder.Tensor, supports_complex=False)(
+    _modular_rule(aten.remainder.Tensor, "floor"))
+for _op in (aten.add.Scalar, aten.sub.Scalar):
     RULES.grad(_op)(_slope_one_rule(_op))
+for _op in (aten.fmod.Scalar, aten.remainder.Scalar):
+    RULES.grad(_op, supports_complex=False)(_slope_one_rule(_op))
 
 
-@RULES.grad(aten.remainder.Scalar_Tensor)
+@RULES.grad(aten.remainder.Scalar_Tensor, supports_complex=False)
 def remainder_scalar_tensor(a, b):
     out = aten.remainder.Scalar_Tensor(a, b)
     g = get_grad(out)
@@ -197,9 +208,9 @@ def lerp(a, end, weight):
     out = aten.lerp.Scalar(a, end, weight)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, aten.mul.Tensor(g, 1 - weight))
+        put_grad(a, aten.mul.Tensor(g, conj(1 - weight)))
     if requires_grad(end):
-        put_grad(end, aten.mul.Tensor(g, weight))
+        put_grad(end, aten.mul.Tensor(g, conj(weight)))
     return out
 
 
@@ -208,11 +219,11 @@ def lerp_tensor(a, end, weight):
     out = aten.lerp.Tensor(a, end, weight)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, aten.mul.Tensor(g, one_minus(weight)))
+        put_grad(a, aten.mul.Tensor(g, conj(one_minus(weight))))
     if requires_grad(end):
-        put_grad(end, aten.mul.Tensor(g, weight))
+        put_grad(end, aten.mul.Tensor(g, conj(weight)))
     if requires_grad(weight):
-        put_grad(weight, aten.mul.Tensor(g, aten.sub.Tensor(end, a)))
+        put_grad(weight, aten.mul.Tensor(g, conj(aten.sub.Tensor(end, a))))
     return out
 
 
@@ -224,9 +235,9 @@ def addcmul(a, t1, t2, **kwargs):
     g = get_grad(out)
     put_grad(a, g)
     if requires_grad(t1):
-        put_grad(t1, aten.mul.Tensor(g, scaled(t2, value)))
+        put_grad(t1, aten.mul.Tensor(g, conj(scaled(t2, value))))
     if requires_grad(t2):
-        put_grad(t2, aten.mul.Tensor(g, scaled(t1, value)))
+        put_grad(t2, aten.mul.Tensor(g, conj(scaled(t1, value))))
     return out
 
 
@@ -238,14 +249,14 @@ def addcdiv(a, t1, t2, **kwargs):
     g = get_grad(out)
     put_grad(a, g)
     if requires_grad(t1):
-        put_grad(t1, aten.div.Tensor(scaled(g, value), t2))
+        put_grad(t1, aten.div.Tensor(scaled(g, conj(value)), conj(t2)))
     if requires_grad(t2):
-        put_grad(t2, aten.mul.Tensor(aten.neg.default(g), aten.div.Tensor(
-            scaled(t1, value), aten.mul.Tensor(t2, t2))))
+        put_grad(t2, aten.mul.Tensor(aten.neg.default(g), conj(aten.div.Tensor(
+            scaled(t1, value), aten.mul.Tensor(t2, t2)))))
     return out
 
 
-@RULES.grad(aten.hypot.default)
+@RULES.grad(aten.hypot.default, supports_complex=False)
 def hypot(a, b):
     # hypot = sqrt(a**2 + b**2): d/da = a / hypot
     out = aten.hypot.default(a, b)
@@ -256,7 +267,7 @@ def hypot(a, b):
     return out
 
 
-@RULES.grad(aten.logaddexp.default)
+@RULES.grad(aten.logaddexp.default, supports_complex=False)
 def logaddexp(a, b):
     # log(e**a + e**b): d/da = e**a / (e**a + e**b) = 1 / (1 + e**(b - a))
     out = aten.logaddexp.default(a, b)
@@ -268,7 +279,7 @@ def logaddexp(a, b):
     return out
 
 
-@RULES.grad(aten.xlogy.Tensor)
+@RULES.grad(aten.xlogy.Tensor, supports_complex=False)
 def xlogy(a, b):
     # a * log(b), defined as 0 at a == 0. d/da = log(b), taken as 0 where a == 0 and
     # b <= 0 (log undefined: autograd uses the derivative along a == 0); d/db = a / b
@@ -283,7 +294,7 @@ def xlogy(a, b):
     return out
 
 
-@RULES.grad(aten.xlogy.Scalar_Other)
+@RULES.grad(aten.xlogy.Scalar_Other, supports_complex=False)
 def xlogy_scalar_other(a, other):
     out = aten.xlogy.Scalar_Other(a, other)
     da = aten.xlogy.Scalar_Other(get_grad(out), other)
@@ -293,7 +304,7 @@ def xlogy_scalar_other(a, other):
     return out
 
 
-@RULES.grad(aten.xlogy.Scalar_Self)
+@RULES.grad(aten.xlogy.Scalar_Self, supports_complex=False)
 def xlogy_scalar_self(a, b):
     out = aten.xlogy.Scalar_Self(a, b)
     put_grad(b, aten.div.Tensor(aten.mul.Tensor(get_grad(out), a), b))

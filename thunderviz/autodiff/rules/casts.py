@@ -10,7 +10,7 @@ from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import scaled
 from thunderviz.prims import aten
 
-RULES = RuleSet("casts")
+RULES = RuleSet("casts", supports_complex=True)
 
 
 # --- casts, copies, dropout ----------------------------------------------------------------

@@ -22,6 +22,16 @@ def one_minus(x):
     return aten.add.Tensor(aten.neg.default(x), 1)
 
 
+def conj(x):
+    """The complex conjugate of a tensor or Python number; real values pass unchanged.
+    torch's complex gradients multiply the cotangent by the conjugate of the derivative."""
+    if isinstance(x, complex):
+        return x.conjugate()
+    if getattr(x, "dtype", None) is not None and x.dtype.is_complex:
+        return aten.conj_physical.default(x)
+    return x
+
+
 def scaled(g, c):
     """g * c for a Python number c, skipping the multiply when c is 1."""
     return g if c == 1 else aten.mul.Tensor(g, c)

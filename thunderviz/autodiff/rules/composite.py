@@ -11,10 +11,11 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import conj
 from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.prims import aten
 
-RULES = RuleSet("composite")
+RULES = RuleSet("composite", supports_complex=True)
 
 
 @RULES.grad(aten.movedim.int)
@@ -81,9 +82,9 @@ def outer(a, b):
     out = aten.outer.default(a, b)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, aten.mv.default(g, b))
+        put_grad(a, aten.mv.default(g, conj(b)))
     if requires_grad(b):
-        put_grad(b, aten.mv.default(aten.t.default(g), a))
+        put_grad(b, aten.mv.default(aten.t.default(g), conj(a)))
     return out
 
 
@@ -150,7 +151,7 @@ def _bilinear_rule(fn):
         return out
 
     bilinear.__name__ = bilinear.__qualname__ = f"bilinear[{sym.id}]"
-    RULES.grad(fn)(bilinear)
+    RULES.grad(fn, supports_complex=False)(bilinear)
 
 
 _bilinear_rule(torch.nn.functional.bilinear)

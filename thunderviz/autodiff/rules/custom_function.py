@@ -34,7 +34,7 @@ from thunderviz.capture.errors import where
 from thunderviz.core.context import current_builder
 from thunderviz.core.proxies import Proxy, TensorProxy
 
-RULES = RuleSet("custom_function")
+RULES = RuleSet("custom_function", supports_complex=True)  # the user's backward
 
 
 def _fresh_like(p: Any) -> Any:

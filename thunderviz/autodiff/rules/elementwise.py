@@ -264,7 +264,7 @@ def _zero_grad_rule(op):
 
 
 # Flat almost everywhere: autograd gives them a zero gradient (not none).
-for _op in (aten.sign.default, aten.sgn.default, aten.floor.default, aten.ceil.default,
+for _op in (aten.sign.default, aten.floor.default, aten.ceil.default,
             aten.round.default, aten.round.decimals, aten.trunc.default):
     _zero_grad_rule(_op)
 
@@ -272,9 +272,7 @@ for _op in (aten.sign.default, aten.sgn.default, aten.floor.default, aten.ceil.d
 # frac(a) = a - trunc(a): slope 1 between the jumps
 _unary(aten.frac.default, lambda g, a, out: g)
 
-# d|a| = sign(a), 0 at 0
-_unary(aten.abs.default, lambda g, a, out: aten.mul.Tensor(g, aten.sign.default(a)))
-
+# abs and sgn (which see complex numbers): rules/complex_numbers.py
 
 def _copysign_self_grad(g, a, out):
     # copysign(a, b) = a * s with s = out / a in {-1, 1}; 0 where a == 0 (a kink)

@@ -13,7 +13,7 @@ from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.prims import aten
 
-RULES = RuleSet("fft")
+RULES = RuleSet("fft", supports_complex=True)
 
 
 @RULES.grad(aten._fft_c2c.default)

@@ -6,8 +6,9 @@ saved) and produces the weight's gradient in the weight's own layout. `torch.mat
 `einsum` have no rules of their own: they decompose into these (`expand`/`bmm`/
 `_unsafe_view` for batched matmul, `dot`/`mv` for vectors).
 
-For out = a @ b with cotangent g: da = g @ bᵀ and db = aᵀ @ g. The `add*` forms
-(c*beta + alpha * a @ b) scale g by beta for c and by alpha for the product.
+For out = a @ b with cotangent g: da = g @ bᴴ and db = aᴴ @ g (the conjugate transpose, as
+torch's derivatives.yaml; the plain transpose for real matrices). The `add*` forms
+(c*beta + alpha * a @ b) scale g by conj(beta) for c and by conj(alpha) for the product.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import torch.nn.functional as F
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import scaled
+from thunderviz.autodiff.rules.common import conj, scaled
 from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.prims import aten
 
-RULES = RuleSet("linalg")
+RULES = RuleSet("linalg", supports_complex=True)
 
 LINEAR = torch_symbol(F.linear)
 
@@ -31,16 +32,20 @@ def _mT(x):
 
 
 def _product_grads(a, b, g, product, transpose) -> None:
-    """da = g @ bᵀ, db = aᵀ @ g, for `product` mm or bmm with its `transpose`."""
+    """da = g @ bᴴ, db = aᴴ @ g, for `product` mm or bmm with its `transpose`."""
     if requires_grad(a):
-        put_grad(a, product(g, transpose(b)))
+        put_grad(a, product(g, conj(transpose(b))))
     if requires_grad(b):
-        put_grad(b, product(transpose(a), g))
+        put_grad(b, product(conj(transpose(a)), g))
+
+
+def _alpha(kwargs):
+    return conj(kwargs.get("alpha", 1))
 
 
 def _added_term_grad(c, g, kwargs) -> None:
     if requires_grad(c):
-        put_grad(c, scaled(g, kwargs.get("beta", 1)))
+        put_grad(c, scaled(g, conj(kwargs.get("beta", 1))))
 
 
 @RULES.grad(aten.mm.default)
@@ -55,7 +60,7 @@ def addmm(bias, a, b, **kwargs):
     out = aten.addmm.default(bias, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(bias, g, kwargs)
-    _product_grads(a, b, scaled(g, kwargs.get("alpha", 1)), aten.mm.default, aten.t.default)
+    _product_grads(a, b, scaled(g, _alpha(kwargs)), aten.mm.default, aten.t.default)
     return out
 
 
@@ -71,7 +76,7 @@ def baddbmm(c, a, b, **kwargs):
     out = aten.baddbmm.default(c, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
-    _product_grads(a, b, scaled(g, kwargs.get("alpha", 1)), aten.bmm.default, _mT)
+    _product_grads(a, b, scaled(g, _alpha(kwargs)), aten.bmm.default, _mT)
     return out
 
 
@@ -81,7 +86,7 @@ def addbmm(c, a, b, **kwargs):
     out = aten.addbmm.default(c, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
-    ga = aten.expand.default(aten.unsqueeze.default(scaled(g, kwargs.get("alpha", 1)), 0),
+    ga = aten.expand.default(aten.unsqueeze.default(scaled(g, _alpha(kwargs)), 0),
                              [a.shape[0], *g.shape])
     _product_grads(a, b, ga, aten.bmm.default, _mT)
     return out
@@ -92,9 +97,9 @@ def dot(a, b):
     out = aten.dot.default(a, b)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, aten.mul.Tensor(b, g))
+        put_grad(a, aten.mul.Tensor(conj(b), g))
     if requires_grad(b):
-        put_grad(b, aten.mul.Tensor(a, g))
+        put_grad(b, aten.mul.Tensor(conj(a), g))
     return out
 
 
@@ -103,11 +108,11 @@ def _outer(u, v):
 
 
 def _matrix_vector_grads(m, v, g) -> None:
-    """out = m @ v: dm = g ⊗ v, dv = mᵀ @ g."""
+    """out = m @ v: dm = g ⊗ conj(v), dv = mᴴ @ g."""
     if requires_grad(m):
-        put_grad(m, _outer(g, v))
+        put_grad(m, _outer(g, conj(v)))
     if requires_grad(v):
-        put_grad(v, aten.mv.default(aten.t.default(m), g))
+        put_grad(v, aten.mv.default(conj(aten.t.default(m)), g))
 
 
 @RULES.grad(aten.mv.default)
@@ -122,7 +127,7 @@ def addmv(c, m, v, **kwargs):
     out = aten.addmv.default(c, m, v, **kwargs)
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
-    _matrix_vector_grads(m, v, scaled(g, kwargs.get("alpha", 1)))
+    _matrix_vector_grads(m, v, scaled(g, _alpha(kwargs)))
     return out
 
 
@@ -140,18 +145,18 @@ def linear(*args, **kwargs):
     if weight.ndim == 1:
         g_col = aten.unsqueeze.default(g, -1)
         if requires_grad(x):
-            put_grad(x, aten.mul.Tensor(g_col, weight))
+            put_grad(x, aten.mul.Tensor(g_col, conj(weight)))
         if requires_grad(weight):
-            put_grad(weight, aten.mul.Tensor(g_col, x))  # put_grad sums the leading dims
+            put_grad(weight, aten.mul.Tensor(g_col, conj(x)))  # put_grad sums the leading dims
         if requires_grad(bias):
             put_grad(bias, g)
         return out
     g2 = aten.reshape.default(g, [-1, weight.shape[0]])
     if requires_grad(x):
-        put_grad(x, aten.reshape.default(aten.mm.default(g2, weight), list(x.shape)))
+        put_grad(x, aten.reshape.default(aten.mm.default(g2, conj(weight)), list(x.shape)))
     if requires_grad(weight):
         x2 = aten.reshape.default(x, [-1, weight.shape[1]])
-        put_grad(weight, aten.mm.default(aten.t.default(g2), x2))
+        put_grad(weight, aten.mm.default(aten.t.default(g2), conj(x2)))
     if requires_grad(bias):
         put_grad(bias, aten.sum.dim_IntList(g2, [0]))
     return out

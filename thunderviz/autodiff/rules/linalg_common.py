@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.prims import aten
 
 
@@ -69,11 +68,3 @@ def pinv_backward(g, pinv, a):
     for t in terms[1:]:
         out = aten.add.Tensor(out, t)
     return out
-
-
-def refuse_complex(op_name: str, *xs) -> None:
-    """The linear-algebra rules are written and tested for real matrices."""
-    if any(x is not None and x.dtype.is_complex for x in xs):
-        raise AutodiffError(f"thunderviz has no gradient for {op_name} of complex matrices "
-                            "(complex autodiff is out of scope); compute it on detached "
-                            "values or under torch.no_grad()")

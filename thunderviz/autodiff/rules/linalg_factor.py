@@ -18,13 +18,12 @@ from thunderviz.autodiff.rules.linalg_common import (
     matmul,
     mH,
     pinv_backward,
-    refuse_complex,
     safe_div,
     solve_tri,
 )
 from thunderviz.prims import aten
 
-RULES = RuleSet("linalg_factor")
+RULES = RuleSet("linalg_factor")  # real matrices only: the sweep refuses complex ones
 
 
 def _add(*ts):
@@ -63,7 +62,6 @@ def _lu_grad(gl, gu, p, lower, upper):
 
 @RULES.grad(aten.linalg_lu.default)
 def linalg_lu(a, *, pivot=True):
-    refuse_complex("linalg.lu", a)
     p, lower, upper = aten.linalg_lu.default(a, pivot=pivot)
     gl, gu = get_grad(lower), get_grad(upper)
     put_grad(a, _lu_grad(gl, gu, p, lower, upper))
@@ -73,7 +71,6 @@ def linalg_lu(a, *, pivot=True):
 @RULES.grad(aten.linalg_lu_factor_ex.default)
 def linalg_lu_factor_ex(a, *, pivot=True, check_errors=False):
     """The packed factors: L below the diagonal, U on and above it."""
-    refuse_complex("linalg.lu_factor", a)
     lu, pivots, info = aten.linalg_lu_factor_ex.default(a, pivot=pivot, check_errors=check_errors)
     g = get_grad(lu)
     p, lower, upper = aten.lu_unpack.default(lu, pivots)
@@ -117,7 +114,6 @@ def _qr_grad_tall(gq, gr, q, r):
 
 @RULES.grad(aten.linalg_qr.default)
 def linalg_qr(a, mode="reduced"):
-    refuse_complex("linalg.qr", a)
     m, n = a.shape[-2], a.shape[-1]
     if mode == "r" or (mode == "complete" and m > n):
         raise AutodiffError(f"linalg.qr(mode={mode!r}) is not differentiable (Q is not "
@@ -165,7 +161,6 @@ def _svd_grad(gu, gs, gvh, u, s, vh):
 
 @RULES.grad(aten._linalg_svd.default)
 def linalg_svd(a, full_matrices=False, compute_uv=True, **kwargs):
-    refuse_complex("linalg.svd", a)
     u, s, vh = aten._linalg_svd.default(a, full_matrices, compute_uv, **kwargs)
     if not compute_uv:  # svdvals: the gradient is U diag(gS) Vᴴ
         fu, _, fvh = aten._linalg_svd.default(a, False, True, **kwargs)
@@ -185,7 +180,6 @@ def linalg_svd(a, full_matrices=False, compute_uv=True, **kwargs):
 @RULES.grad(aten._linalg_eigh.default)
 def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument name
     """A = V diag(L) Vᴴ: gA = V (diag(gL) + skew(Vᴴ gV) / (L_j - L_i)) Vᴴ."""
-    refuse_complex("linalg.eigh", a)
     values, vectors = aten._linalg_eigh.default(a, UPLO, compute_v)
     v = vectors if compute_v else aten._linalg_eigh.default(a, UPLO, True)[1]
     gl = get_grad(values)
@@ -206,7 +200,6 @@ def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument n
 
 def _pinv_rule(op):
     def rule(a, *args, **kwargs):
-        refuse_complex("linalg.pinv", a)
         out = op(a, *args, **kwargs)
         put_grad(a, pinv_backward(get_grad(out), out, a))
         return out
@@ -224,7 +217,6 @@ for _op in (aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float,
 def linalg_matrix_exp(a):
     """The adjoint of exp's differential: exp([[Aᴴ, g], [0, Aᴴ]]) holds it in its
     upper-right block."""
-    refuse_complex("linalg.matrix_exp", a)
     out = aten.linalg_matrix_exp.default(a)
     g = get_grad(out)
     n = a.shape[-1]

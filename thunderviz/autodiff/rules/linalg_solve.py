@@ -15,12 +15,11 @@ from thunderviz.autodiff.rules.linalg_common import (
     is_vector_rhs,
     matmul,
     mH,
-    refuse_complex,
     solve_tri,
 )
 from thunderviz.prims import aten
 
-RULES = RuleSet("linalg_solve")
+RULES = RuleSet("linalg_solve")  # real matrices only: the sweep refuses complex ones
 
 
 def _neg(x):
@@ -29,7 +28,6 @@ def _neg(x):
 
 @RULES.grad(aten.linalg_inv_ex.default)
 def linalg_inv_ex(a, **kwargs):
-    refuse_complex("linalg.inv", a)
     inverse, info = aten.linalg_inv_ex.default(a, **kwargs)
     g = get_grad(inverse)
     put_grad(a, _neg(matmul(mH(inverse), matmul(g, mH(inverse)))))
@@ -50,7 +48,6 @@ def _solve_grads(a, b, x, g, solve_adjoint, left):
 
 @RULES.grad(aten._linalg_solve_ex.default)
 def linalg_solve_ex(a, b, left=True, check_errors=False):
-    refuse_complex("linalg.solve", a, b)
     x, lu, pivots, info = aten._linalg_solve_ex.default(a, b, left=left,
                                                          check_errors=check_errors)
     g = get_grad(x)
@@ -61,7 +58,6 @@ def linalg_solve_ex(a, b, left=True, check_errors=False):
 
 @RULES.grad(aten.linalg_solve_triangular.default)
 def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
-    refuse_complex("linalg.solve_triangular", a, b)
     x = aten.linalg_solve_triangular.default(a, b, upper=upper, left=left,
                                              unitriangular=unitriangular)
     g = get_grad(x)
@@ -83,7 +79,6 @@ def _triangle(t, upper, unitriangular):
 def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
     """The older API: solves op(A) X = B and also returns a copy of A, whose cotangent goes
     to A as it is."""
-    refuse_complex("triangular_solve", a, b)
     x, a_copy = aten.triangular_solve.default(b, a, upper, transpose, unitriangular)
     g, g_copy = get_grad(x), get_grad(a_copy)
     gb, _ = aten.triangular_solve.default(g, a, upper, not transpose, unitriangular)
@@ -97,7 +92,6 @@ def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
 @RULES.grad(aten.linalg_lu_solve.default)
 def linalg_lu_solve(lu, pivots, b, *, left=True, adjoint=False):
     """torch's `linalg_lu_solve_LU` for the packed factors; B as in any solve."""
-    refuse_complex("linalg.lu_solve", lu, b)
     x = aten.linalg_lu_solve.default(lu, pivots, b, left=left, adjoint=adjoint)
     g = get_grad(x)
     put_grad(b, aten.linalg_lu_solve.default(lu, pivots, g, left=left, adjoint=not adjoint))
@@ -136,7 +130,6 @@ def _cholesky_grad(g, lower_l, upper):
 
 @RULES.grad(aten.linalg_cholesky_ex.default)
 def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
-    refuse_complex("linalg.cholesky", a)
     factor, info = aten.linalg_cholesky_ex.default(a, upper=upper, check_errors=check_errors)
     put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
     return factor, info
@@ -144,7 +137,6 @@ def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
 
 @RULES.grad(aten.cholesky.default)
 def cholesky(a, upper=False):
-    refuse_complex("cholesky", a)
     factor = aten.cholesky.default(a, upper)
     put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
     return factor
@@ -153,7 +145,6 @@ def cholesky(a, upper=False):
 @RULES.grad(aten.cholesky_solve.default)
 def cholesky_solve(b, factor, upper=False):
     """X = (L Lᴴ)⁻¹ B: gB = (L Lᴴ)⁻¹ g; the factor's gradient is -(gB Xᴴ + X gBᴴ) L (lower)."""
-    refuse_complex("cholesky_solve", b, factor)
     x = aten.cholesky_solve.default(b, factor, upper)
     g = get_grad(x)
     gb = aten.cholesky_solve.default(g, factor, upper)
@@ -167,7 +158,6 @@ def cholesky_solve(b, factor, upper=False):
 
 @RULES.grad(aten.cholesky_inverse.default)
 def cholesky_inverse(factor, upper=False):
-    refuse_complex("cholesky_inverse", factor)
     inverse = aten.cholesky_inverse.default(factor, upper)
     g = get_grad(inverse)
     common = matmul(inverse, matmul(aten.add.Tensor(g, mH(g)), inverse))
@@ -190,7 +180,6 @@ def linalg_det(a):
     """d det / dA is the cofactor matrix, det(A) A⁻ᴴ where A is invertible. Computed from the
     SVD A = U diag(s) Vᴴ as det(U) det(Vᴴ) U diag(prod_{j≠i} s_j) Vᴴ, which stays exact for
     singular and nearly singular A (A⁻ᴴ does not exist or is noise there)."""
-    refuse_complex("linalg.det", a)
     det, lu, pivots = aten._linalg_det.default(a)
     g = get_grad(det)
     if a.shape[-1] == 0:  # 0 x 0 matrices: det is 1, the gradient is empty
@@ -215,7 +204,6 @@ def _exclusive_cumprod(s):
 @RULES.grad(aten._linalg_slogdet.default)
 def linalg_slogdet(a):
     """d log|det A| / dA = A⁻ᴴ; the sign is piecewise constant (no gradient)."""
-    refuse_complex("linalg.slogdet", a)
     sign, logabsdet, lu, pivots = aten._linalg_slogdet.default(a)
     g = get_grad(logabsdet)
     put_grad(a, _times_inverse_h(a, g))

@@ -56,7 +56,7 @@ def _reversed_cumsum(t, dim):
 
 # --- sum, mean -------------------------------------------------------------------------------
 
-@RULES.grad(aten.sum.dim_IntList)
+@RULES.grad(aten.sum.dim_IntList, supports_complex=True)
 def sum_dim(a, dim, keepdim=False, **kwargs):
     out = aten.sum.dim_IntList(a, dim, keepdim, **kwargs)
     g = _unreduce(get_grad(out), a, dim, keepdim)
@@ -64,7 +64,7 @@ def sum_dim(a, dim, keepdim=False, **kwargs):
     return out
 
 
-@RULES.grad(aten.sum.default)
+@RULES.grad(aten.sum.default, supports_complex=True)
 def sum_all(a, **kwargs):
     out = aten.sum.default(a, **kwargs)
     put_grad(a, aten.expand.default(get_grad(out), list(a.shape)))
@@ -77,14 +77,14 @@ def _mean_grad(g, a, dim, keepdim):
     return aten.div.Tensor(g, _count(a, dim))
 
 
-@RULES.grad(aten.mean.default)
+@RULES.grad(aten.mean.default, supports_complex=True)
 def mean_all(a, **kwargs):
     out = aten.mean.default(a, **kwargs)
     put_grad(a, _mean_grad(get_grad(out), a, None, True))
     return out
 
 
-@RULES.grad(aten.mean.dim)
+@RULES.grad(aten.mean.dim, supports_complex=True)
 def mean_dim(a, dim, keepdim=False, **kwargs):
     out = aten.mean.dim(a, dim, keepdim, **kwargs)
     put_grad(a, _mean_grad(get_grad(out), a, dim, keepdim))
@@ -374,11 +374,12 @@ def logsumexp(a, dim, keepdim=False):
     return out
 
 
-@RULES.grad(aten.linalg_vector_norm.default)
+@RULES.grad(aten.linalg_vector_norm.default, supports_complex=True)
 def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
-    """||a||_p = (sum |a|^p)^(1/p): d/da = sign(a) |a|^(p-1) / ||a||^(p-1). Special cases as
-    in autograd: p = 0 counts nonzeros (no gradient), p = 1 is sign(a), p = 2 is a / norm,
-    p = +-inf is amax/amin of |a| (split among ties); 0 where the norm is 0."""
+    """||a||_p = (sum |a|^p)^(1/p): d/da = sgn(a) |a|^(p-1) / ||a||^(p-1). Special cases as
+    in autograd: p = 0 counts nonzeros (no gradient), p = 1 is sgn(a), p = 2 is a / norm,
+    p = +-inf is amax/amin of |a| (split among ties); 0 where the norm is 0. sgn (a / |a|)
+    is sign for real a and makes every case right for complex a (torch's norm_backward)."""
     out = aten.linalg_vector_norm.default(a, ord, dim, keepdim, **kwargs)
     g = get_grad(out)
     if ord == 0:
@@ -387,7 +388,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
     norm = _unreduce(out, a, dim, keepdim)
     norm_is_zero = aten.eq.Scalar(norm, 0)
     if ord == 1:
-        put_grad(a, aten.mul.Tensor(aten.sign.default(a), g))
+        put_grad(a, aten.mul.Tensor(aten.sgn.default(a), g))
     elif ord == 2:
         scaled = aten.div.Tensor(a, norm)
         put_grad(a, aten.mul.Tensor(g, zero_where(norm_is_zero, scaled)))
@@ -395,16 +396,16 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
         abs_a = aten.abs.default(a)
         picked = aten.logical_or.default(aten.eq.Tensor(abs_a, norm), aten.isnan.default(abs_a))
         spread = aten.mul.Tensor(aten.div.Tensor(g, aten.sum.dim_IntList(picked, _dims(a, dim), True)), picked)
-        put_grad(a, aten.mul.Tensor(aten.sign.default(a), spread))
+        put_grad(a, aten.mul.Tensor(aten.sgn.default(a), spread))
     elif ord < 1:
         # |a|^(p-1) is inf at a == 0 for p < 1: those elements get 0
         pw = aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1)
         pw = zero_where(aten.eq.Scalar(a, 0), pw)
-        scaled = aten.mul.Tensor(aten.sign.default(a), pw)
+        scaled = aten.mul.Tensor(aten.sgn.default(a), pw)
         put_grad(a, aten.mul.Tensor(aten.mul.Tensor(scaled, g), aten.pow.Tensor_Scalar(norm, 1 - ord)))
     else:
         if ord < 2:
-            scaled = aten.mul.Tensor(aten.sign.default(a), aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1))
+            scaled = aten.mul.Tensor(aten.sgn.default(a), aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1))
         else:  # a |a|^(p-2): the same for p >= 2, without sign()
             scaled = aten.mul.Tensor(a, aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 2))
         scale = aten.div.Tensor(g, aten.pow.Tensor_Scalar(norm, ord - 1))
@@ -415,7 +416,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
 
 # --- scans ---------------------------------------------------------------------------------
 
-@RULES.grad(aten.cumsum.default)
+@RULES.grad(aten.cumsum.default, supports_complex=True)
 def cumsum(a, dim, **kwargs):
     # out_i = sum_{j <= i} a_j, so d<g, out>/da_j = sum_{i >= j} g_i
     out = aten.cumsum.default(a, dim, **kwargs)

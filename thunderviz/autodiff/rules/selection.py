@@ -128,7 +128,7 @@ for _op, _keeps in ((aten.clamp_min.default, aten.ge.Scalar), (aten.clamp_min.Te
     RULES.grad(_op)(_one_sided_clamp_rule(_op, _keeps))
 
 
-@RULES.grad(aten.where.self)
+@RULES.grad(aten.where.self, supports_complex=True)
 def where(cond, a, b):
     out = aten.where.self(cond, a, b)
     g = get_grad(out)
@@ -139,7 +139,7 @@ def where(cond, a, b):
     return out
 
 
-@RULES.grad(aten.where.ScalarSelf)
+@RULES.grad(aten.where.ScalarSelf, supports_complex=True)
 def where_scalar_self(cond, a, b):
     out = aten.where.ScalarSelf(cond, a, b)
     g = get_grad(out)
@@ -147,7 +147,7 @@ def where_scalar_self(cond, a, b):
     return out
 
 
-@RULES.grad(aten.where.ScalarOther)
+@RULES.grad(aten.where.ScalarOther, supports_complex=True)
 def where_scalar_other(cond, a, b):
     out = aten.where.ScalarOther(cond, a, b)
     g = get_grad(out)
@@ -155,7 +155,7 @@ def where_scalar_other(cond, a, b):
     return out
 
 
-@RULES.grad(aten.masked_fill.Scalar)
+@RULES.grad(aten.masked_fill.Scalar, supports_complex=True)
 def masked_fill(a, mask, value):
     out = aten.masked_fill.Scalar(a, mask, value)
     g = get_grad(out)
@@ -163,7 +163,7 @@ def masked_fill(a, mask, value):
     return out
 
 
-@RULES.grad(aten.masked_fill.Tensor)
+@RULES.grad(aten.masked_fill.Tensor, supports_complex=True)
 def masked_fill_tensor(a, mask, value):
     # `value` (0-dim) is written at every masked place: its gradient is the sum there
     # (put_grad does the sum)

@@ -19,7 +19,7 @@ from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.symbol import Symbol
 from thunderviz.prims import aten
 
-RULES = RuleSet("shape")
+RULES = RuleSet("shape", supports_complex=True)  # linear maps: no conjugates
 
 _INT64_MAX = sys.maxsize  # what ATen means by "to the end" in slice
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import torch
 
-from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import scalar_zero
@@ -96,19 +95,6 @@ def frexp(a):
     g = get_grad(mantissa)
     put_grad(a, aten.div.Tensor(g, aten.exp2.default(aten._to_copy.default(exponent, dtype=a.dtype))))
     return mantissa, exponent
-
-
-@RULES.grad(aten.angle.default)
-def angle(a):
-    """For real a the angle is 0 or pi: constant, zero gradient (as autograd's)."""
-    if a.dtype.is_complex:
-        raise AutodiffError("the gradient of angle() of a complex tensor is not implemented in "
-                            "thunderviz (complex autodiff is out of scope); call it on "
-                            "detached values or under torch.no_grad()")
-    out = aten.angle.default(a)
-    g = get_grad(out)
-    put_grad(a, aten.mul.Tensor(g, scalar_zero(g)))
-    return out
 
 
 @RULES.grad(aten.nextafter.default)

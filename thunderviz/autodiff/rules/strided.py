@@ -62,7 +62,7 @@ def read_positions(a, size, stride, storage_offset):
         a.numel, dtype=torch.int64, device=a.device))
 
 
-@RULES.grad(aten.as_strided.default)
+@RULES.grad(aten.as_strided.default, supports_complex=True)  # numbers complex elements as pairs
 def as_strided(*args, **kwargs):
     """Each position's cotangent goes to the element of `a` it reads (summed where several
     read one element); positions outside `a` send nothing to `a`."""

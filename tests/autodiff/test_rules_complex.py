@@ -1,0 +1,175 @@
+"""Complex tensors: every rule family that accepts them against torch.autograd in
+complex128 on torch's own OpInfo samples (random complex cotangents on complex outputs,
+gradients of every complex or real input, torch's conjugate convention), the real part for
+a real input of a complex result, the refusal of a rule not checked for complex inputs,
+and a small model (FFT, a real weight, abs) trained through `thunderviz.jit` like eager."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.testing._internal.common_methods_invocations import op_db
+
+import thunderviz as tv
+from benchmarks import opinfo_census as census
+from thunderviz.autodiff.api import user_rules
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.prims import aten
+
+C128 = torch.complex128
+
+# OpInfo name -> the rule family it exercises (rules/<family>.py)
+FAMILIES = {
+    "arithmetic": ["add", "sub", "mul", "div.no_rounding_mode", "true_divide", "neg", "rsub",
+                   "addcmul", "addcdiv", "lerp", "__rmul__"],
+    "linalg": ["mm", "bmm", "addmm", "baddbmm", "addbmm", "dot", "mv", "addmv", "matmul",
+               "nn.functional.linear", "einsum", "inner", "kron", "tensordot", "addr"],
+    "composite": ["outer", "narrow", "movedim", "diag", "take"],
+    "reductions": ["sum", "mean", "cumsum", "linalg.vector_norm", "linalg.norm"],
+    "shape": ["reshape", "permute", "transpose", "cat", "stack", "flip", "roll", "gather",
+              "index_select", "diagonal", "expand", "tril", "repeat", "index_put"],
+    "strided": ["as_strided"],
+    "selection": ["where", "masked_fill"],
+    "casts": ["clone", "contiguous"],
+    "complex_numbers": ["abs", "sgn", "angle", "conj", "conj_physical", "real", "imag",
+                        "view_as_real"],
+    "fft": ["fft.fft", "fft.ifft", "fft.fft2", "fft.ifftn", "fft.hfft", "fft.irfft"],
+}
+
+
+def _cases(names: list[str], dtype: torch.dtype = C128, limit: int = 3):
+    out = []
+    for label in names:
+        (info,) = [o for o in op_db if census.label_of(o) == label]
+        for i, sample in enumerate(info.sample_inputs("cpu", dtype, requires_grad=False)):
+            if i >= limit:
+                break
+            out.append(pytest.param(census._sample_fn(info, sample),
+                                    (sample.input, *sample.args), dict(sample.kwargs),
+                                    id=f"{label}-{i}"))
+    return out
+
+
+def _agrees(fn, args, kwargs, dtype=C128) -> None:
+    """thunderviz.vjp against torch.autograd with the same random cotangents (census'
+    comparison: outputs and the gradient of every floating or complex input)."""
+    problem = census.check_sample(fn, args, kwargs, dtype)
+    assert problem is not None, "torch.autograd rejects this sample: pick another"
+    assert problem == "", problem
+
+
+@pytest.mark.parametrize("fn,args,kwargs", [c for names in FAMILIES.values() for c in _cases(names)])
+def test_complex_opinfo_samples_match_autograd(fn, args, kwargs):
+    _agrees(fn, args, kwargs)
+
+
+@pytest.mark.parametrize("fn,args,kwargs", _cases(["polar", "complex", "view_as_complex",
+                                                    "fft.rfft", "fft.ihfft"], torch.float64))
+def test_real_inputs_of_complex_results_match_autograd(fn, args, kwargs):
+    """Real inputs, complex outputs: the gradient is the real part (handle_r_to_c)."""
+    _agrees(fn, args, kwargs, torch.float64)
+
+
+def _real_loss(out):
+    """A real loss of a complex result, as a user writes one."""
+    return (out.abs() ** 2).sum() + torch.view_as_real(out).sum()
+
+
+@pytest.mark.parametrize("op", [torch.mul, torch.div, torch.add, torch.sub])
+def test_real_weight_times_complex_signal(op):
+    """The first bug found: a real weight times a complex tensor gave the weight
+    the wrong gradient (no conjugate, imaginary part dropped by a cast)."""
+    w = torch.rand(5, dtype=torch.float64) + 0.5
+    z = torch.randn(3, 5, dtype=C128)
+    for fn in (lambda w, z: _real_loss(op(w, z)), lambda w, z: _real_loss(op(z, w))):
+        _agrees(fn, (w, z), {}, torch.float64)
+
+
+def test_abs_sgn_angle_at_zero_follow_autograd():
+    z = torch.tensor([0j, 1 + 1j, -2j, 3.0 + 0j], dtype=C128)
+    for f in (torch.abs, torch.sgn, torch.angle):
+        _agrees(lambda z, f=f: _real_loss(f(z).to(C128)), (z,), {})
+
+
+def test_a_rule_not_checked_for_complex_is_refused_with_op_line_and_way_out():
+    z = torch.randn(4, dtype=C128)
+    with pytest.raises(tv.AutodiffError) as err:
+        tv.vjp(lambda z: torch.special.erfcx(z.real) + torch.exp(z).real)(
+            (z,), torch.randn(4, dtype=torch.float64))
+    message = str(err.value)
+    assert "aten.exp.default" in message and "complex" in message
+    assert "test_rules_complex.py" in message  # the user's line
+    assert "supports_complex=True" in message and "no_grad" in message
+    assert err.value.bsym is not None and err.value.bsym.sym.id == "aten.exp.default"
+
+
+def test_real_inputs_still_use_a_rule_without_complex_support():
+    x = torch.randn(4, dtype=torch.float64)
+    _agrees(lambda x: torch.exp(x), (x,), {}, torch.float64)
+
+
+def test_linalg_rules_for_real_matrices_refuse_complex_ones():
+    z = torch.randn(3, 3, dtype=C128)
+    with pytest.raises(tv.AutodiffError, match="aten.linalg_inv_ex.default .*complex"):
+        tv.vjp(torch.linalg.inv)((z,), torch.randn(3, 3, dtype=C128))
+
+
+def test_user_rules_opt_in_to_complex(monkeypatch):
+    """A user's rule is refused for complex tensors unless it says it supports them."""
+    plain, checked = RuleSet("plain"), RuleSet("checked")
+
+    def exp_rule(a):
+        out = aten.exp.default(a)
+        tv.put_grad(a, aten.mul.Tensor(tv.get_grad(out), aten.conj_physical.default(out)))
+        return out
+
+    plain.grad(aten.exp.default)(exp_rule)
+    checked.grad(aten.exp.default, supports_complex=True)(exp_rule)
+    z = torch.randn(4, dtype=C128)
+    monkeypatch.setitem(user_rules.rules, "aten.exp.default", plain.rules["aten.exp.default"])
+    with pytest.raises(tv.AutodiffError, match="complex"):
+        tv.vjp(torch.exp)((z,), torch.randn(4, dtype=C128))
+    monkeypatch.setitem(user_rules.rules, "aten.exp.default", checked.rules["aten.exp.default"])
+    _agrees(torch.exp, (z,), {})
+
+
+class SpectralFilter(nn.Module):
+    """A learned real gain per frequency of a complex signal: |FFT(x) * w|."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.rand(n, dtype=torch.float64) + 0.5)
+        self.mix = nn.Linear(n, 2, dtype=torch.float64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spectrum = torch.fft.fft(x, norm="ortho")
+        return self.mix((spectrum * self.gain).abs())
+
+
+def test_spectral_filter_trains_like_eager_through_jit():
+    torch.manual_seed(0)
+    model = SpectralFilter(8)
+    eager = copy.deepcopy(model)
+    jitted = tv.jit(model)
+    x = torch.randn(4, 8, dtype=C128)
+    target = torch.randn(4, 2, dtype=torch.float64)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_j = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        opt_e.zero_grad()
+        opt_j.zero_grad()
+        loss_e = ((eager(x) - target) ** 2).mean()
+        loss_j = ((jitted(x) - target) ** 2).mean()
+        loss_e.backward()
+        loss_j.backward()
+        torch.testing.assert_close(loss_j, loss_e, rtol=1e-12, atol=1e-14)
+        for (name, p_j), p_e in zip(model.named_parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(p_j.grad, p_e.grad, rtol=1e-10, atol=1e-12,
+                                       msg=lambda m, name=name: f"{name}: {m}")
+        opt_e.step()
+        opt_j.step()
+    for p_j, p_e in zip(model.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(p_j, p_e, rtol=1e-10, atol=1e-12)
