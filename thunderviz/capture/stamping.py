@@ -3,9 +3,9 @@
 A model's repeated blocks (the items of a ModuleList or Sequential that share their class
 with a sibling) record the same ops each time, on other proxies. With fake tensors nothing
 is computed, so once a block's recording is known for a *call signature* (the block's
-class, training flag, grad and autocast modes, every plain attribute of it and its
-submodules, the structure, metadata and aliasing of its inputs, its parameters' and
-buffers' metadata) a later call with the same signature can be
+class, training flag, grad and autocast modes, the structure, metadata and aliasing of its
+inputs, its parameters' and buffers' metadata, and the values of the attributes its forward
+read: capture/attribute_reads.py) a later call with the same signature can be
 written out from that recording: the same bound symbols with fresh names drawn from the
 trace's NameGenerator in the order the recording drew them, the block's own parameters in
 place of the recorded block's, and module paths moved to the new block.
@@ -16,8 +16,7 @@ recorder's caches, whose first fill names things differently, to be warm). Any b
 that could record differently is recorded for real: one with hooks, one that reads a
 tensor from outside its inputs and parameters, creates constants, mutates its inputs,
 reads values, returns a view, takes a non-primitive Python object
-(a KV cache), or runs inside another recorded call. Hugging Face blocks hold their layer
-index as an attribute, so they differ and are all recorded: exact first, fast second.
+(a KV cache), sets an attribute, or runs inside another recorded call.
 """
 
 from __future__ import annotations
@@ -33,15 +32,18 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import _disable_current_modes
 
+from thunderviz.capture.attribute_reads import (
+    MODULE_INTERNALS,
+    current_values,
+    reading_attributes,
+    value_signature,
+)
 from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 
 __all__ = ["stamping_blocks"]
 
 _PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
-# nn.Module's own bookkeeping (parameter/buffer/module tables, hook tables: hooks are
-# checked apart) rather than what the forward reads
-_MODULE_INTERNALS = set(torch.nn.Module().__dict__) - {"training"}
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                "_backward_pre_hooks", "_state_dict_hooks", "_forward_hooks_with_kwargs")
 
@@ -58,6 +60,7 @@ class _Recording:
     out_spec: Any
     out_leaves: list[Any]  # non-tensors as they are; tensors as ("in", i) / ("new", proxy, meta)
     path: str  # the block's module path
+    reads: dict[tuple[str, str], Any]  # the attributes its forward read, and their values
 
     @property
     def has_new_outputs(self) -> bool:
@@ -117,7 +120,7 @@ class _Stamper:
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
         self.candidates: dict[Any, _Recording] = {}
-        self.proven: dict[Any, _Recording] = {}
+        self.proven: dict[Any, list[_Recording]] = {}
         self.refused: set[Any] = set()
         self.owner = threading.get_ident()
 
@@ -131,9 +134,9 @@ class _Stamper:
             if key_and_call is None:
                 return original(block, *args, **kwargs)
             key, call = key_and_call
-            proven = self.proven.get(key)
-            if proven is not None:
-                return self._stamp(proven, call)
+            for proven in self.proven.get(key, ()):
+                if current_values(block, proven.reads):
+                    return self._stamp(proven, call)
             if key in self.refused:
                 return original(block, *args, **kwargs)
             return self._record(key, call, original, block, args, kwargs)
@@ -162,10 +165,6 @@ class _Stamper:
                 sig.append((type(leaf), repr(leaf)))
             else:
                 return None  # a Python object the block may read or change (a KV cache)
-        attributes = _attributes(block)
-        if attributes is None:
-            return None
-        sig.append(attributes)
         state = {}
         for name, t in [*block.named_parameters(remove_duplicate=False),
                         *block.named_buffers(remove_duplicate=False)]:
@@ -200,22 +199,28 @@ class _Stamper:
         watched = [*call.input_tensors, *_state_tensors(block)]
         watched += [rec._views[id(t)].base for t in watched if id(t) in rec._views]
         before = {id(t): (rec._proxies.get(id(t)), rec._versions.get(id(t))) for t in watched}
-        out = original(block, *args, **kwargs)
+        # an attribute set or a parameter/buffer swapped inside: a side effect, not stamped
+        attributes = (_attributes(block), [id(t) for t in _state_tensors(block)])
+        with reading_attributes(block) as reads:
+            out = original(block, *args, **kwargs)
         recording = None
-        if (len(rec.constants) == n_constants and len(rec.data_dependent) == n_data_dependent
-                and all((rec._proxies.get(i), rec._versions.get(i)) == v for i, v in before.items())):
+        if (reads is not None and len(rec.constants) == n_constants
+                and len(rec.data_dependent) == n_data_dependent
+                and all((rec._proxies.get(i), rec._versions.get(i)) == v for i, v in before.items())
+                and attributes == (_attributes(block), [id(t) for t in _state_tensors(block)])):
             generated = _drawn(names, taken, counters)
             if generated is not None:
-                recording = _recording(rec, rec.top.bsyms[start:], call, generated, out)
+                recording = _recording(rec, rec.top.bsyms[start:], call, generated, out, reads)
         if recording is None:
             self.refused.add(key)
             return out
         candidate = self.candidates.get(key)
-        if candidate is not None and len(candidate.generated) == len(recording.generated) \
+        if candidate is not None and candidate.reads == recording.reads \
+                and len(candidate.generated) == len(recording.generated) \
                 and _fingerprint_all(
                 _write_out(candidate, call, recording.generated)) == _fingerprint_all(recording.bsyms) \
                 and _outputs_agree(candidate, recording):
-            self.proven[key] = recording
+            self.proven.setdefault(key, []).append(recording)
         self.candidates[key] = recording
         return out
 
@@ -242,7 +247,7 @@ class _Stamper:
 
 
 def _recording(rec: Any, bsyms: list[BoundSymbol], call: _Call, generated: list[str],
-               out: Any) -> _Recording | None:
+               out: Any, reads: dict[tuple[str, str], Any]) -> _Recording | None:
     """`bsyms` as a reusable recording, or None where writing it out could differ."""
     own = set(generated)
     known = own | {p.name for p in call.inputs} | {p.name for p in call.state.values()}
@@ -281,7 +286,7 @@ def _recording(rec: Any, bsyms: list[BoundSymbol], call: _Call, generated: list[
         else:
             return None
     return _Recording(list(bsyms), list(call.inputs), dict(call.state), generated, proxies,
-                      spec, out_leaves, call.path)
+                      spec, out_leaves, call.path, dict(reads))
 
 
 def _write_out(recording: _Recording, call: _Call, fresh: list[str]) -> list[BoundSymbol]:
@@ -363,28 +368,17 @@ def _hook_free(block: torch.nn.Module) -> bool:
     return all(not getattr(m, d, None) for m in block.modules() for d in _HOOK_DICTS)
 
 
-def _attributes(block: torch.nn.Module) -> tuple[Any, ...] | None:
-    """Every plain attribute of the block and its submodules (Dropout's p, a width, a layer
-    index): what a forward may branch on beyond its inputs. Values by value where they are
-    primitives, by identity otherwise (a config object the blocks share is the same one)."""
+def _attributes(block: torch.nn.Module) -> tuple[Any, ...]:
+    """Every plain attribute of the block and its submodules, to see one set in a forward."""
     out = []
     for name, m in block.named_modules(remove_duplicate=False):
         items = []
         for key, value in m.__dict__.items():
-            if key in _MODULE_INTERNALS or key == "forward":
+            if key in MODULE_INTERNALS or key == "forward":
                 continue
-            items.append((key, _value_sig(value)))
+            items.append((key, value_signature(value)))
         out.append((name, type(m), tuple(items)))
     return tuple(out)
-
-
-def _value_sig(value: Any) -> Any:
-    if type(value) in _PRIMITIVES:
-        return (type(value), repr(value))
-    if type(value) in (tuple, list, frozenset, set) and all(type(v) in _PRIMITIVES for v in value):
-        return (type(value), repr(sorted(value, key=repr) if isinstance(value, (set, frozenset))
-                                  else value))
-    return ("object", id(value))
 
 
 def _state_tensors(block: torch.nn.Module) -> list[torch.Tensor]:

@@ -1,0 +1,82 @@
+"""Which plain attributes of a block's modules its forward reads, and what they held.
+
+Block stamping (capture/stamping.py) may write a block out from another block's recording
+only if the forward would have taken the same path: same inputs, same state, and the same
+values in every attribute it reads (Dropout's `p`, a width, a flag). Attributes it never
+reads may differ (a Hugging Face attention's `layer_idx`, read only with a KV cache). A run
+is deterministic in what it reads, so equal values for everything the recorded run read
+mean the same run, reading the same attributes.
+
+Reads are seen through `__getattribute__`, set on the modules' classes for the duration of
+one recording (only classes without one of their own) and logging only for the watched
+instances, in the thread that records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["reading_attributes", "current_values", "value_signature", "MODULE_INTERNALS"]
+
+_PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
+# nn.Module's own bookkeeping (parameter/buffer/module and hook tables; hooks are checked
+# apart): not values a forward branches on
+MODULE_INTERNALS = frozenset(set(torch.nn.Module().__dict__) - {"training"})
+
+
+@contextlib.contextmanager
+def reading_attributes(block: torch.nn.Module) -> Iterator[dict[tuple[str, str], Any] | None]:
+    """Yields the reads of the block's modules' instance attributes made inside, as
+    {(module's path in the block, attribute): value signature at the first read}; None
+    when some class defines its own __getattribute__ (reads cannot be seen)."""
+    watched = {id(m): name for name, m in block.named_modules(remove_duplicate=False)}
+    classes = {type(m) for m in block.modules()}
+    if any("__getattribute__" in vars(cls) for cls in classes):
+        yield None
+        return
+    reads: dict[tuple[str, str], Any] = {}
+    owner = threading.get_ident()
+    getattribute = object.__getattribute__
+
+    def logging_getattribute(obj: Any, name: str) -> Any:
+        value = getattribute(obj, name)  # AttributeError: Python then asks __getattr__
+        where = watched.get(id(obj))
+        if where is not None and name not in MODULE_INTERNALS \
+                and name in getattribute(obj, "__dict__") and threading.get_ident() == owner:
+            reads.setdefault((where, name), value_signature(value))
+        return value
+
+    patched = []
+    try:
+        for cls in classes:
+            cls.__getattribute__ = logging_getattribute
+            patched.append(cls)
+        yield reads
+    finally:
+        for cls in patched:
+            del cls.__getattribute__
+
+
+def value_signature(value: Any) -> Any:
+    """Primitives and flat containers of them by value; anything else by identity (a config
+    object the blocks share is one object)."""
+    if type(value) in _PRIMITIVES:
+        return (type(value), repr(value))
+    if type(value) in (tuple, list) and all(type(v) in _PRIMITIVES for v in value):
+        return (type(value), repr(value))
+    return ("object", id(value))
+
+
+def current_values(block: torch.nn.Module, reads: dict[tuple[str, str], Any]) -> bool:
+    """Whether the block's attributes hold what `reads` recorded."""
+    modules = dict(block.named_modules(remove_duplicate=False))
+    for (where, name), sig in reads.items():
+        m = modules.get(where)
+        if m is None or name not in m.__dict__ or value_signature(m.__dict__[name]) != sig:
+            return False
+    return True
