@@ -36,6 +36,8 @@ FAMILIES = {
     "casts": ["clone", "contiguous"],
     "complex_numbers": ["abs", "sgn", "angle", "conj", "conj_physical", "real", "imag",
                         "view_as_real"],
+    "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
+                    "sin", "cos", "tan", "sinh", "cosh", "asin", "atan", "atanh", "sinc"],
     "fft": ["fft.fft", "fft.ifft", "fft.fft2", "fft.ifftn", "fft.hfft", "fft.irfft"],
 }
 
@@ -97,13 +99,13 @@ def test_abs_sgn_angle_at_zero_follow_autograd():
 def test_a_rule_not_checked_for_complex_is_refused_with_op_line_and_way_out():
     z = torch.randn(4, dtype=C128)
     with pytest.raises(tv.AutodiffError) as err:
-        tv.vjp(lambda z: torch.special.erfcx(z.real) + torch.exp(z).real)(
+        tv.vjp(lambda z: torch.special.erfcx(z.real) + torch.tanh(z).real)(
             (z,), torch.randn(4, dtype=torch.float64))
     message = str(err.value)
-    assert "aten.exp.default" in message and "complex" in message
+    assert "aten.tanh.default" in message and "complex" in message
     assert "test_rules_complex.py" in message  # the user's line
     assert "supports_complex=True" in message and "no_grad" in message
-    assert err.value.bsym is not None and err.value.bsym.sym.id == "aten.exp.default"
+    assert err.value.bsym is not None and err.value.bsym.sym.id == "aten.tanh.default"
 
 
 def test_real_inputs_still_use_a_rule_without_complex_support():
@@ -121,19 +123,20 @@ def test_user_rules_opt_in_to_complex(monkeypatch):
     """A user's rule is refused for complex tensors unless it says it supports them."""
     plain, checked = RuleSet("plain"), RuleSet("checked")
 
-    def exp_rule(a):
-        out = aten.exp.default(a)
-        tv.put_grad(a, aten.mul.Tensor(tv.get_grad(out), aten.conj_physical.default(out)))
+    def tanh_rule(a):  # d tanh = 1 - tanh**2, conjugated as torch's
+        out = aten.tanh.default(a)
+        slope = aten.add.Tensor(aten.neg.default(aten.mul.Tensor(out, out)), 1)
+        tv.put_grad(a, aten.mul.Tensor(tv.get_grad(out), aten.conj_physical.default(slope)))
         return out
 
-    plain.grad(aten.exp.default)(exp_rule)
-    checked.grad(aten.exp.default, supports_complex=True)(exp_rule)
+    plain.grad(aten.tanh.default)(tanh_rule)
+    checked.grad(aten.tanh.default, supports_complex=True)(tanh_rule)
     z = torch.randn(4, dtype=C128)
-    monkeypatch.setitem(user_rules.rules, "aten.exp.default", plain.rules["aten.exp.default"])
+    monkeypatch.setitem(user_rules.rules, "aten.tanh.default", plain.rules["aten.tanh.default"])
     with pytest.raises(tv.AutodiffError, match="complex"):
-        tv.vjp(torch.exp)((z,), torch.randn(4, dtype=C128))
-    monkeypatch.setitem(user_rules.rules, "aten.exp.default", checked.rules["aten.exp.default"])
-    _agrees(torch.exp, (z,), {})
+        tv.vjp(torch.tanh)((z,), torch.randn(4, dtype=C128))
+    monkeypatch.setitem(user_rules.rules, "aten.tanh.default", checked.rules["aten.tanh.default"])
+    _agrees(torch.tanh, (z,), {})
 
 
 class SpectralFilter(nn.Module):

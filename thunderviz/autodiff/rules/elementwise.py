@@ -17,6 +17,7 @@ import math
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
+    conj,
     log_of_number,
     one_minus,
     zero_where,
@@ -78,17 +79,32 @@ def pow_scalar(base, exponent):
     return out
 
 
+# Ops whose `grad` below is g times an analytic expression f'(a) of a and out: for complex
+# a, torch's gradient g * conj(f'(a)) is conj(grad(conj(g), a, out)). The others are
+# refused for complex tensors (registry: supports_complex).
+_HOLOMORPHIC = {
+    aten.exp.default, aten.expm1.default, aten.log.default, aten.log1p.default,
+    aten.log2.default, aten.log10.default, aten.sqrt.default, aten.reciprocal.default,
+    aten.sin.default, aten.cos.default, aten.tan.default, aten.sinh.default, aten.cosh.default,
+    aten.asin.default, aten.atan.default, aten.atanh.default,
+}
+
+
 def _unary(op, grad) -> None:
     """Register the rule of an elementwise op of one tensor, `out = op(a)`, whose gradient
     is `grad(g, a, out)` for the output's cotangent g (JAX's `defjvp` in spirit: the math in
     one line, the machinery in one place)."""
     def rule(a):
         out = op(a)
-        put_grad(a, grad(get_grad(out), a, out))
+        g = get_grad(out)
+        if a.dtype.is_complex:  # reached only for _HOLOMORPHIC ops
+            put_grad(a, conj(grad(conj(g), a, out)))
+        else:
+            put_grad(a, grad(g, a, out))
         return out
 
     rule.__name__ = op.label
-    RULES.grad(op)(rule)
+    RULES.grad(op, supports_complex=op in _HOLOMORPHIC)(rule)
 
 
 _unary(aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out))
