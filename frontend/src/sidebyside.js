@@ -196,7 +196,7 @@ function describeDivergence(d, labels) {
   return `${d.what || "difference"}: ${d.op || ""} in ${d.module || "(root)"}${where}${ranks}${value}${d.detail ? ` (${d.detail})` : ""}`;
 }
 
-/** The ranks' table: every backward match that has norms, one column per rank. */
+/** The ranks' table: every match that has norms (forward, then backward), a column per rank. */
 function ranksTable(index, comparison, labels, select) {
   const rows = comparison.matches.filter((m) => Array.isArray(m.norms));
   const body = rows.map((match) => {
@@ -204,10 +204,10 @@ function ranksTable(index, comparison, labels, select) {
     const op = index.ops[0].get(id) || {};
     const cells = match.norms.map((n) => h("td", {}, n === null ? "-" : formatNumber(n)));
     const row = h("tr", { class: match.collective ? "tv-sbs-collective" : "", data: { id: String(id) }, on: { click: () => select(0, id) } },
-      h("td", {}, `${op.label || op.name || id}${op.module_path ? ` [${op.module_path}]` : ""}`), ...cells);
+      h("td", {}, `${traceOf(String(id))} · ${op.label || op.name || id}${op.module_path ? ` [${op.module_path}]` : ""}`), ...cells);
     return row;
   });
-  const head = h("tr", {}, h("th", {}, "backward op (norm of its output)"), ...labels.map((l) => h("th", {}, l)));
+  const head = h("tr", {}, h("th", {}, "op (norm of its first output)"), ...labels.map((l) => h("th", {}, l)));
   return h("div", { class: "tv-sbs-ranks" }, h("table", {}, h("thead", {}, head), h("tbody", {}, ...body)));
 }
 

@@ -116,15 +116,18 @@ def test_ranks_side_by_side(browser_context, tmp_path):
         expect(first).to_contain_text(debug_checks.SCALED_LOSS_LINE)
         expect(first).to_contain_text("rank 0 vs rank 1")
         table = page.locator(".tv-sbs-ranks table")
-        expect(table.locator("th")).to_have_text(["backward op (norm of its output)", "rank 0", "rank 1"])
+        expect(table.locator("th")).to_have_text(["op (norm of its first output)", "rank 0", "rank 1"])
         expect(table.locator("tr.tv-sbs-collective").first).to_be_visible()
         # a row of the table selects that op on every rank
-        row = table.locator("tbody tr").first
+        row = table.locator("tbody tr.tv-sbs-collective").first
         op = row.get_attribute("data-tv-id")
         row.click()
         expect(row).to_have_class(re.compile(r"\btv-selected\b"))
         selected = page.evaluate("() => window.thunderviz.handle.models.map(m => m.get('selected'))")
-        assert selected[0] == op and selected[1].startswith("backward:")
+        assert selected[0] == op and selected[1].split(":")[0] == op.split(":")[0]
+        trace = op.split(":")[0]
+        expect(page.locator(f'.tv-sbs-pane[data-tv-side="1"] .tv-graph-pane[data-tv-graph="{trace}"] '
+                            f'g.node.tv-selected[data-tv-id="{selected[1]}"]')).to_have_count(1)
         screenshot(page, "side-by-side-ranks")
         assert not errors, errors
     finally:

@@ -105,20 +105,20 @@ def comparison_document(a: Any, b: Any, *, rtol: float = 1e-3,
 def ranks_document(paths: Sequence[Any], *, replicated: Sequence[str] = (),
                    rtol: float = 1e-5, atol: float = 1e-6) -> dict[str, Any]:
     """The side-by-side document of a distributed run's ranks (each rank's `.tvz` file or
-    document, in rank order): per-rank gradient norms of every backward op, collectives
-    marked, and `thunderviz.distributed.compare`'s first desync."""
+    document, in rank order): per-rank norms of every op's first output (in the backward:
+    gradient norms), collectives marked, and `thunderviz.distributed.compare`'s first desync."""
     docs = [_document(p) for p in paths]
     if len(docs) < 2:
         raise ValueError("a side-by-side view of ranks needs the files of at least two ranks")
-    rows = {row.op_id: row for row in reversed(side_by_side(docs, "backward"))}  # first output
     matches = []
     for kind in ("forward", "backward"):
         if not all(kind in d["traces"] for d in docs):
             continue
+        rows = {row.op_id: row for row in reversed(side_by_side(docs, kind))}  # first output
         tops = [[op for op in d["traces"][kind]["ops"] if op.get("parent") is None] for d in docs]
         for ops in zip(*tops, strict=False):
             match: dict[str, Any] = {"ops": [op["id"] for op in ops]}
-            row = rows.get(ops[0]["id"]) if kind == "backward" else None
+            row = rows.get(ops[0]["id"])
             if row is not None:
                 match["norms"] = [json_number(n) for n in row.norms]
                 match["collective"] = row.collective
