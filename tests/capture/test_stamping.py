@@ -205,6 +205,42 @@ def test_a_block_setting_an_attribute_is_recorded(monkeypatch):
     assert all(block.seen == 2 for block in model.blocks)
 
 
+FLAG = False
+CALLS = 0
+
+
+class ReadsFlag(Block):
+    def forward(self, x):
+        return self.fc(x) * 2 if FLAG else self.fc(x)
+
+
+class FlipsFlag(Stack):
+    def forward(self, x):
+        global FLAG
+        for i, block in enumerate(self.blocks):
+            FLAG = i == 4
+            x = block(x)
+        FLAG = False
+        return x
+
+
+class CountsCalls(Block):
+    def forward(self, x):
+        global CALLS
+        CALLS += 1
+        return self.fc(x)
+
+
+def test_globals_read_and_written(monkeypatch):
+    model = FlipsFlag([ReadsFlag(8) for _ in range(6)])
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.3", "blocks.5"]  # block 4 ran with the flag set: recorded
+    model = Stack([CountsCalls(8) for _ in range(5)])
+    calls = CALLS
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == [] and CALLS == calls + 10
+
+
 class ReturnsView(Block):
     def forward(self, x):
         return self.fc(x)[:, :4].expand(2, 4)

@@ -61,6 +61,7 @@ class _Recording:
     out_leaves: list[Any]  # non-tensors as they are; tensors as ("in", i) / ("new", proxy, meta)
     path: str  # the block's module path
     reads: dict[tuple[str, str], Any]  # the attributes its forward read, and their values
+    module_globals: Any = None  # the globals of its modules' forward code, as it ran
 
     @property
     def has_new_outputs(self) -> bool:
@@ -134,8 +135,10 @@ class _Stamper:
             if key_and_call is None:
                 return original(block, *args, **kwargs)
             key, call = key_and_call
-            for proven in self.proven.get(key, ()):
-                if current_values(block, proven.reads):
+            proven_here = self.proven.get(key, ())
+            module_globals = _module_globals(block) if proven_here else None
+            for proven in proven_here:
+                if proven.module_globals == module_globals and current_values(block, proven.reads):
                     return self._stamp(proven, call)
             if key in self.refused:
                 return original(block, *args, **kwargs)
@@ -200,22 +203,27 @@ class _Stamper:
         watched += [rec._views[id(t)].base for t in watched if id(t) in rec._views]
         before = {id(t): (rec._proxies.get(id(t)), rec._versions.get(id(t))) for t in watched}
         # an attribute set or a parameter/buffer swapped inside: a side effect, not stamped
-        attributes = (_attributes(block), [id(t) for t in _state_tensors(block)])
+        attributes = (_attributes(block), [id(t) for t in _state_tensors(block)],
+                      _module_globals(block))
         with reading_attributes(block) as reads:
             out = original(block, *args, **kwargs)
         recording = None
         if (reads is not None and len(rec.constants) == n_constants
                 and len(rec.data_dependent) == n_data_dependent
                 and all((rec._proxies.get(i), rec._versions.get(i)) == v for i, v in before.items())
-                and attributes == (_attributes(block), [id(t) for t in _state_tensors(block)])):
+                and attributes == (_attributes(block), [id(t) for t in _state_tensors(block)],
+                                   _module_globals(block))):
             generated = _drawn(names, taken, counters)
             if generated is not None:
                 recording = _recording(rec, rec.top.bsyms[start:], call, generated, out, reads)
+        if recording is not None:
+            recording.module_globals = attributes[2]
         if recording is None:
             self.refused.add(key)
             return out
         candidate = self.candidates.get(key)
         if candidate is not None and candidate.reads == recording.reads \
+                and candidate.module_globals == recording.module_globals \
                 and len(candidate.generated) == len(recording.generated) \
                 and _fingerprint_all(
                 _write_out(candidate, call, recording.generated)) == _fingerprint_all(recording.bsyms) \
@@ -379,6 +387,16 @@ def _attributes(block: torch.nn.Module) -> tuple[Any, ...]:
             items.append((key, value_signature(value)))
         out.append((name, type(m), tuple(items)))
     return tuple(out)
+
+
+def _module_globals(block: torch.nn.Module) -> tuple[Any, ...]:
+    """The globals of the files the block's modules' forwards are written in: a forward
+    that sets one is recorded, and a block is written out only while they are as they were
+    when its recording ran (a flag the model flips between blocks)."""
+    spaces = {id(g): g for g in (getattr(type(m).forward, "__globals__", None)
+                                 for m in block.modules()) if g is not None}
+    return tuple((key, value_signature(value)) for g in spaces.values()
+                 for key, value in g.items())
 
 
 def _state_tensors(block: torch.nn.Module) -> list[torch.Tensor]:
