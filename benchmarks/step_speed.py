@@ -5,6 +5,9 @@ then timed in interleaved runs so machine noise hits both; medians with min and 
 the median of the per-round ratios (each round's jit time over the eager time next to it:
 on a shared machine, load that drifts between rounds cancels out). A sub-millisecond
 program is timed in samples of 20 steps, so the timer and one-off stalls weigh less.
+Beside wall-clock time, the process's CPU time per step (`time.process_time`, all its
+threads): on a loaded machine it leaves out the time the process waited for a core, which
+wall-clock time cannot.
 Run: `.venv/bin/python -m benchmarks.step_speed [rounds] [torch threads]` (on a machine
 shared with other work, one thread keeps the two sides from fighting over cores)."""
 
@@ -27,9 +30,9 @@ def step(fn, params, args, loss_of) -> None:
         p.grad = None
 
 
-def compare(make, rounds: int, steps_per_sample: int = 1) -> dict[str, list[float]]:
-    """Per contender, `rounds` interleaved samples: seconds per step, each the mean of
-    `steps_per_sample` consecutive steps."""
+def compare(make, rounds: int, steps_per_sample: int = 1) -> dict[str, dict[str, list[float]]]:
+    """Per clock ("wall", "cpu") and contender, `rounds` interleaved samples: seconds per
+    step, each the mean of `steps_per_sample` consecutive steps."""
     model, args, loss_of = make()
     eager = copy.deepcopy(model)
     contenders = {"eager": (eager, list(eager.parameters())),
@@ -37,13 +40,14 @@ def compare(make, rounds: int, steps_per_sample: int = 1) -> dict[str, list[floa
     for fn, params in contenders.values():
         for _ in range(3):
             step(fn, params, args, loss_of)
-    times: dict[str, list[float]] = {name: [] for name in contenders}
+    times = {clock: {name: [] for name in contenders} for clock in ("wall", "cpu")}
     for _ in range(rounds):
         for name, (fn, params) in contenders.items():
-            t0 = time.perf_counter()
+            w0, c0 = time.perf_counter(), time.process_time()
             for _ in range(steps_per_sample):
                 step(fn, params, args, loss_of)
-            times[name].append((time.perf_counter() - t0) / steps_per_sample)
+            times["wall"][name].append((time.perf_counter() - w0) / steps_per_sample)
+            times["cpu"][name].append((time.process_time() - c0) / steps_per_sample)
     return times
 
 
@@ -53,14 +57,15 @@ def main(rounds: int = 15) -> None:
     for title, make in PROGRAMS:
         # sub-ms: more rounds for the median, each a sample of 20 steps
         n, per_sample = (rounds, 1) if "small" not in title else (rounds * 5, 20)
-        times = compare(make, n, per_sample)
-        eager = statistics.median(times["eager"])
+        clocks = compare(make, n, per_sample)
         print(f"\n{title}" + (f" ({per_sample} steps a sample)" if per_sample > 1 else ""))
-        for name, ts in times.items():
-            med = statistics.median(ts)
-            paired = statistics.median(t / e for t, e in zip(ts, times["eager"], strict=True))
-            print(f"  {name:15} {med * 1e3:9.3f} ms  [{min(ts) * 1e3:.3f}, {max(ts) * 1e3:.3f}]"
-                  f"  {med / eager:5.2f}x eager  paired {paired:5.2f}x")
+        for clock, times in clocks.items():
+            eager = statistics.median(times["eager"])
+            for name, ts in times.items():
+                med = statistics.median(ts)
+                paired = statistics.median(t / e for t, e in zip(ts, times["eager"], strict=True))
+                print(f"  {clock:4} {name:15} {med * 1e3:9.3f} ms  [{min(ts) * 1e3:.3f}, "
+                      f"{max(ts) * 1e3:.3f}]  {med / eager:5.2f}x eager  paired {paired:5.2f}x")
     print("\ntarget: thunderviz.jit within 1.05x of eager on models, 1.10x on small programs")
 
 
