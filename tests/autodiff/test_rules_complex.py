@@ -37,7 +37,8 @@ FAMILIES = {
     "complex_numbers": ["abs", "sgn", "angle", "conj", "conj_physical", "real", "imag",
                         "view_as_real"],
     "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
-                    "sin", "cos", "tan", "sinh", "cosh", "asin", "atan", "atanh", "sinc"],
+                    "sin", "cos", "tan", "sinh", "cosh", "asin", "atan", "atanh", "sinc",
+                    "square"],
     "fft": ["fft.fft", "fft.ifft", "fft.fft2", "fft.ifftn", "fft.hfft", "fft.irfft"],
 }
 
@@ -88,6 +89,12 @@ def test_real_weight_times_complex_signal(op):
     z = torch.randn(3, 5, dtype=C128)
     for fn in (lambda w, z: _real_loss(op(w, z)), lambda w, z: _real_loss(op(z, w))):
         _agrees(fn, (w, z), {}, torch.float64)
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, -1.5, 0.5 + 2j])
+def test_complex_power_by_a_number(exponent):
+    z = torch.randn(6, dtype=C128)
+    _agrees(lambda z: z ** exponent, (z,), {})
 
 
 def test_abs_sgn_angle_at_zero_follow_autograd():

@@ -29,8 +29,9 @@ class AutodiffError(RuntimeError):
     def complex_unsupported(cls, bsym: BoundSymbol, top: BoundSymbol) -> AutodiffError:
         loc = where(top.source or bsym.source, top.module_path or bsym.module_path)
         inside = f" (inside {top.sym.id})" if top is not bsym else ""
+        loc = loc if loc.startswith("at ") else f"at {loc}"
         return cls(
-            f"thunderviz cannot differentiate {bsym.sym.id}{inside} at {loc} for complex "
+            f"thunderviz cannot differentiate {bsym.sym.id}{inside} {loc} for complex "
             "tensors: its grad rule is written for real numbers and would give a wrong "
             "gradient. Compute it on real tensors (torch.view_as_real), under "
             "torch.no_grad() / on detached tensors if it needs no gradient, or register a "

@@ -34,8 +34,9 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 # --- powers, exponentials, logarithms -------------------------------------------------------
 
-@RULES.grad(aten.pow.Tensor_Scalar)
+@RULES.grad(aten.pow.Tensor_Scalar, supports_complex=True)
 def pow_tensor_scalar(a, exponent):
+    """Complex a: the cotangent times the conjugate derivative, as torch's pow_backward."""
     out = aten.pow.Tensor_Scalar(a, exponent)
     g = get_grad(out)
     if exponent == 0:  # a**0 == 1 everywhere (autograd: zeros, even where a is 0 or inf)
@@ -43,10 +44,10 @@ def pow_tensor_scalar(a, exponent):
     elif exponent == 1:
         put_grad(a, g)
     elif exponent == 2:  # the common square: 2 * a, no pow needed
-        put_grad(a, aten.mul.Tensor(g, aten.mul.Tensor(a, 2)))
+        put_grad(a, aten.mul.Tensor(g, conj(aten.mul.Tensor(a, 2))))
     else:  # exponent * a**(exponent - 1)
         put_grad(a, aten.mul.Tensor(
-            g, aten.mul.Tensor(aten.pow.Tensor_Scalar(a, exponent - 1), exponent)))
+            g, conj(aten.mul.Tensor(aten.pow.Tensor_Scalar(a, exponent - 1), exponent))))
     return out
 
 
