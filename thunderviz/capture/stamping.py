@@ -131,7 +131,8 @@ class _Stamper:
         def forward(*args: Any, **kwargs: Any) -> Any:
             if threading.get_ident() != self.owner:  # another thread's call: not traced here
                 return original(block, *args, **kwargs)
-            key_and_call = self._key(block, args, kwargs)
+            with torch._C.DisableTorchFunction():  # metadata reads: not for the recorder
+                key_and_call = self._key(block, args, kwargs)
             if key_and_call is None:
                 return original(block, *args, **kwargs)
             key, call = key_and_call
