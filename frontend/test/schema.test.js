@@ -14,6 +14,7 @@ import { summarizeSaved } from "../src/saved.js";
 import { stepStats, stepHasNanInf, stepMaxNorm } from "../src/stepper.js";
 import { buildVisibleGraph, defaultExpanded, moduleId } from "../src/visible.js";
 import { DetailsPanel } from "../src/details.js";
+import { comparisonOf, sidesOf, MatchIndex, overlayCss } from "../src/sidebyside.js";
 import { parseHTML } from "linkedom";
 import { loadFixture } from "./helpers.js";
 
@@ -68,6 +69,15 @@ function readEverything(doc) {
     stepStats(step);
     stepHasNanInf(step);
     stepMaxNorm(step);
+  }
+  const comparison = comparisonOf(doc);
+  if (comparison) {
+    // the side-by-side view: its matches, the overlay, and every id's counterpart
+    const sides = sidesOf(doc);
+    const matches = new MatchIndex(comparison, sides);
+    overlayCss(matches, comparison);
+    for (const selected of selectable) sides.forEach((_, side) => matches.counterpart(0, selected, side));
+    sides.forEach((side) => readEverything(side));
   }
 }
 
@@ -214,9 +224,14 @@ function generate(schema, rand, depth = 0) {
   }
 }
 
-/** Satisfy the rules beyond the schema: unique ids ("<kind>:<i>"), parents earlier. */
-function followRules(doc, rand) {
+/**
+ * Satisfy the rules beyond the schema: unique ids ("<kind>:<i>"), parents earlier, and a
+ * comparison's other sides whole view documents that compare nothing further.
+ */
+function followRules(doc, rand, compared = true) {
   doc.version = 1; // the one version this viewer reads (the schema allows any positive integer)
+  if (doc.comparison && compared) doc.comparison.documents = [followRules(generate(VIEW_SCHEMA, rand), rand, false)];
+  else delete doc.comparison;
   const views = Object.entries(doc.traces);
   for (const run of Array.isArray(doc.transforms) ? doc.transforms : []) {
     if (run.trace_before) views.push(["before", run.trace_before]);
