@@ -10,6 +10,7 @@ import pickle
 import pytest
 import torch
 
+import thunderviz as tv
 from tests.debug.models import ResidualMLP
 from thunderviz.debug import Session
 from thunderviz.viz import TvzError, load, save
@@ -134,3 +135,16 @@ def test_binary_files_are_refused(tmp_path):
     with pytest.raises(TvzError, match="cannot read"):
         load(tmp_path / "missing.tvz")
     assert os.listdir(tmp_path)  # nothing else happened
+
+
+def test_save_of_a_jit_function_writes_the_traces_its_last_call_ran(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
+    jitted = tv.jit(model)
+    with pytest.raises(ValueError, match="not been called yet"):
+        tv.save(jitted, tmp_path / "early.tvz")
+    jitted(torch.randn(2, 4)).sum().backward()
+    doc = tv.load(tv.save(jitted, tmp_path / "jit.tvz"))
+    (backward,) = tv.last_backward_traces(jitted)
+    saved_ops = [op["name"] for op in doc["traces"]["backward"]["ops"] if op.get("parent") is None]
+    assert len(saved_ops) == len(backward.bound_symbols)
+    assert {"forward", "augmented_forward", "backward"} <= set(doc["traces"])

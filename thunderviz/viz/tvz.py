@@ -14,7 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from thunderviz.viz.document import FORMAT, VERSION
+from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.core.trace import Trace
+from thunderviz.executor.jit import JittedFunction
+from thunderviz.viz.document import FORMAT, VERSION, build_document
 from thunderviz.viz.files import (
     FileTooLargeError,
     NotARegularFileError,
@@ -23,7 +26,7 @@ from thunderviz.viz.files import (
 )
 from thunderviz.viz.schema import SchemaViolation, check_document, json_type
 
-__all__ = ["TvzError", "save", "load", "validate", "dumps", "loads", "MAX_LOAD_BYTES"]
+__all__ = ["TvzError", "save", "load", "validate", "dumps", "loads", "document_of", "MAX_LOAD_BYTES"]
 
 # The largest .tvz load() reads unless told otherwise (a big model's recorded backward is
 # tens of MB; a file far larger is more likely a mistake than a document).
@@ -71,18 +74,30 @@ def validate(doc: Any, source: str | None = None) -> dict[str, Any]:
     return doc
 
 
-def _document_of(obj: Any) -> dict[str, Any]:
+def document_of(obj: Any) -> dict[str, Any]:
+    """The view document of what `save`, `show` and `export_html` accept as a finished view:
+    a document dict, a Session (anything with `.document()`), a Trace or AutodiffResult, or
+    a `thunderviz.jit` function after a call (the traces its last call ran)."""
     if isinstance(obj, Mapping):
         return dict(obj)
+    if isinstance(obj, JittedFunction):
+        if obj.last is None:
+            raise ValueError("this thunderviz.jit function has not been called yet: call it "
+                             "once (or pass inputs: show(jitted, x)) and try again")
+        entry = obj.last
+        return build_document(entry.result if entry.result is not None else entry.forward)
+    if isinstance(obj, (Trace, AutodiffResult)):
+        return build_document(obj)
     make = getattr(obj, "document", None)
     if callable(make):
         return make()
-    raise TypeError(f"save() takes a Session or a view document (dict), not {type(obj).__name__}")
+    raise TypeError("save() takes a Session, a thunderviz.jit function, a Trace, an "
+                    f"AutodiffResult or a view document (dict), not {type(obj).__name__}")
 
 
 def dumps(obj: Any) -> str:
     """The .tvz text of a Session or document (validated; strict JSON, no NaN)."""
-    doc = validate(_document_of(obj))
+    doc = validate(document_of(obj))
     try:
         return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except ValueError as e:  # a NaN/Inf float slipped in: the document must write strings

@@ -23,7 +23,7 @@ from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.core.trace import Trace
 from thunderviz.debug.session import Session
 from thunderviz.executor.jit import JittedFunction
-from thunderviz.viz.document import build_document
+from thunderviz.viz.tvz import document_of as view_document_of
 from thunderviz.viz.tvz import load, validate
 from thunderviz.widgets.sidebyside import is_side_by_side, side_by_side_document
 from thunderviz.widgets.widget import DebuggerWidget
@@ -67,16 +67,10 @@ def make_session(obj: Any, args: tuple[Any, ...] = (), kwargs: Mapping[str, Any]
 
 def document_of(obj: Any) -> dict[str, Any]:
     """The view document of something that is not a live program."""
-    if isinstance(obj, JittedFunction):
-        if obj.last is None:
-            raise ValueError("this thunderviz.jit function has not been called yet: call it "
-                             "once (or pass inputs: show(jitted, x)) and show it again")
-        entry = obj.last
-        return build_document(entry.result if entry.result is not None else entry.forward)
     if isinstance(obj, Mapping):
         return validate(dict(obj))
-    if isinstance(obj, (Trace, AutodiffResult)):
-        return build_document(obj)
+    if isinstance(obj, (JittedFunction, Trace, AutodiffResult)):
+        return view_document_of(obj)
     if isinstance(obj, (str, os.PathLike)):
         path = Path(obj)
         if not path.exists():
