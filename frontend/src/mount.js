@@ -24,8 +24,8 @@ export function mountViewer(el, doc, options = {}) {
 
 /**
  * The widget's entry point (index.js exports it as `render`): a comparison document shows
- * side by side (static: its sides' selections are not the widget's traits); any other
- * document goes to the viewer's render() unchanged.
+ * side by side (static: its sides' selections are not the widget's traits, and a document
+ * set later is drawn static too); any other document goes to the viewer's render() unchanged.
  */
 export function renderWidget(args) {
   const { model, el, options = {} } = args;

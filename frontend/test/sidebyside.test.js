@@ -105,3 +105,21 @@ test("mounted side by side: two viewers, selection follows the match, divergence
   handle.destroy();
   assert.equal(el.querySelector(".tv-sbs"), null);
 });
+
+test("the widget's render shows a comparison side by side and a plain document as before", async () => {
+  const { createModel } = await import("../src/model.js");
+  const el = document.createElement("div");
+  document.body.appendChild(el);
+  const model = createModel({ document: comparisonDocument() });
+  const cleanup = viewer.render({ model, el });
+  assert.equal(el.querySelectorAll(".tv-sbs-pane").length, 2);
+  model.set("document", loadFixture()); // a new document: drawn the way it asks
+  assert.equal(el.querySelector(".tv-sbs"), null);
+  assert.ok(el.querySelector(".tv-root"));
+  cleanup();
+  const plain = document.createElement("div");
+  const stop = viewer.render({ model: createModel({ document: loadFixture() }), el: plain });
+  assert.equal(plain.querySelector(".tv-sbs"), null);
+  assert.ok(plain.querySelector(".tv-root"));
+  stop();
+});
