@@ -44,3 +44,18 @@ def test_missing_rules_are_ranked_by_opinfos_blocked():
                 census.Outcome("b", "no-rule", missing=["x"]),
                 census.Outcome("b", "no-rule", missing=["x"])]  # same OpInfo, other dtype
     assert census.rank_missing(outcomes) == [("x", 2), ("y", 1)]
+
+
+COMPLEX_SLICE = ["mul", "abs", "matmul", "sgn", "linalg.vector_norm", "fft.fft", "exp", "vdot"]
+
+
+@pytest.mark.parametrize("info", census.autograd_opinfos(COMPLEX_SLICE), ids=census.label_of)
+def test_census_complex128_slice_passes(info):
+    outcome = census.census_opinfo(info, torch.complex128)
+    assert outcome.status == "pass", outcome.detail
+
+
+def test_an_op_refused_for_complex_counts_as_error_not_pass():
+    (info,) = census.autograd_opinfos(["tanh"])  # its rule emits tanh_backward, unchecked for complex
+    outcome = census.census_opinfo(info, torch.complex128)
+    assert outcome.status == "error" and "aten.tanh.default" in outcome.detail

@@ -69,6 +69,13 @@ def conj_physical(x):
     return out
 
 
+@RULES.grad(aten.conj_physical.default)
+def conj_physical_public(x):
+    out = aten.conj_physical.default(x)
+    put_grad(x, aten.conj_physical.default(get_grad(out)))
+    return out
+
+
 # --- complex numbers as pairs of reals (around the transforms: stft, polar, complex) ----------
 
 @RULES.grad(aten.view_as_real.default)

@@ -103,6 +103,18 @@ def dot(a, b):
     return out
 
 
+@RULES.grad(aten.vdot.default)
+def vdot(a, b):
+    """sum(conj(a) * b): antiholomorphic in a, so a takes conj(g) * b; b takes g * a."""
+    out = aten.vdot.default(a, b)
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(a, aten.mul.Tensor(conj(g), b))
+    if requires_grad(b):
+        put_grad(b, aten.mul.Tensor(g, a))
+    return out
+
+
 def _outer(u, v):
     return aten.mul.Tensor(aten.unsqueeze.default(u, 1), aten.unsqueeze.default(v, 0))
 
