@@ -86,3 +86,10 @@ def test_show_and_export_html_open_two_runs_side_by_side(runs, tmp_path):
     assert '"comparison"' in path.read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="two of them"):
         tv.show(runs * 2)
+
+
+def test_a_comparison_saves_as_tvz_and_opens_again(doc, tmp_path):
+    path = tv.save(doc, tmp_path / "compare.tvz")
+    again = tv.load(path)
+    assert again["comparison"]["matches"] == doc["comparison"]["matches"]
+    assert tv.show(path).document["comparison"]["divergences"] == doc["comparison"]["divergences"]
