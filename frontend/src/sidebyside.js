@@ -180,6 +180,7 @@ const LAYOUT_CSS = `
 .tv-sbs-panes { display: grid; gap: 6px; }
 .tv-sbs-pane { min-width: 0; border: 1px solid #d0d7de; }
 .tv-sbs-label { font-weight: 600; padding: 2px 6px; }
+.tv-sbs-selection { flex-basis: 100%; font-family: ui-monospace, monospace; font-size: 12px; }
 .tv-sbs-ranks { max-height: 260px; overflow: auto; }
 .tv-sbs-ranks table { border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 12px; }
 .tv-sbs-ranks td, .tv-sbs-ranks th { padding: 1px 8px; text-align: right; border-bottom: 1px solid rgba(128, 128, 128, 0.25); }
@@ -194,6 +195,20 @@ function describeDivergence(d, labels) {
   const ranks = Array.isArray(d.ranks) ? ` (${d.ranks.map((r) => labels[r] || `rank ${r}`).join(" vs ")})` : "";
   const value = d.value === null || d.value === undefined ? "" : ` — ${formatNumber(d.value)}`;
   return `${d.what || "difference"}: ${d.op || ""} in ${d.module || "(root)"}${where}${ranks}${value}${d.detail ? ` (${d.detail})` : ""}`;
+}
+
+/** One line on what is selected: its id on every side, and how much the match differs. */
+export function describeSelection(index, comparison, labels, selectedIds) {
+  const id = selectedIds[0];
+  if (!id) return "Select an op on any side: its match is selected on the others.";
+  const sides = selectedIds.map((other, side) => `${labels[side]}: ${other || "no match"}`).join(" ↔ ");
+  const match = isModuleId(id) ? undefined : index.matchOf(0, id);
+  if (!match) return sides;
+  const parts = Array.isArray(match.norms)
+    ? [`norms ${match.norms.map((n) => (n === null ? "-" : formatNumber(n))).join(" / ")}`]
+    : [["forward", match.forward], ["gradient", match.grad]]
+      .filter(([, v]) => v !== null && v !== undefined).map(([what, v]) => `${what} ${formatNumber(v)}`);
+  return [sides, ...parts, ...(match.note ? [match.note] : [])].join(" · ");
 }
 
 /** The ranks' table: every match that has norms (forward, then backward), a column per rank. */
@@ -248,6 +263,7 @@ export function mountSideBySide(el, doc, options, mountOne) {
           handle.model.save_changes();
         }
       });
+      status.textContent = describeSelection(index, comparison, labels, handles.map((hd) => String(hd.model.get("selected") || "")));
       if (ranksBody) {
         for (const row of ranksBody.querySelectorAll("tr[data-tv-id]")) row.classList.toggle("tv-selected", row.getAttribute("data-tv-id") === handles[0].model.get("selected"));
       }
@@ -269,7 +285,8 @@ export function mountSideBySide(el, doc, options, mountOne) {
       return h("span", {}, swatch, text);
     }));
   const title = comparison.kind === "ranks" ? `${sides.length} ranks side by side` : `${labels.join(" vs ")}`;
-  root.append(style, h("div", { class: "tv-sbs-head" }, h("strong", {}, title), key, none, divergences), panes);
+  const status = h("div", { class: "tv-sbs-selection" }, describeSelection(index, comparison, labels, [""]));
+  root.append(style, h("div", { class: "tv-sbs-head" }, h("strong", {}, title), key, none, divergences, status), panes);
 
   sides.forEach((side, i) => {
     const pane = h("div", { class: "tv-sbs-pane", data: { side: i } }, h("div", { class: "tv-sbs-label" }, labels[i]));

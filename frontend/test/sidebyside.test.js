@@ -93,6 +93,7 @@ test("mounted side by side: two viewers, selection follows the match, divergence
   assert.equal(handle.models.length, 2);
   handle.models[0].set("selected", "forward:2");
   assert.equal(handle.models[1].get("selected"), "forward:3");
+  assert.equal(el.querySelector(".tv-sbs-selection").textContent, `fp32: forward:2 ↔ ${HOSTILE}: forward:3 · forward 0 · gradient nan`);
   handle.models[1].set("selected", "forward:0"); // unmatched: the other side shows nothing
   assert.equal(handle.models[0].get("selected"), "");
   const item = el.querySelector(".tv-sbs-divergences li");

@@ -84,6 +84,7 @@ def test_two_runs_side_by_side(browser_context, tmp_path):
         expect(left_forward.locator(f'g.node[data-tv-id="{op}"]')).to_have_class(re.compile(r"\btv-selected\b"))
         right_node = right.locator(f'.tv-graph-pane[data-tv-graph="forward"] g.node[data-tv-id="{counterpart[op]}"]')
         expect(right_node).to_have_class(re.compile(r"\btv-selected\b"), timeout=TIMEOUT)
+        expect(page.locator(".tv-sbs-selection")).to_contain_text(f"a: {op} ↔ b: {counterpart[op]}")
 
         # "show" on the divergence selects the swapped op on both sides (drawn inside its
         # collapsed module, which carries the selection)
