@@ -89,6 +89,8 @@ _HOLOMORPHIC = {
     aten.sin.default, aten.cos.default, aten.tan.default, aten.sinh.default, aten.cosh.default,
     aten.asin.default, aten.atan.default, aten.atanh.default,
 }
+# Ops whose `grad` is eager's fused backward kernel, which conjugates for complex tensors.
+_CONJUGATING_KERNELS = {aten.tanh.default, aten.sigmoid.default}
 
 
 def _unary(op, grad) -> None:
@@ -98,14 +100,14 @@ def _unary(op, grad) -> None:
     def rule(a):
         out = op(a)
         g = get_grad(out)
-        if a.dtype.is_complex:  # reached only for _HOLOMORPHIC ops
+        if a.dtype.is_complex and op in _HOLOMORPHIC:
             put_grad(a, conj(grad(conj(g), a, out)))
         else:
             put_grad(a, grad(g, a, out))
         return out
 
     rule.__name__ = op.label
-    RULES.grad(op, supports_complex=op in _HOLOMORPHIC)(rule)
+    RULES.grad(op, supports_complex=op in _HOLOMORPHIC or op in _CONJUGATING_KERNELS)(rule)
 
 
 _unary(aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out))
@@ -129,12 +131,12 @@ _unary(aten.log10.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(
 _unary(aten.sqrt.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(out, 2)))
 
 
-@RULES.grad(aten.rsqrt.default)
+@RULES.grad(aten.rsqrt.default, supports_complex=True)
 def rsqrt(a):
-    # d a**(-1/2) = -1/2 a**(-3/2) = -1/2 out**3
+    # d a**(-1/2) = -1/2 a**(-3/2) = -1/2 out**3 (conjugated for complex a)
     out = aten.rsqrt.default(a)
     put_grad(a, aten.mul.Tensor(aten.mul.Tensor(get_grad(out), -0.5),
-                                aten.pow.Tensor_Scalar(out, 3)))
+                                conj(aten.pow.Tensor_Scalar(out, 3))))
     return out
 
 
@@ -168,12 +170,12 @@ _unary(aten.asin.default,
        lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))
 
 
-@RULES.grad(aten.acos.default)
+@RULES.grad(aten.acos.default, supports_complex=True)
 def acos(a):
-    # d acos = -1 / sqrt(1 - a**2)
+    # d acos = -1 / sqrt(1 - a**2) (conjugated for complex a)
     out = aten.acos.default(a)
     put_grad(a, aten.mul.Tensor(
-        get_grad(out), aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a))))))
+        get_grad(out), conj(aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))))
     return out
 
 
@@ -182,21 +184,21 @@ _unary(aten.atan.default,
        lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(aten.mul.Tensor(a, a), 1)))
 
 
-@RULES.grad(aten.asinh.default)
+@RULES.grad(aten.asinh.default, supports_complex=True)
 def asinh(a):
-    # d asinh = 1 / sqrt(a**2 + 1)
+    # d asinh = 1 / sqrt(a**2 + 1) (conjugated for complex a)
     out = aten.asinh.default(a)
     put_grad(a, aten.mul.Tensor(
-        get_grad(out), aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1))))
+        get_grad(out), conj(aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1)))))
     return out
 
 
-@RULES.grad(aten.acosh.default)
+@RULES.grad(aten.acosh.default, supports_complex=True)
 def acosh(a):
-    # d acosh = 1 / sqrt(a**2 - 1)
+    # d acosh = 1 / sqrt(a**2 - 1) (conjugated for complex a)
     out = aten.acosh.default(a)
     put_grad(a, aten.mul.Tensor(
-        get_grad(out), aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1))))
+        get_grad(out), conj(aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1)))))
     return out
 
 
