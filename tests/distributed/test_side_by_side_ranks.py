@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import thunderviz as tv
 from tests.distributed import debug_checks as checks
 from thunderviz.debug.stats import json_number
 from thunderviz.distributed import compare, side_by_side
@@ -46,3 +47,9 @@ def test_ddp_ranks_carry_each_ranks_norms_and_mark_the_all_reduces(saved):
     for m in with_norms:  # (nan written "nan", as the view document writes it)
         assert m["norms"] == [json_number(n) for n in first_rows[m["ops"][0]].norms], m
     assert any(m["collective"] and m["ops"][0].startswith("backward:") for m in with_norms)
+
+
+def test_show_of_a_list_of_rank_files_is_the_ranks_side_by_side(saved):
+    widget = tv.show([saved[0]["scaled_loss"], saved[1]["scaled_loss"]])
+    assert widget.document["comparison"]["kind"] == "ranks" and widget.live is False
+    assert widget.document["comparison"]["divergences"][0]["what"] == "first desync"
