@@ -53,6 +53,7 @@ if (!process.argv.includes("--worker")) {
   // The bundle is inlined in <script> elements (HTML export), where "<!--" must not appear.
   // esbuild escapes "</script" itself; "<!--" can only occur inside a string, template or
   // regular expression literal, where "\x3C" means the same character.
+  mkdirSync(dirname(outfile), { recursive: true }); // a fresh clone has no static/ folder
   writeFileSync(outfile, viewer.outputFiles[0].text.replaceAll("<!--", "\\x3C!--"));
   console.log(`wrote ${outfile} (${(statSync(outfile).size / 1024).toFixed(0)} KiB)`);
 }
