@@ -13,7 +13,7 @@ import math
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import only_where, scalar_zero, zero_where
+from thunderviz.autodiff.rules.common import conj, only_where, scalar_zero, zero_where
 from thunderviz.prims import aten
 
 RULES = RuleSet("reductions")
@@ -112,7 +112,7 @@ def _prod_grad(g, a, dim):
     no_zero = aten.div.Tensor(rest, nonzero_a)
     one_zero = only_where(aten.logical_and.default(is_zero, aten.eq.Scalar(zeros, 1)), rest)
     d = aten.where.self(aten.eq.Scalar(zeros, 0), no_zero, one_zero)
-    return aten.mul.Tensor(g, d)
+    return aten.mul.Tensor(g, conj(d))  # conjugated for complex a (prod_backward)
 
 
 def _in_grad_dtype(a, g):
@@ -120,7 +120,7 @@ def _in_grad_dtype(a, g):
     return a if a.dtype == g.dtype else aten._to_copy.default(a, dtype=g.dtype)
 
 
-@RULES.grad(aten.prod.default)
+@RULES.grad(aten.prod.default, supports_complex=True)
 def prod_all(a, **kwargs):
     out = aten.prod.default(a, **kwargs)
     g = get_grad(out)
@@ -128,7 +128,7 @@ def prod_all(a, **kwargs):
     return out
 
 
-@RULES.grad(aten.prod.dim_int)
+@RULES.grad(aten.prod.dim_int, supports_complex=True)
 def prod_dim(a, dim, keepdim=False, **kwargs):
     out = aten.prod.dim_int(a, dim, keepdim, **kwargs)
     g = get_grad(out)
@@ -283,7 +283,8 @@ def topk(a, k, dim=-1, largest=True, sorted=True):
 # --- variance and standard deviation -----------------------------------------------------
 
 def _var_grad(g, a, dim, correction, keepdim):
-    """d var(a) / da = 2 (a - mean) / (N - correction), N the count per output element.
+    """d var(a) / da = 2 (a - mean) / (N - correction), N the count per output element
+    (for complex a too: var is the mean of |a - mean|², real, and this is torch's gradient).
 
     `g` is the cotangent of var (reduced dims still removed unless keepdim). When
     N - correction <= 0 the variance is inf/nan; autograd's values there are kept: over all
@@ -310,7 +311,7 @@ def _std_to_var_cotangent(g, std):
     return zero_where(aten.eq.Scalar(std, 0), gv)
 
 
-@RULES.grad(aten.var.correction)
+@RULES.grad(aten.var.correction, supports_complex=True)
 def var(a, dim=None, **kwargs):
     out = aten.var.correction(a, dim, **kwargs)
     correction, keepdim = kwargs.get("correction"), kwargs.get("keepdim", False)
@@ -318,14 +319,14 @@ def var(a, dim=None, **kwargs):
     return out
 
 
-@RULES.grad(aten.var.dim)
+@RULES.grad(aten.var.dim, supports_complex=True)
 def var_dim(a, dim, unbiased=True, keepdim=False):
     out = aten.var.dim(a, dim, unbiased, keepdim)
     put_grad(a, _var_grad(get_grad(out), a, dim, 1 if unbiased else 0, keepdim))
     return out
 
 
-@RULES.grad(aten.std.correction)
+@RULES.grad(aten.std.correction, supports_complex=True)
 def std(a, dim=None, **kwargs):
     out = aten.std.correction(a, dim, **kwargs)
     correction, keepdim = kwargs.get("correction"), kwargs.get("keepdim", False)
@@ -334,7 +335,7 @@ def std(a, dim=None, **kwargs):
     return out
 
 
-@RULES.grad(aten.std.dim)
+@RULES.grad(aten.std.dim, supports_complex=True)
 def std_dim(a, dim, unbiased=True, keepdim=False):
     out = aten.std.dim(a, dim, unbiased, keepdim)
     gv = _std_to_var_cotangent(get_grad(out), out)
@@ -342,7 +343,7 @@ def std_dim(a, dim, unbiased=True, keepdim=False):
     return out
 
 
-@RULES.grad(aten.var_mean.correction)
+@RULES.grad(aten.var_mean.correction, supports_complex=True)
 def var_mean(a, dim=None, **kwargs):
     v, m = aten.var_mean.correction(a, dim, **kwargs)
     correction, keepdim = kwargs.get("correction"), kwargs.get("keepdim", False)
@@ -352,7 +353,7 @@ def var_mean(a, dim=None, **kwargs):
     return v, m
 
 
-@RULES.grad(aten.std_mean.correction)
+@RULES.grad(aten.std_mean.correction, supports_complex=True)
 def std_mean(a, dim=None, **kwargs):
     s, m = aten.std_mean.correction(a, dim, **kwargs)
     correction, keepdim = kwargs.get("correction"), kwargs.get("keepdim", False)
