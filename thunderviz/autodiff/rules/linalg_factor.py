@@ -80,7 +80,7 @@ def linalg_lu_factor_ex(a, *, pivot=True, check_errors=False):
     return lu, pivots, info
 
 
-@RULES.grad(aten.lu_unpack.default)
+@RULES.grad(aten.lu_unpack.default, supports_complex=True)  # linear: parts of lu
 def lu_unpack(lu, pivots, unpack_data=True, unpack_pivots=True):
     """L and U are the lower and upper parts of the packed LU (L's unit diagonal is not)."""
     p, lower, upper = aten.lu_unpack.default(lu, pivots, unpack_data, unpack_pivots)

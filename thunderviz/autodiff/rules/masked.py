@@ -15,7 +15,7 @@ from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.prims import aten
 
-RULES = RuleSet("masked")
+RULES = RuleSet("masked", supports_complex=True)  # linear maps: no conjugates
 
 
 @RULES.grad(aten.masked_scatter.default)

@@ -458,7 +458,7 @@ def _pad_rule(op, backward):
         return out
 
     pad.__name__ = pad.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(pad)
+    RULES.grad(op, supports_complex=True)(pad)  # linear: no conjugates
 
 
 for _kind in ("reflection", "replication"):
@@ -467,7 +467,7 @@ for _kind in ("reflection", "replication"):
                   getattr(aten, f"{_kind}_pad{_n}d_backward").default)
 
 
-@RULES.grad(aten.pad.default)
+@RULES.grad(aten.pad.default, supports_complex=True)
 def pad(*args, **kwargs):
     """`aten.pad` (it appears inside decompositions, e.g. F.unfold's): constant, reflect and
     replicate modes as the ops they stand for."""
@@ -486,7 +486,7 @@ def pad(*args, **kwargs):
     return out
 
 
-@RULES.grad(aten.im2col.default)
+@RULES.grad(aten.im2col.default, supports_complex=True)
 def im2col(x, kernel_size, dilation, padding, stride):
     """F.unfold: each column gathers one sliding block; col2im sums them back."""
     out = aten.im2col.default(x, kernel_size, dilation, padding, stride)
@@ -495,7 +495,7 @@ def im2col(x, kernel_size, dilation, padding, stride):
     return out
 
 
-@RULES.grad(aten.col2im.default)
+@RULES.grad(aten.col2im.default, supports_complex=True)
 def col2im(x, output_size, kernel_size, dilation, padding, stride):
     """F.fold, the adjoint of F.unfold."""
     out = aten.col2im.default(x, output_size, kernel_size, dilation, padding, stride)
