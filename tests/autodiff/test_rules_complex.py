@@ -44,7 +44,7 @@ FAMILIES = {
                         "view_as_real"],
     "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
                     "sin", "cos", "tan", "sinh", "cosh", "asin", "atan", "atanh", "sinc",
-                    "square", "tanh", "sigmoid", "rsqrt", "acos", "asinh", "acosh"],
+                    "square", "pow", "float_power", "__rpow__", "tanh", "sigmoid", "rsqrt", "acos", "asinh", "acosh"],
     "fft": ["fft.fft", "fft.ifft", "fft.fft2", "fft.ifftn", "fft.hfft", "fft.irfft"],
 }
 
@@ -101,6 +101,14 @@ def test_real_weight_times_complex_signal(op):
 def test_complex_power_by_a_number(exponent):
     z = torch.randn(6, dtype=C128)
     _agrees(lambda z: z ** exponent, (z,), {})
+
+
+def test_power_of_two_tensors_real_and_complex_mixed():
+    """Real base with complex exponent and back, zeros in the base (0**b is flat for b >= 0)."""
+    r = torch.tensor([0.0, 0.5, 2.0, 3.0], dtype=torch.float64)
+    z = torch.tensor([0j, 1 + 1j, -0.5 + 2j, 2 + 0j], dtype=C128)
+    for base, exponent in ((r, z), (z, r + 1), (z, z), (r + 0.5, z)):
+        _agrees(lambda a, b: _real_loss(torch.pow(a, b)), (base, exponent), {}, torch.float64)
 
 
 def test_abs_sgn_angle_at_zero_follow_autograd():

@@ -51,19 +51,25 @@ def pow_tensor_scalar(a, exponent):
     return out
 
 
-@RULES.grad(aten.pow.Tensor_Tensor)
+@RULES.grad(aten.pow.Tensor_Tensor, supports_complex=True)
 def pow_tensor_tensor(a, b):
+    """Complex: the cotangent times the conjugate derivatives (pow_backward_self and
+    pow_backward_exponent), with a in the result's dtype for log(a)."""
     out = aten.pow.Tensor_Tensor(a, b)
     g = get_grad(out)
     if requires_grad(a):
         # b * a**(b-1), defined as 0 where b == 0 (a**0 is constant, even at a == 0)
-        da = aten.mul.Tensor(g, aten.mul.Tensor(b, aten.pow.Tensor_Tensor(a, aten.sub.Tensor(b, 1))))
-        put_grad(a, zero_where(aten.eq.Scalar(b, 0), da))
+        slope = aten.mul.Tensor(b, aten.pow.Tensor_Tensor(a, aten.sub.Tensor(b, 1)))
+        put_grad(a, zero_where(aten.eq.Scalar(b, 0), aten.mul.Tensor(g, conj(slope))))
     if requires_grad(b):
-        # d(a**b)/db = a**b * log(a); at a == 0 with b >= 0, 0**b is flat (0 or 1): use 0
-        # instead of 0 * -inf
-        flat = aten.logical_and.default(aten.eq.Scalar(a, 0), aten.ge.Scalar(b, 0))
-        db = aten.mul.Tensor(out, aten.log.default(a))
+        # d(a**b)/db = a**b * log(a); at a == 0 with b >= 0 (real), 0**b is flat (0 or 1):
+        # use 0 instead of 0 * -inf
+        nonnegative = (aten.logical_and.default(aten.eq.Scalar(aten.imag.default(b), 0),
+                                                aten.ge.Scalar(aten.real.default(b), 0))
+                       if b.dtype.is_complex else aten.ge.Scalar(b, 0))
+        flat = aten.logical_and.default(aten.eq.Scalar(a, 0), nonnegative)
+        base = a if a.dtype == out.dtype else aten._to_copy.default(a, dtype=out.dtype)
+        db = conj(aten.mul.Tensor(out, aten.log.default(base)))
         put_grad(b, aten.mul.Tensor(g, zero_where(flat, db)))
     return out
 
