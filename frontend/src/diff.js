@@ -2,6 +2,8 @@
 // few lines of a long trace, so the common head and tail are trimmed first and only the
 // changed middle goes through the (quadratic) longest-common-subsequence table.
 
+import { pushAll } from "./arrays.js";
+
 const MAX_TABLE = 4_000_000;
 
 /**
@@ -23,7 +25,7 @@ export function diffLines(before, after) {
 
   const out = [];
   for (let i = 0; i < head; i++) out.push({ type: "same", text: a[i], oldLine: i + 1, newLine: i + 1 });
-  out.push(...diffMiddle(a.slice(head, a.length - tail), b.slice(head, b.length - tail), head));
+  pushAll(out, diffMiddle(a.slice(head, a.length - tail), b.slice(head, b.length - tail), head));
   for (let k = tail; k > 0; k--) {
     out.push({ type: "same", text: a[a.length - k], oldLine: a.length - k + 1, newLine: b.length - k + 1 });
   }

@@ -12,6 +12,7 @@ import { svgText, svgToPng, download } from "./picture.js";
 import { legend } from "./legend.js";
 import { Minimap } from "./minimap.js";
 import { GradOverlay } from "./gradoverlay.js";
+import { maxOf } from "./arrays.js";
 
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
 const FAST_LAYOUT_NODES = 500;
@@ -90,7 +91,7 @@ export class GraphView {
         button("Default", "Default collapse", "default", () => options.onSetExpanded(options.defaultExpansion())),
         button("Collapse all", "Collapse every module and op", "collapse-all", () => options.onSetExpanded(new Set())),
       );
-      const deepest = Math.max(0, ...this.ti.depth.values());
+      const deepest = maxOf(this.ti.depth.values(), 0);
       if (deepest > 0) items.push(this.levelControl(deepest));
     }
     if (options.gradFlow && Object.keys(options.gradFlow).length) {

@@ -5,6 +5,7 @@
 import { h, replace } from "./dom.js";
 import { toNumber } from "./document.js";
 import { formatBytes } from "./format.js";
+import { maxOf } from "./arrays.js";
 
 /**
  * Sort and total the saved tensors.
@@ -61,7 +62,7 @@ export class SavedPanel {
       return;
     }
     const link = (id) => (id ? h("button", { class: "tv-link", title: `select ${id}`, on: { click: (e) => { e.stopPropagation(); this.onSelect(id); } } }, this.describe(id)) : h("span", { class: "tv-muted" }, "(input)"));
-    const biggest = Math.max(...modules.map((m) => m.bytes), 1);
+    const biggest = maxOf(modules.map((m) => m.bytes), 1);
     const moduleTable = h(
       "table",
       { class: "tv-table", data: { "saved-modules": "" } },

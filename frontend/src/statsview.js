@@ -3,6 +3,7 @@
 import { h, s } from "./dom.js";
 import { toNumber } from "./document.js";
 import { formatNumber } from "./format.js";
+import { maxOf } from "./arrays.js";
 
 const FIELDS = ["min", "max", "mean", "std", "norm", "numel", "nan", "inf"];
 
@@ -32,7 +33,7 @@ export function statsBlock(stats) {
 export function histogram(hist, { width = 200, height = 44 } = {}) {
   if (!hist || !Array.isArray(hist.counts) || hist.counts.length === 0) return null;
   const counts = hist.counts.map((c) => Math.max(0, toNumber(c) || 0));
-  const max = Math.max(...counts, 1);
+  const max = maxOf(counts, 1);
   const plot = height - 12;
   const barWidth = width / counts.length;
   const bars = counts.map((count, i) => {

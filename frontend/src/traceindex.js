@@ -1,6 +1,8 @@
 // Per-trace index: ops by id, the subsymbol tree, the module tree, tensor producers and
 // which op owns each printed line. Built once per document; everything else reads it.
 
+import { pushAll } from "./arrays.js";
+
 /**
  * @typedef {object} ModuleNode
  * @property {string} path        dotted module path, "" for the root module
@@ -157,8 +159,8 @@ export function buildTraceIndex(trace, kind, moduleOf = (op) => op.module_path |
       while (stack.length) {
         const node = modules.get(stack.pop());
         if (!node) continue;
-        out.push(...node.ops);
-        stack.push(...node.children);
+        pushAll(out, node.ops);
+        pushAll(stack, node.children);
       }
       return out;
     },

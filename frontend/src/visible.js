@@ -3,6 +3,7 @@
 // Only what is visible ever reaches the layout engine, which is what keeps big models usable.
 
 import { modulePrefixes } from "./traceindex.js";
+import { maxOf } from "./arrays.js";
 
 export const MODULE_PREFIX = "module:";
 /** Node / selection id of a module: "module:transformer.h.3". */
@@ -358,7 +359,7 @@ export function fitVisibleGraph(ti, expanded, limits = {}) {
     if (graph.nodes.length <= maxNodes) return { graph, expanded: current, dropped, count };
     if (current.size === 0) return { graph: null, expanded: current, dropped, count };
     const depths = [...current].map((id) => [id, expansionDepth(ti, id)]);
-    const deepest = Math.max(...depths.map(([, d]) => d));
+    const deepest = maxOf(depths.map(([, d]) => d));
     for (const [id, d] of depths) {
       if (d === deepest) {
         current.delete(id);
