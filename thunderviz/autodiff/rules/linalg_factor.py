@@ -60,7 +60,7 @@ def _lu_grad(gl, gu, p, lower, upper):
     return matmul(p, ga)
 
 
-@RULES.grad(aten.linalg_lu.default)
+@RULES.grad(aten.linalg_lu.default, supports_complex=True)
 def linalg_lu(a, *, pivot=True):
     p, lower, upper = aten.linalg_lu.default(a, pivot=pivot)
     gl, gu = get_grad(lower), get_grad(upper)
@@ -68,7 +68,7 @@ def linalg_lu(a, *, pivot=True):
     return p, lower, upper
 
 
-@RULES.grad(aten.linalg_lu_factor_ex.default)
+@RULES.grad(aten.linalg_lu_factor_ex.default, supports_complex=True)
 def linalg_lu_factor_ex(a, *, pivot=True, check_errors=False):
     """The packed factors: L below the diagonal, U on and above it."""
     lu, pivots, info = aten.linalg_lu_factor_ex.default(a, pivot=pivot, check_errors=check_errors)
@@ -205,7 +205,7 @@ def _pinv_rule(op):
         return out
 
     rule.__name__ = rule.__qualname__ = f"linalg_pinv_{op.id.split('.')[-1]}"
-    RULES.grad(op)(rule)
+    RULES.grad(op, supports_complex=True)(rule)
 
 
 for _op in (aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float,
@@ -213,7 +213,7 @@ for _op in (aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float,
     _pinv_rule(_op)
 
 
-@RULES.grad(aten.linalg_matrix_exp.default)
+@RULES.grad(aten.linalg_matrix_exp.default, supports_complex=True)
 def linalg_matrix_exp(a):
     """The adjoint of exp's differential: exp([[Aᴴ, g], [0, Aᴴ]]) holds it in its
     upper-right block."""

@@ -26,7 +26,7 @@ def _neg(x):
     return aten.neg.default(x)
 
 
-@RULES.grad(aten.linalg_inv_ex.default)
+@RULES.grad(aten.linalg_inv_ex.default, supports_complex=True)
 def linalg_inv_ex(a, **kwargs):
     inverse, info = aten.linalg_inv_ex.default(a, **kwargs)
     g = get_grad(inverse)
@@ -46,7 +46,7 @@ def _solve_grads(a, b, x, g, solve_adjoint, left):
         put_grad(b, aten.squeeze.dim(gb, -1) if vector else gb)
 
 
-@RULES.grad(aten._linalg_solve_ex.default)
+@RULES.grad(aten._linalg_solve_ex.default, supports_complex=True)
 def linalg_solve_ex(a, b, left=True, check_errors=False):
     x, lu, pivots, info = aten._linalg_solve_ex.default(a, b, left=left,
                                                          check_errors=check_errors)
@@ -56,7 +56,7 @@ def linalg_solve_ex(a, b, left=True, check_errors=False):
     return x, lu, pivots, info
 
 
-@RULES.grad(aten.linalg_solve_triangular.default)
+@RULES.grad(aten.linalg_solve_triangular.default, supports_complex=True)
 def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
     x = aten.linalg_solve_triangular.default(a, b, upper=upper, left=left,
                                              unitriangular=unitriangular)
@@ -89,7 +89,7 @@ def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
     return x, a_copy
 
 
-@RULES.grad(aten.linalg_lu_solve.default)
+@RULES.grad(aten.linalg_lu_solve.default, supports_complex=True)
 def linalg_lu_solve(lu, pivots, b, *, left=True, adjoint=False):
     """torch's `linalg_lu_solve_LU` for the packed factors; B as in any solve."""
     x = aten.linalg_lu_solve.default(lu, pivots, b, left=left, adjoint=adjoint)
@@ -142,7 +142,7 @@ def cholesky(a, upper=False):
     return factor
 
 
-@RULES.grad(aten.cholesky_solve.default)
+@RULES.grad(aten.cholesky_solve.default, supports_complex=True)
 def cholesky_solve(b, factor, upper=False):
     """X = (L Lᴴ)⁻¹ B: gB = (L Lᴴ)⁻¹ g; the factor's gradient is -(gB Xᴴ + X gBᴴ) L (lower)."""
     x = aten.cholesky_solve.default(b, factor, upper)
@@ -156,7 +156,7 @@ def cholesky_solve(b, factor, upper=False):
     return x
 
 
-@RULES.grad(aten.cholesky_inverse.default)
+@RULES.grad(aten.cholesky_inverse.default, supports_complex=True)
 def cholesky_inverse(factor, upper=False):
     inverse = aten.cholesky_inverse.default(factor, upper)
     g = get_grad(inverse)
