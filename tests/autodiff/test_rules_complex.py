@@ -40,7 +40,8 @@ FAMILIES = {
     "nn (padding, unfold)": ["nn.functional.pad.reflect", "nn.functional.pad.replicate",
                              "nn.functional.pad.replicate_negative", "nn.functional.unfold"],
     "linalg_factor": ["lu_unpack", "lu", "linalg.lu", "linalg.lu_factor", "matrix_exp",
-                      "linalg.pinv", "linalg.pinv.hermitian"],
+                      "linalg.pinv", "linalg.pinv.hermitian", "svd", "linalg.svd",
+                      "linalg.svdvals", "norm.nuc", "linalg.cond"],
     "linalg_solve": ["linalg.inv", "linalg.solve", "linalg.solve_triangular", "linalg.lu_solve",
                      "cholesky_solve", "cholesky_inverse", "linalg.matrix_power",
                      "linalg.tensorinv"],
@@ -164,10 +165,28 @@ def test_real_inputs_still_use_a_rule_without_complex_support():
 
 
 def test_linalg_rules_for_real_matrices_refuse_complex_ones():
-    """The SVD's rule lacks torch's complex gauge term (its gradient comes out nan)."""
     z = torch.randn(3, 3, dtype=C128)
-    with pytest.raises(tv.AutodiffError, match="aten._linalg_svd.default .*complex"):
-        tv.vjp(torch.linalg.svdvals)((z,), torch.randn(3, dtype=torch.float64))
+    with pytest.raises(tv.AutodiffError, match="aten._linalg_eigh.default .*complex"):
+        tv.vjp(torch.linalg.eigvalsh)((z,), torch.randn(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3)])
+@pytest.mark.parametrize("full_matrices", [False, True])
+def test_complex_svd_with_a_phase_invariant_loss(shape, full_matrices):
+    """Singular vectors are defined up to a phase e^{i phi} per pair: a loss of U diag(f(S))
+    Vᴴ and of S does not see it, and needs torch's diagonal term diag(Uᴴ gU) / (2 S)
+    (without it the gradient came out nan)."""
+    torch.manual_seed(0)
+    a, weight = torch.randn(*shape, dtype=C128), torch.randn(*shape, dtype=C128)
+    k = min(shape[-2:])
+    s_weight = torch.randn(*shape[:-2], k, dtype=torch.float64)
+
+    def loss(a):
+        u, s, vh = torch.linalg.svd(a, full_matrices=full_matrices)
+        product = (u[..., :k] * torch.sin(s).to(C128).unsqueeze(-2)) @ vh[..., :k, :]
+        return torch.view_as_real(product * weight).sum() + (s * s_weight).sum()
+
+    _agrees(loss, (a,), {})
 
 
 def test_user_rules_opt_in_to_complex(monkeypatch):

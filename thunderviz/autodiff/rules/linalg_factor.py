@@ -140,13 +140,20 @@ def _svd_grad(gu, gs, gvh, u, s, vh):
     if gu is None and gvh is None:
         return matmul(aten.mul.Tensor(u, aten.unsqueeze.default(gs, -2)), vh)
     s2 = aten.mul.Tensor(s, s)
-    gap = aten.sub.Tensor(aten.unsqueeze.default(s2, -2), aten.unsqueeze.default(s2, -1))
+    # S_j² - S_i², with 1 on the diagonal as torch's E: the numerator's diagonal is 0 for
+    # real matrices and, for complex ones, is kept (it cancels for phase-invariant losses)
+    gap = aten.add.Tensor(
+        aten.sub.Tensor(aten.unsqueeze.default(s2, -2), aten.unsqueeze.default(s2, -1)),
+        diag_embed(aten.ones_like.default(s)))
     uhgu = matmul(mH(u), gu)
     vhgv = matmul(vh, mH(gvh))
     skew_u, skew_v = aten.sub.Tensor(uhgu, mH(uhgu)), aten.sub.Tensor(vhgv, mH(vhgv))
     inner = safe_div(aten.add.Tensor(aten.mul.Tensor(skew_u, s_row),
                                      aten.mul.Tensor(s_col, skew_v)), gap)
     inner = aten.add.Tensor(inner, diag_embed(gs))
+    if u.dtype.is_complex:  # the phase of each singular pair: diag(U^H gU) / (2 S)
+        phase = aten.div.Tensor(aten.diagonal.default(skew_u, 0, -2, -1), aten.mul.Tensor(s, 2))
+        inner = aten.add.Tensor(inner, diag_embed(phase))
     if m > n:  # the part of gU outside U's columns
         gu_sinv = aten.div.Tensor(gu, s_row)
         ga = _add(matmul(u, inner), gu_sinv, aten.neg.default(matmul(u, matmul(mH(u), gu_sinv))))
@@ -159,7 +166,7 @@ def _svd_grad(gu, gs, gvh, u, s, vh):
     return matmul(u, matmul(inner, vh))
 
 
-@RULES.grad(aten._linalg_svd.default)
+@RULES.grad(aten._linalg_svd.default, supports_complex=True)
 def linalg_svd(a, full_matrices=False, compute_uv=True, **kwargs):
     u, s, vh = aten._linalg_svd.default(a, full_matrices, compute_uv, **kwargs)
     if not compute_uv:  # svdvals: the gradient is U diag(gS) Vᴴ
