@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,17 +102,23 @@ class _TraceFunction(torch.autograd.Function):
         # Inputs and outputs go through save_for_backward (autograd checks they were not
         # modified in place before backward). Intermediates the forward made are held on
         # ctx directly, as torch's docs advise: nothing else can see or modify them, and
-        # packing hundreds of them costs more than the checks are worth.
+        # packing hundreds of them costs more than the checks are worth. They live exactly as
+        # long as autograd keeps this node's saved tensors (freed after a backward, kept with
+        # retain_graph=True): an empty anchor tensor is saved with the checked ones and its
+        # finalizer empties the list.
         exposed = set(map(id, flat))
         exposed.update(map(id, flat_out))
         checked = [i for i, t in enumerate(saved) if id(t) in exposed and isinstance(t, torch.Tensor)]
         ctx.checked = checked
-        ctx.save_for_backward(*(saved[i] for i in checked))
+        anchor = torch.empty(0)
+        ctx.save_for_backward(*(saved[i] for i in checked), anchor)
         if checked:
             checked_set = set(checked)
-            ctx.intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
+            intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
         else:
-            ctx.intermediates = list(saved)
+            intermediates = list(saved)
+        weakref.finalize(anchor, intermediates.clear)
+        ctx.intermediates = intermediates
         if entry.non_differentiable_outputs:
             ctx.mark_non_differentiable(*(flat_out[i] for i in entry.non_differentiable_outputs
                                           if isinstance(flat_out[i], torch.Tensor)))
@@ -124,10 +131,10 @@ class _TraceFunction(torch.autograd.Function):
         # Put the checked values back where they were: inserting in increasing position
         # order restores the forward's list (each lands after everything that preceded it),
         # without a Python loop over every saved value.
-        saved: list[Any] = ctx.intermediates
-        for i, t in zip(checked, ctx.saved_tensors, strict=True):
+        *checked_values, _anchor = ctx.saved_tensors  # raises, as eager, once autograd freed them
+        saved: list[Any] = list(ctx.intermediates)  # a copy: retain_graph may run this again
+        for i, t in zip(checked, checked_values, strict=True):
             saved.insert(i, t)
-        ctx.intermediates = None
         cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
         unreached: set[int] = set()
         if any(ct is None for ct in cotangents):
