@@ -17,6 +17,9 @@ export function hasDebugTools(index, live = false) {
   return Boolean(live) || list(index.doc.nan_ledger).length > 0 || list(index.doc.interventions).length > 0;
 }
 
+/** Classes a graph node gets for the ledger's non-clean statuses (style.js, legend.js). */
+export const LEDGER_CLASSES = LEDGER_ORDER.filter((s) => s !== "clean").map((s) => `tv-ledger-${s}`);
+
 /** The edits the buttons offer: label and the message's `edit` (GradEdit's spelling). */
 export const EDIT_BUTTONS = [
   ["zero", "zero"],

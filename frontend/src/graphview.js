@@ -13,10 +13,11 @@ import { legend } from "./legend.js";
 import { Minimap } from "./minimap.js";
 import { GradOverlay } from "./gradoverlay.js";
 import { maxOf } from "./arrays.js";
+import { LEDGER_CLASSES } from "./debugtools.js";
 
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
 const FAST_LAYOUT_NODES = 500;
-const MARK_CLASSES = ["tv-selected", "tv-highlight", "tv-current-step"];
+const MARK_CLASSES = ["tv-selected", "tv-highlight", "tv-current-step", ...LEDGER_CLASSES];
 const READABLE_ZOOM = 1;
 let paneCount = 0;
 
@@ -401,8 +402,9 @@ export class GraphView {
 
   /**
    * Apply selection / highlight / current-step classes.
-   * @param {{selected: string, highlights: import("./links.js").Highlights, current: string[], scrollTo?: string | string[]}} marks
-   *   scrollTo: ids to bring into view (the first one drawn here wins); applied once
+   * @param {{selected: string, highlights: import("./links.js").Highlights, current: string[], scrollTo?: string | string[], ledger?: Map<string, string>}} marks
+   *   scrollTo: ids to bring into view (the first one drawn here wins); applied once;
+   *   ledger: NaN/Inf ledger status per op (debugtools.js: ledgerMarks)
    */
   mark(marks) {
     this.lastMarks = { ...marks, scrollTo: this.graph ? undefined : marks.scrollTo };
@@ -425,6 +427,7 @@ export class GraphView {
       if (edge.tensors.some((t) => highlights.tensors.has(t))) add(el, "tv-highlight");
       if (marks.selected && edge.tensors.includes(marks.selected)) add(el, "tv-selected");
     }
+    for (const [op, status] of marks.ledger || []) if (this.ti.ops.has(op)) markId(op, `tv-ledger-${status}`);
     for (const op of marks.current) if (this.ti.ops.has(op)) markId(op, "tv-current-step");
     if (marks.selected) markId(marks.selected, "tv-selected");
     if (marks.scrollTo) this.scrollTo(marks.scrollTo);

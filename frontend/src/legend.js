@@ -13,6 +13,9 @@ const ITEMS = [
   ["tv-k-highlight", "linked to the selection"],
   ["tv-k-selected", "selected"],
   ["tv-k-current", "current backward step"],
+  ["tv-k-ledger-born", "NaN/Inf born here (finite in, non-finite out)"],
+  ["tv-k-ledger-healed", "NaN/Inf healed here (non-finite in, finite out)"],
+  ["tv-k-ledger-propagated", "NaN/Inf passed on"],
 ];
 
 export function legend() {

@@ -34,6 +34,8 @@ export const CSS = String.raw`
   --tv-highlight-bg: rgba(14, 165, 233, 0.16);
   --tv-current: #e11d48;
   --tv-current-bg: rgba(225, 29, 72, 0.16);
+  --tv-ledger-born: #c026d3; --tv-ledger-born-bg: rgba(192, 38, 211, 0.18);
+  --tv-ledger-healed: #15803d; --tv-ledger-propagated: #b45309;
   --tv-op-fill: #e8eefc; --tv-op-stroke: #5b7db1;
   --tv-prim-fill: #f1f3f4; --tv-prim-stroke: #8a9099;
   --tv-module-fill: #fff4e0; --tv-module-stroke: #c98a1b;
@@ -154,6 +156,11 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 .tv-root .tv-graph-canvas g.tv-selected > :is(polygon, path, ellipse) { stroke: var(--tv-select) !important; stroke-width: 3px !important; }
 .tv-root .tv-graph-canvas g.node.tv-selected > :is(polygon, path, ellipse):first-of-type { fill: var(--tv-select-bg); }
 .tv-root .tv-graph-canvas g.edge.tv-selected path { stroke: var(--tv-select) !important; stroke-width: 2.5px; }
+/* NaN/Inf ledger: a dashed outline in its own colours, drawn over grad-flow's inline styles (selection and
+   current step keep theirs); born wins */
+.tv-root .tv-graph-canvas g.tv-ledger-propagated:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-propagated) !important; stroke-width: 2.5px !important; stroke-dasharray: 2 2 !important; }
+.tv-root .tv-graph-canvas g.tv-ledger-healed:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-healed) !important; stroke-width: 3px !important; stroke-dasharray: 6 3 !important; }
+.tv-root .tv-graph-canvas g.tv-ledger-born:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-born) !important; stroke-width: 3px !important; stroke-dasharray: 6 3 !important; fill: var(--tv-ledger-born-bg) !important; }
 /* the grad-flow legend sits below the graph, in the pane's flow: it never covers nodes */
 .tv-root .tv-legend {
   flex: 0 0 auto; background: var(--tv-panel); border-top: 1px solid var(--tv-border);
@@ -174,6 +181,9 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 .tv-root .tv-k-highlight { background: var(--tv-highlight-bg); border-color: var(--tv-highlight); }
 .tv-root .tv-k-selected { background: var(--tv-select-bg); border-color: var(--tv-select); }
 .tv-root .tv-k-current { border-color: var(--tv-current); }
+.tv-root .tv-k-ledger-propagated { border: 2px dotted var(--tv-ledger-propagated); }
+.tv-root .tv-k-ledger-healed { border: 2px dashed var(--tv-ledger-healed); }
+.tv-root .tv-k-ledger-born { border: 2px dashed var(--tv-ledger-born); background: var(--tv-ledger-born-bg); }
 .tv-root .tv-k-edge { font-size: 10px; color: var(--tv-muted); min-width: 22px; }
 .tv-root .tv-legend-bar { height: 8px; border-radius: 2px; margin: 2px 0; }
 .tv-root .tv-legend-scale { display: flex; justify-content: space-between; }

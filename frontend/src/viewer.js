@@ -20,7 +20,7 @@ import { SearchBox } from "./searchbox.js";
 import { expansionToReveal } from "./search.js";
 import { PaneExpansions, regionToFollow } from "./expansion.js";
 import { backwardFlow } from "./gradflow.js";
-import { DebugToolsPanel, hasDebugTools } from "./debugtools.js";
+import { DebugToolsPanel, hasDebugTools, ledgerMarks } from "./debugtools.js";
 
 /** Traits render() listens to (the Python widget defines the same names). */
 const TRAITS = ["document", "selected", "highlight", "current_step", "steps", "tab", "expanded", "live"];
@@ -471,7 +471,8 @@ class App {
     let scrollTo;
     if (has("selected") && selected) scrollTo = [selected, ...highlights.ops];
     else if (has("current_step") && currentOps.length) scrollTo = currentOps;
-    const marks = { selected, highlights, current: currentOps, scrollTo };
+    if (!this.ledger) this.ledger = ledgerMarks(this.index);
+    const marks = { selected, highlights, current: currentOps, scrollTo, ledger: this.ledger };
     for (const view of tab.views) view.mark(marks);
     for (const text of tab.texts) text.mark(marks);
     if (tab.saved) tab.saved.mark(marks);

@@ -110,3 +110,32 @@ test("with a live kernel, the buttons send the edit for the selection", () => {
   const offline = new DebugToolsPanel(withTools(), () => {}, String, null);
   assert.equal(offline.el.querySelector("[data-tv-intervene-controls]"), null);
 });
+
+test("both graphs mark the ledger's ops: backward op by its status, forward op by its worst", async () => {
+  const doc = withTools().doc;
+  const el = document.createElement("div");
+  document.body.appendChild(el);
+  const { destroy } = mountViewer(el, doc, { expanded: ["fc1", "fc2", "encoder", "head"] });
+  const ready = (kind) => el.querySelector(`.tv-graph-pane[data-tv-graph="${kind}"][data-tv-ready="true"] svg`);
+  const start = Date.now();
+  while (!(ready("forward") && ready("backward"))) {
+    if (Date.now() - start > 10000) throw new Error("timed out waiting for both graphs");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const statusOf = (kind, id) => {
+    const node = el.querySelector(`[data-tv-graph="${kind}"] g.node[data-tv-id="${id}"]`);
+    assert.ok(node, `${id} drawn in ${kind}`);
+    return ["born", "healed", "propagated"].filter((s) => node.classList.contains(`tv-ledger-${s}`));
+  };
+  assert.deepEqual(statusOf("backward", "backward:1"), ["born"]);
+  assert.deepEqual(statusOf("backward", "backward:2"), ["propagated"]);
+  assert.deepEqual(statusOf("backward", "backward:6"), ["healed"]);
+  assert.deepEqual(statusOf("backward", "backward:0"), []);
+  assert.deepEqual(statusOf("forward", "forward:3"), ["born"]);
+  assert.deepEqual(statusOf("forward", "forward:1"), ["healed"]);
+  // the key explains each mark
+  const key = el.querySelector('[data-tv-graph="backward"] [data-tv-graph-action="key"]');
+  for (const s of ["born", "healed", "propagated"]) assert.ok(key.querySelector(`.tv-k-ledger-${s}`), `key has ${s}`);
+  assert.match(key.textContent, /NaN\/Inf born here/);
+  destroy();
+});

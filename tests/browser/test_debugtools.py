@@ -57,3 +57,38 @@ def test_the_ledger_and_interventions_tab_in_an_exported_page(browser_context, t
         assert not errors, errors
     finally:
         page.close()
+
+
+def _stroke(page, pane: str, op_id: str) -> str:
+    shape = f'.tv-graph-pane[data-tv-graph="{pane}"] g.node[data-tv-id="{op_id}"] > :is(polygon, path, ellipse)'
+    return page.locator(shape).first.evaluate("el => getComputedStyle(el).stroke + ' ' + getComputedStyle(el).strokeDasharray")
+
+
+def test_the_ledger_marks_born_and_healed_ops_on_both_graphs(browser_context, tmp_path):
+    s = _session()
+    ledger = s.nan_ledger()
+    born = next(e for e in ledger if e.status == "born")
+    healed = next(e for e in ledger if e.status == "healed")
+    assert "sqrt" in born.forward_op and "relu" in healed.forward_op, (born, healed)
+    path = export_html(s, tmp_path / "marks.html")
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(path.resolve().as_uri())
+        for pane, entry_ids in (("backward", (born.op_id, healed.op_id)), ("forward", (born.forward_op_id, healed.forward_op_id))):
+            for entry_id, status in zip(entry_ids, ("born", "healed")):
+                node = page.locator(f'.tv-graph-pane[data-tv-graph="{pane}"] g.node[data-tv-id="{entry_id}"]')
+                expect(node).to_have_class(re.compile(rf"\btv-ledger-{status}\b"), timeout=TIMEOUT)
+        # drawn differently from each other and from an unmarked op
+        drawn = lambda e: page.locator(f'.tv-graph-pane[data-tv-graph="backward"] g.node[data-tv-id="{e.op_id}"]').count() > 0  # noqa: E731
+        clean = next(e for e in ledger if e.status == "clean" and drawn(e))
+        looks = {_stroke(page, "backward", born.op_id), _stroke(page, "backward", healed.op_id), _stroke(page, "backward", clean.op_id)}
+        assert len(looks) == 3, looks
+        key = page.locator('.tv-graph-pane[data-tv-graph="backward"] [data-tv-graph-action="key"]')
+        key.locator("summary").click()
+        expect(key).to_contain_text("NaN/Inf born here")
+        expect(key).to_contain_text("NaN/Inf healed here")
+        assert not errors, errors
+    finally:
+        page.close()
