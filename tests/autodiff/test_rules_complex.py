@@ -41,7 +41,8 @@ FAMILIES = {
                              "nn.functional.pad.replicate_negative", "nn.functional.unfold"],
     "linalg_factor": ["lu_unpack", "lu", "linalg.lu", "linalg.lu_factor", "matrix_exp",
                       "linalg.pinv", "linalg.pinv.hermitian", "svd", "linalg.svd",
-                      "linalg.svdvals", "norm.nuc", "linalg.cond"],
+                      "linalg.svdvals", "norm.nuc", "linalg.cond", "linalg.eigh",
+                      "linalg.eigvalsh"],
     "linalg_solve": ["linalg.inv", "linalg.solve", "linalg.solve_triangular", "linalg.lu_solve",
                      "cholesky_solve", "cholesky_inverse", "linalg.matrix_power",
                      "linalg.tensorinv"],
@@ -166,8 +167,25 @@ def test_real_inputs_still_use_a_rule_without_complex_support():
 
 def test_linalg_rules_for_real_matrices_refuse_complex_ones():
     z = torch.randn(3, 3, dtype=C128)
-    with pytest.raises(tv.AutodiffError, match="aten._linalg_eigh.default .*complex"):
-        tv.vjp(torch.linalg.eigvalsh)((z,), torch.randn(3, dtype=torch.float64))
+    with pytest.raises(tv.AutodiffError, match="aten.linalg_cholesky_ex.default .*complex"):
+        tv.vjp(torch.linalg.cholesky)((z @ z.mH,), torch.randn(3, 3, dtype=C128))
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_complex_eigh_with_a_phase_invariant_loss(n):
+    """Eigenvectors of a Hermitian matrix have a free phase each: the loss sees V diag(f(L))
+    Vᴴ, |V|² and L; the skew diagonal (rounding noise) must not be divided by 0."""
+    torch.manual_seed(0)
+    a = torch.randn(n, n, dtype=C128)
+    weight, l_weight = torch.randn(n, n, dtype=C128), torch.randn(n, dtype=torch.float64)
+
+    def loss(a):
+        values, vectors = torch.linalg.eigh(a + a.mH)
+        product = (vectors * torch.sin(values).to(C128).unsqueeze(-2)) @ vectors.mH
+        return (torch.view_as_real(product * weight).sum() + (values * l_weight).sum()
+                + (vectors.abs() ** 2 * weight.real).sum())
+
+    _agrees(loss, (a,), {})
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3)])

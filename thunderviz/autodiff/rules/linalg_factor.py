@@ -184,7 +184,7 @@ def linalg_svd(a, full_matrices=False, compute_uv=True, **kwargs):
     return u, s, vh
 
 
-@RULES.grad(aten._linalg_eigh.default)
+@RULES.grad(aten._linalg_eigh.default, supports_complex=True)
 def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument name
     """A = V diag(L) Vᴴ: gA = V (diag(gL) + skew(Vᴴ gV) / (L_j - L_i)) Vᴴ."""
     values, vectors = aten._linalg_eigh.default(a, UPLO, compute_v)
@@ -195,7 +195,11 @@ def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument n
         gv = get_grad(vectors)
         vhgv = matmul(mH(v), gv)
         skew = aten.mul.Tensor(aten.sub.Tensor(vhgv, mH(vhgv)), 0.5)
-        gap = aten.sub.Tensor(aten.unsqueeze.default(values, -2), aten.unsqueeze.default(values, -1))
+        # 1 on the diagonal (torch's E): the diagonal is dropped below, and a complex
+        # skew's diagonal (rounding noise for a phase-invariant loss) must not become inf
+        gap = aten.add.Tensor(
+            aten.sub.Tensor(aten.unsqueeze.default(values, -2), aten.unsqueeze.default(values, -1)),
+            diag_embed(aten.ones_like.default(values)))
         off = safe_div(skew, gap)
         off = aten.sub.Tensor(off, diag_embed(aten.diagonal.default(off, 0, -2, -1)))
         inner = aten.add.Tensor(inner, off)
