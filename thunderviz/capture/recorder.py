@@ -242,9 +242,9 @@ class Recorder:
                           kwargs: dict[str, Any]) -> Any:
         if is_property_read(func):
             return func(*args, **kwargs)
-        source = user_source(skip=3)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)
+        source = user_source(skip=3)
         p_args, p_kwargs = self.proxify((args, kwargs))
         frame = _Frame()
         outer_source, self._source = self._source, source
@@ -310,10 +310,10 @@ class Recorder:
 
     # --- ATen level -------------------------------------------------------------------
     def on_dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        p_args, p_kwargs = self.proxify((args, kwargs))
-        out = func(*args, **kwargs)
         if is_collective_op(func):
             return record_collective_op(self, func, args, kwargs)
+        p_args, p_kwargs = self.proxify((args, kwargs))
+        out = func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
             proxy = NumberProxy(name=self.names.fresh("n"), value=out)
             bsym = self._bsym(func, p_args, p_kwargs, proxy)
