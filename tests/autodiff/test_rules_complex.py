@@ -45,7 +45,7 @@ FAMILIES = {
                       "linalg.eigvalsh"],
     "linalg_solve": ["linalg.inv", "linalg.solve", "linalg.solve_triangular", "linalg.lu_solve",
                      "cholesky_solve", "cholesky_inverse", "linalg.matrix_power",
-                     "linalg.tensorinv"],
+                     "linalg.tensorinv", "linalg.det"],
     "complex_numbers": ["abs", "sgn", "angle", "conj", "conj_physical", "real", "imag",
                         "view_as_real"],
     "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
@@ -140,6 +140,14 @@ def test_complex_solves_with_every_side_and_adjoint():
     ]
     for fn, args in cases:
         _agrees(fn, args, {})
+
+
+def test_complex_determinant_including_a_singular_matrix():
+    """d det / dA conjugated: g · conj(det) A⁻ᴴ, from the SVD (det(U) det(Vᴴ) is a phase)."""
+    torch.manual_seed(0)
+    singular = torch.randn(3, 2, dtype=C128) @ torch.randn(2, 3, dtype=C128)
+    for a in (torch.randn(4, 4, dtype=C128), torch.randn(2, 3, 3, dtype=C128), singular):
+        _agrees(torch.linalg.det, (a,), {})
 
 
 def test_abs_sgn_angle_at_zero_follow_autograd():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import conj
 from thunderviz.autodiff.rules.linalg_common import (
     eye_like,
     is_vector_rhs,
@@ -175,7 +176,7 @@ def _times_inverse_h(a, scale):
     return aten.linalg_solve_ex.default(mH(a), eye)[0]
 
 
-@RULES.grad(aten._linalg_det.default)
+@RULES.grad(aten._linalg_det.default, supports_complex=True)
 def linalg_det(a):
     """d det / dA is the cofactor matrix, det(A) A⁻ᴴ where A is invertible. Computed from the
     SVD A = U diag(s) Vᴴ as det(U) det(Vᴴ) U diag(prod_{j≠i} s_j) Vᴴ, which stays exact for
@@ -188,7 +189,8 @@ def linalg_det(a):
     u, s, vh = aten._linalg_svd.default(a)
     others = aten.mul.Tensor(_exclusive_cumprod(s), aten.flip.default(
         _exclusive_cumprod(aten.flip.default(s, [-1])), [-1]))
-    signs = aten.mul.Tensor(aten.linalg_det.default(u), aten.linalg_det.default(vh))
+    # det(U) det(Vᴴ): ±1 for real A, a phase for complex A (conjugated: g · conj(d det/dA))
+    signs = conj(aten.mul.Tensor(aten.linalg_det.default(u), aten.linalg_det.default(vh)))
     weights = aten.mul.Tensor(others, aten.unsqueeze.default(aten.mul.Tensor(g, signs), -1))
     put_grad(a, matmul(aten.mul.Tensor(u, aten.unsqueeze.default(weights, -2)), vh))
     return det, lu, pivots
