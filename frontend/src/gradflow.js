@@ -32,19 +32,41 @@ const PALETTE = ["#440154", "#414487", "#2a788e", "#22a884", "#7ad151", "#fde725
  * The finite positive "ok" norms: their range and, sorted, for the rank scale. null when
  * there are none.
  * @param {Record<string, any>} gradFlow
- * @param {"log"|"rank"} [scale] log: colour by log norm (absolute); rank: by the norm's rank
- *   among all (evenly spread, so twelve blocks of similar norms still look different)
+ * @param {"log"|"rank"|"module"} [scale] log: colour by log norm (absolute); rank: by the norm's rank
+ *   among all (evenly spread, so twelve blocks of similar norms still look different);
+ *   module: relative to the largest norm in the tensor's module (needs `moduleOf`)
+ * @param {((name: string) => string) | null} [moduleOf] a tensor's module path, for "module"
  */
-export function normRange(gradFlow, scale = "log") {
+export function normRange(gradFlow, scale = "log", moduleOf = null) {
   const norms = [];
-  for (const entry of Object.values(gradFlow || {})) {
+  const moduleMax = new Map();
+  for (const [name, entry] of Object.entries(gradFlow || {})) {
     if (!entry || entry.status !== "ok") continue;
     const norm = toNumber(entry.norm);
-    if (Number.isFinite(norm) && norm > 0) norms.push(norm);
+    if (!(Number.isFinite(norm) && norm > 0)) continue;
+    norms.push(norm);
+    if (scale === "module" && moduleOf) {
+      const module = moduleOf(name);
+      if (!(moduleMax.get(module) >= norm)) moduleMax.set(module, norm);
+    }
   }
   if (!norms.length) return null;
   norms.sort((a, b) => a - b);
-  return { min: norms[0], max: norms[norms.length - 1], median: norms[Math.floor(norms.length / 2)], scale, sorted: norms };
+  const range = { min: norms[0], max: norms[norms.length - 1], median: norms[Math.floor(norms.length / 2)], scale, sorted: norms };
+  return scale === "module" && moduleOf ? { ...range, moduleMax, moduleOf } : range;
+}
+
+/** The module scale spans this many decades below each module's largest norm. */
+export const RELATIVE_DECADES = 3;
+
+/**
+ * Position of a tensor's norm relative to the largest in its module (range.moduleOf), in
+ * [0, 1]: 1 at the module's max, 0 at RELATIVE_DECADES decades below it or less.
+ */
+export function modulePosition(name, norm, range) {
+  const max = range.moduleMax.get(range.moduleOf(name));
+  if (!(max > 0) || !(norm > 0)) return 0;
+  return Math.min(1, Math.max(0, 1 + Math.log10(norm / max) / RELATIVE_DECADES));
 }
 
 /** Position of `norm` among the range's sorted norms, in [0, 1]. */
@@ -104,10 +126,11 @@ function hexToRgb(hex) {
 }
 
 /**
- * Overlay look of one tensor's grad flow, or null when it has no entry.
+ * Overlay look of one tensor's grad flow, or null when it has no entry. `name`: the
+ * tensor's, for the module scale.
  * @returns {{status: string, color: string, dash: string, norm: number} | null}
  */
-export function gradFlowStyle(entry, range) {
+export function gradFlowStyle(entry, range, name = "") {
   if (!entry || typeof entry !== "object") return null;
   const status = typeof entry.status === "string" ? entry.status : "ok";
   const norm = toNumber(entry.norm);
@@ -118,7 +141,7 @@ export function gradFlowStyle(entry, range) {
   if (Number.isNaN(norm)) return { status: "nan", ...GRAD_STATUS_STYLE.nan, norm };
   if (!Number.isFinite(norm)) return { status: "inf", ...GRAD_STATUS_STYLE.inf, norm };
   if (norm === 0) return { status: "zero", ...GRAD_STATUS_STYLE.zero, norm };
-  const position = range && range.scale === "rank" ? rankPosition(norm, range) : logPosition(norm, range);
+  const position = !range ? 0 : range.scale === "rank" ? rankPosition(norm, range) : range.moduleMax ? modulePosition(name, norm, range) : logPosition(norm, range);
   return { status: "ok", color: paletteColor(position), dash: "", norm };
 }
 

@@ -59,7 +59,6 @@ export class GraphView {
     this.legend = h("div", { class: "tv-legend", attrs: { hidden: true } });
     this.overlay = new GradOverlay(this.legend);
     this.minimap = new Minimap(this.canvas);
-    this.gradScale = "log";
     this.el = h(
       "div",
       { class: "tv-graph-pane", data: { graph: this.ti.kind, ready: "false" } },
@@ -96,16 +95,9 @@ export class GraphView {
       if (deepest > 0) items.push(this.levelControl(deepest));
     }
     if (options.gradFlow && Object.keys(options.gradFlow).length) {
-      const box = h("input", { attrs: { type: "checkbox" }, data: { "graph-action": "grad-flow" } });
-      box.addEventListener("change", () => options.onGradFlowToggle && options.onGradFlowToggle(box.checked));
-      this.gradFlowBox = box;
-      const scale = h("select", { title: "Colour scale: log of the norm (absolute) or its rank (separates similar blocks)", data: { "graph-action": "grad-scale" } },
-        h("option", { attrs: { value: "log" } }, "log"), h("option", { attrs: { value: "rank" } }, "rank"));
-      scale.addEventListener("change", () => {
-        this.gradScale = scale.value;
-        this.applyGradFlow();
-      });
-      items.push(h("label", { title: "Colour by gradient norm" }, box, "grad flow"), scale);
+      const controls = this.overlay.controls(options.onGradFlowToggle, () => this.applyGradFlow());
+      this.gradFlowBox = controls.box;
+      items.push(...controls.items);
     }
     items.push(
       button("SVG", "Save this graph as it is drawn (expansion, selection) as an SVG file", "export-svg", () => this.exportPicture("svg")),
@@ -459,7 +451,7 @@ export class GraphView {
   }
 
   applyGradFlow() {
-    this.overlay.apply(this.gradFlowOn && this.graph ? this : null, this.options.gradFlow || {}, this.gradScale);
+    this.overlay.apply(this.gradFlowOn && this.graph ? this : null, this.options.gradFlow || {});
   }
 }
 
