@@ -161,6 +161,7 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 .tv-root .tv-graph-canvas g.tv-ledger-propagated:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-propagated) !important; stroke-width: 2.5px !important; stroke-dasharray: 2 2 !important; }
 .tv-root .tv-graph-canvas g.tv-ledger-healed:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-healed) !important; stroke-width: 3px !important; stroke-dasharray: 6 3 !important; }
 .tv-root .tv-graph-canvas g.tv-ledger-born:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-born) !important; stroke-width: 3px !important; stroke-dasharray: 6 3 !important; fill: var(--tv-ledger-born-bg) !important; }
+.tv-root .tv-graph-canvas text.tv-norm-label { fill: var(--tv-fg); font-family: var(--tv-mono); }
 /* the grad-flow legend sits below the graph, in the pane's flow: it never covers nodes */
 .tv-root .tv-legend {
   flex: 0 0 auto; background: var(--tv-panel); border-top: 1px solid var(--tv-border);
