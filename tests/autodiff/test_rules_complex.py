@@ -45,7 +45,7 @@ FAMILIES = {
                       "linalg.eigvalsh"],
     "linalg_solve": ["linalg.inv", "linalg.solve", "linalg.solve_triangular", "linalg.lu_solve",
                      "cholesky_solve", "cholesky_inverse", "linalg.matrix_power",
-                     "linalg.tensorinv", "linalg.det"],
+                     "linalg.tensorinv", "linalg.det", "linalg.slogdet", "logdet"],
     "complex_numbers": ["abs", "sgn", "angle", "conj", "conj_physical", "real", "imag",
                         "view_as_real"],
     "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
@@ -148,6 +148,14 @@ def test_complex_determinant_including_a_singular_matrix():
     singular = torch.randn(3, 2, dtype=C128) @ torch.randn(2, 3, dtype=C128)
     for a in (torch.randn(4, 4, dtype=C128), torch.randn(2, 3, 3, dtype=C128), singular):
         _agrees(torch.linalg.det, (a,), {})
+
+
+def test_complex_slogdet_sign_carries_the_phase():
+    """A complex sign e^{iθ} has a gradient (θ = Im log det); a loss of the sign alone too."""
+    torch.manual_seed(0)
+    for a in (torch.randn(4, 4, dtype=C128), torch.randn(2, 3, 3, dtype=C128)):
+        _agrees(torch.linalg.slogdet, (a,), {})
+        _agrees(lambda a: torch.linalg.slogdet(a)[0], (a,), {})
 
 
 def test_abs_sgn_angle_at_zero_follow_autograd():

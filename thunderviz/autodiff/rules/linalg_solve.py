@@ -203,10 +203,15 @@ def _exclusive_cumprod(s):
     return aten.cumprod.default(shifted, -1)
 
 
-@RULES.grad(aten._linalg_slogdet.default)
+@RULES.grad(aten._linalg_slogdet.default, supports_complex=True)
 def linalg_slogdet(a):
-    """d log|det A| / dA = A⁻ᴴ; the sign is piecewise constant (no gradient)."""
+    """d log|det A| / dA = A⁻ᴴ; a real sign is piecewise constant (no gradient). A complex
+    sign is the phase e^{iθ} of det, θ = Im(log det): its cotangent adds i Im(gsign ·
+    conj(sign)) to the scale of A⁻ᴴ (slogdet_backward)."""
     sign, logabsdet, lu, pivots = aten._linalg_slogdet.default(a)
     g = get_grad(logabsdet)
+    if a.dtype.is_complex:
+        turn = aten.imag.default(aten.mul.Tensor(get_grad(sign), conj(sign)))
+        g = aten.complex.default(g, turn)
     put_grad(a, _times_inverse_h(a, g))
     return sign, logabsdet, lu, pivots
