@@ -45,7 +45,8 @@ FAMILIES = {
                       "linalg.eigvalsh"],
     "linalg_solve": ["linalg.inv", "linalg.solve", "linalg.solve_triangular", "linalg.lu_solve",
                      "cholesky_solve", "cholesky_inverse", "linalg.matrix_power",
-                     "linalg.tensorinv", "linalg.det", "linalg.slogdet", "logdet"],
+                     "linalg.tensorinv", "linalg.det", "linalg.slogdet", "logdet",
+                     "triangular_solve"],
     "complex_numbers": ["abs", "sgn", "angle", "conj", "conj_physical", "real", "imag",
                         "view_as_real"],
     "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
@@ -136,6 +137,8 @@ def test_complex_solves_with_every_side_and_adjoint():
         (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b.mT, left=False), (a, b)),
         (lambda b, f: torch.cholesky_solve(b, f.mH, upper=True), (b, factor)),
         (lambda f: torch.cholesky_inverse(f.mH, upper=True), (factor,)),
+        (lambda b, a: torch.triangular_solve(b, a, upper=False, transpose=True)[0], (b, upper.mT)),
+        (lambda b, a: torch.triangular_solve(b, a, transpose=True, unitriangular=True), (b, upper)),
         (lambda a: torch.linalg.pinv(a.mT), (torch.randn(5, 3, dtype=C128),)),
     ]
     for fn, args in cases:

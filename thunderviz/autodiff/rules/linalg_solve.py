@@ -76,16 +76,17 @@ def _triangle(t, upper, unitriangular):
     return aten.triu.default(t, k) if upper else aten.tril.default(t, -k)
 
 
-@RULES.grad(aten.triangular_solve.default)
+@RULES.grad(aten.triangular_solve.default, supports_complex=True)
 def triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
-    """The older API: solves op(A) X = B and also returns a copy of A, whose cotangent goes
-    to A as it is."""
+    """The older API: solves op(A) X = B (op: A or Aᵀ, never conjugated) and also returns a
+    copy of A, whose cotangent goes to A as it is. gB solves op(A)ᴴ gB = g, written with the
+    op's own transposes: conj(solve(op(A)ᵀ, conj(g)))."""
     x, a_copy = aten.triangular_solve.default(b, a, upper, transpose, unitriangular)
     g, g_copy = get_grad(x), get_grad(a_copy)
-    gb, _ = aten.triangular_solve.default(g, a, upper, not transpose, unitriangular)
+    gb = conj(aten.triangular_solve.default(conj(g), a, upper, not transpose, unitriangular)[0])
     put_grad(b, gb)
     if requires_grad(a):
-        ga = _neg(matmul(x, mH(gb)) if transpose else matmul(gb, mH(x)))
+        ga = _neg(conj(matmul(x, mH(gb))) if transpose else matmul(gb, mH(x)))
         put_grad(a, aten.add.Tensor(_triangle(ga, upper, unitriangular), g_copy))
     return x, a_copy
 
