@@ -63,7 +63,7 @@ def test_cotangent_of_every_forward_tensor_matches_autograd(which):
         args = (idx, idx)
     forward = tv.trace(m, *args)
     result = tv.autodiff(forward)
-    values = trace_arg_values(m, args)
+    values = trace_arg_values(forward, m, args)
     stepper = BackwardStepper(result, values)
     stepper.finish()
     mapping = cotangent_map(result)

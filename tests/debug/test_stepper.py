@@ -18,7 +18,7 @@ from thunderviz.models import GPT, MLP, GPTConfig
 def _stepper(module, *args, cotangents=None):
     forward = tv.trace(module, *args)
     result = tv.autodiff(forward)
-    return BackwardStepper(result, trace_arg_values(module, args), cotangents)
+    return BackwardStepper(result, trace_arg_values(forward, module, args), cotangents)
 
 
 def _assert_matches(ours: dict, reference: dict) -> None:
@@ -80,8 +80,7 @@ def test_small_gpt_final_grads_equal_torch_autograd_float64():
 def test_autograd_helper_agrees_with_plain_autograd(mlp_case):
     m, args = mlp_case
     forward = tv.trace(m, *args)
-    names = [p.name for p in forward.flat_args]
-    helper = autograd_grads(m, args, names=names)
+    helper = autograd_grads(forward, m, args)
     _, plain = autograd_reference(m, *args)
     plain["x"] = plain.pop("input0")
     for name, g in plain.items():

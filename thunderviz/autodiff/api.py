@@ -52,13 +52,9 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
          ) -> tuple[AutodiffResult, Any, Any, list[torch.Tensor]]:
     forward = trace(fn, *_with_grad(args), **kwargs)
     result = differentiate(forward)
-    values = [*pytree.tree_leaves(args), *pytree.tree_leaves(kwargs)]
-    if isinstance(fn, torch.nn.Module):
-        values = [*pytree.tree_leaves(args), *fn.parameters(), *fn.buffers(), *pytree.tree_leaves(kwargs)]
-    n_pos = len(forward.args)
-    pos, kw = values[:n_pos], dict(zip(forward.kwargs, values[n_pos:], strict=True))
+    pos, kw = forward.bind_inputs(fn, args, kwargs)
     out, saved = run_attributed(result.augmented_forward, *pos, **kw)
-    return result, out, saved, values
+    return result, out, saved, [*pos, *kw.values()]
 
 
 def vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, Any]]:

@@ -17,6 +17,7 @@ from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.stamping import stamping_blocks
+from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
@@ -34,7 +35,8 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
     `fn` is a function or an `nn.Module`. For a module, its parameters and then its buffers
     (in `named_parameters()` / `named_buffers()` order) follow the user's positional inputs
     in `trace.args`, named after their paths (`fc1.weight` -> `fc1_weight`); keyword inputs
-    become keyword-only arguments (`trace.kwargs`). With `fake=True` every tensor is a
+    become keyword-only arguments (`trace.kwargs`). `trace.inputs` says what each argument is
+    (`core/inputs.py`). With `fake=True` every tensor is a
     FakeTensor: nothing is computed and no activation memory is used.
 
     Tracing has no side effects: the module's parameters, buffers, `requires_grad` flags and
@@ -71,24 +73,30 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
         for path, m in module.named_modules(remove_duplicate=False):
             module_names.setdefault(id(m), path)
     recorder = Recorder(names, module_names)
-    state = [] if module is None else [*module.named_parameters(), *module.named_buffers()]
+    state = [] if module is None else [
+        *((path, t, InputKind.PARAMETER) for path, t in module.named_parameters()),
+        *((path, t, InputKind.BUFFER) for path, t in module.named_buffers())]
     with preserved_rng(), _fake_mode(fake) as fake_mode:
-        convert = _converter(fake_mode, [*pytree.tree_leaves((args, kwargs)), *dict(state).values()])
+        convert = _converter(fake_mode, [*pytree.tree_leaves((args, kwargs)), *(t for _, t, _ in state)])
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
         trace_kwargs: dict[str, Proxy] = {}
+        inputs: list[TraceInput] = []
         # (the tensor the program runs on, its proxy): what may need a write-back at the end
         originals: list[tuple[torch.Tensor, Proxy]] = []
-        run_args = [_bind_inputs(recorder, names, a, n, convert, trace_args, originals)
+        run_args = [_proxy_input(recorder, names, a, n, convert, trace_args, originals,
+                                 inputs, InputKind.POSITIONAL)
                     for a, n in zip(args, pos_names, strict=True)]
         run_kwargs = {}
+        holder: list[Proxy] = []
+        keyword_inputs: list[TraceInput] = []  # after the state, though bound before it
         for key, value in kwargs.items():
-            holder: list[Proxy] = []
-            run_kwargs[key] = _bind_inputs(recorder, names, value, kw_names[key], convert, holder,
-                                           originals)
-            trace_kwargs.update({p.name: p for p in holder})
+            run_kwargs[key] = _proxy_input(recorder, names, value, kw_names[key], convert, holder,
+                                           originals, keyword_inputs, InputKind.KEYWORD, key)
+        trace_kwargs.update({p.name: p for p in holder})
         run_state: dict[str, torch.Tensor] = {}
-        for path, tensor in state:
+        for path, tensor, kind in state:
+            inputs.append(TraceInput(kind, path))
             copy = convert(tensor)
             proxy = TensorProxy.like(names.claim(path), copy, requires_grad=tensor.requires_grad)
             recorder.bind(copy, proxy)
@@ -109,6 +117,7 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
         name="forward",
         args=trace_args,
         kwargs=trace_kwargs,
+        inputs=inputs + keyword_inputs,
         bound_symbols=[*recorder.top.bsyms, *epilogue],
         output=output if native else tuple(flat),
         output_spec=None if native else spec,
@@ -171,13 +180,16 @@ def _write_backs(recorder: Recorder, originals: list[tuple[torch.Tensor, Proxy]]
     return out
 
 
-def _bind_inputs(recorder: Recorder, names: NameGenerator, value: Any, name: str,
+def _proxy_input(recorder: Recorder, names: NameGenerator, value: Any, name: str,
                  convert: Callable[[torch.Tensor], torch.Tensor], out: list[Proxy],
-                 originals: list[tuple[torch.Tensor, Proxy]]) -> Any:
-    """Give each leaf of one user input a proxy; return the value the program runs on."""
+                 originals: list[tuple[torch.Tensor, Proxy]], inputs: list[TraceInput],
+                 kind: InputKind, path: str | None = None) -> Any:
+    """Give each leaf of one user input a proxy (and a TraceInput); return the value the
+    program runs on."""
     leaves, spec = pytree.tree_flatten(value)
     run_leaves = []
     for i, leaf in enumerate(leaves):
+        inputs.append(TraceInput(kind, path or name, i))
         leaf_name = names.claim(name if len(leaves) == 1 else f"{name}_{i}")
         if isinstance(leaf, torch.Tensor):
             copy = convert(leaf)

@@ -4,6 +4,7 @@
 """
 
 from thunderviz.core.builder import TraceBuilder
+from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, SourceLocation, Symbol, SymbolKind
 from thunderviz.core.trace import Provenance, Trace, TraceTag, timed_provenance
@@ -11,6 +12,7 @@ from thunderviz.core.trace import Provenance, Trace, TraceTag, timed_provenance
 __all__ = [
     "BoundSymbol",
     "BsymTag",
+    "InputKind",
     "NameGenerator",
     "NumberProxy",
     "Provenance",
@@ -20,6 +22,7 @@ __all__ = [
     "SymbolKind",
     "TensorProxy",
     "Trace",
+    "TraceInput",
     "TraceBuilder",
     "TraceTag",
     "timed_provenance",

@@ -6,7 +6,7 @@ import enum
 import functools
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.codegen import bsym_statement, codeval, type_comment
+from thunderviz.core.inputs import TraceInput, input_values
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
 from thunderviz.core.quoting import UnsafeCodeError, code_line, comment, is_identifier
 from thunderviz.core.symbol import BoundSymbol
@@ -68,7 +69,8 @@ class PrintedLine:
 @dataclass(eq=False)
 class Trace:
     """`args` are the trace's positional inputs in call order (for a module: the user's inputs,
-    then parameters in `named_parameters()` order, then buffers in `named_buffers()` order).
+    then parameters in `named_parameters()` order, then buffers in `named_buffers()` order);
+    `inputs` says what each of `flat_args` stands for (`core/inputs.py`; `bind_inputs`).
     `constants` are tensors the program captured from outside (closures, globals), passed to
     the generated function by keyword. `output_spec` rebuilds the user's output structure
     (e.g. a Hugging Face ModelOutput) from the printed one.
@@ -77,6 +79,7 @@ class Trace:
     name: str = "forward"
     args: list[Proxy] = field(default_factory=list)
     kwargs: dict[str, Proxy] = field(default_factory=dict)
+    inputs: list[TraceInput] = field(default_factory=list)
     bound_symbols: list[BoundSymbol] = field(default_factory=list)
     output: Any = None
     tags: set[TraceTag] = field(default_factory=set)
@@ -96,6 +99,14 @@ class Trace:
     def flat_args(self) -> list[Proxy]:
         return [*self.args, *self.kwargs.values()]
 
+    def bind_inputs(self, state: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None
+                    ) -> tuple[list[Any], dict[str, Any]]:
+        """This trace's function's (positional, keyword) arguments for a call
+        `fn(*args, **kwargs)`; `state`: `fn` or its tensors by path (`core/inputs.py`)."""
+        values = input_values(self.inputs, state, args, kwargs)
+        n = len(self.args)
+        return values[:n], dict(zip(self.kwargs, values[n:], strict=True))
+
     @property
     def flat_outputs(self) -> list[Proxy]:
         return [x for x in pytree.tree_leaves(self.output) if isinstance(x, Proxy)]
@@ -104,7 +115,7 @@ class Trace:
         """A new trace sharing this one's signature and names, with some fields replaced."""
         fields = dict(
             name=self.name, args=list(self.args), kwargs=dict(self.kwargs),
-            bound_symbols=list(self.bound_symbols), output=self.output, tags=set(self.tags),
+            inputs=self.inputs, bound_symbols=list(self.bound_symbols), output=self.output, tags=set(self.tags),
             provenance=list(self.provenance), constants=dict(self.constants),
             output_spec=self.output_spec, names=self.names, meta=dict(self.meta),
         )

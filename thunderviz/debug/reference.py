@@ -15,48 +15,17 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import sanitize_name
+from thunderviz.core.inputs import input_values
 from thunderviz.core.rng import preserved_rng
+from thunderviz.core.trace import Trace
 
-__all__ = ["autograd_grads", "trace_arg_values", "trace_arg_kinds", "GradComparison", "compare_grad"]
-
-
-def trace_arg_values(fn: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> list[Any]:
-    """The values of `thunderviz.trace(fn, *args, **kwargs)`'s arguments in trace order:
-    the leaves of the positional inputs, then (for a module) its parameters and buffers in
-    `named_parameters()` / `named_buffers()` order, then the leaves of each keyword input."""
-    kwargs = kwargs or {}
-    values: list[Any] = []
-    for a in args:
-        values.extend(pytree.tree_leaves(a))
-    if isinstance(fn, torch.nn.Module):
-        values.extend(p for _, p in fn.named_parameters())
-        values.extend(b for _, b in fn.named_buffers())
-    for v in kwargs.values():
-        values.extend(pytree.tree_leaves(v))
-    return values
+__all__ = ["autograd_grads", "trace_arg_values", "GradComparison", "compare_grad"]
 
 
-def trace_arg_kinds(fn: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> list[str]:
-    """"input" / "param" / "buffer" per trace argument, in the order of `trace_arg_values`."""
-    kwargs = kwargs or {}
-    kinds = ["input"] * sum(len(pytree.tree_leaves(a)) for a in args)
-    if isinstance(fn, torch.nn.Module):
-        kinds += ["param"] * sum(1 for _ in fn.named_parameters())
-        kinds += ["buffer"] * sum(1 for _ in fn.named_buffers())
-    kinds += ["input"] * sum(len(pytree.tree_leaves(v)) for v in kwargs.values())
-    return kinds
-
-
-def _default_names(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[str]:
-    names = [f"input{i}" for i in range(sum(len(pytree.tree_leaves(a)) for a in args))]
-    if isinstance(fn, torch.nn.Module):
-        names += [sanitize_name(n) for n, _ in fn.named_parameters()]
-        names += [sanitize_name(n) for n, _ in fn.named_buffers()]
-    for k, v in kwargs.items():
-        n = len(pytree.tree_leaves(v))
-        names += [k] if n == 1 else [f"{k}_{i}" for i in range(n)]
-    return names
+def trace_arg_values(forward: Trace, fn: Any, args: Sequence[Any],
+                     kwargs: dict[str, Any] | None = None) -> list[Any]:
+    """The values of `forward`'s arguments (`forward.flat_args`) for `fn(*args, **kwargs)`."""
+    return input_values(forward.inputs, fn, args, kwargs)
 
 
 def _copy(x: Any) -> Any:
@@ -68,12 +37,11 @@ def _copy(x: Any) -> Any:
     return c
 
 
-def autograd_grads(fn: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
-                   names: Sequence[str] | None = None,
+def autograd_grads(forward: Trace, fn: Any, args: Sequence[Any] = (),
+                   kwargs: dict[str, Any] | None = None, *,
                    cotangents: Sequence[torch.Tensor] | None = None) -> dict[str, torch.Tensor | None]:
-    """d(output)/d(each trace argument) by torch.autograd, keyed by `names` (one per trace
-    argument, e.g. `[p.name for p in trace.flat_args]`; by default "input<i>", the
-    parameter and buffer paths with dots as underscores, and the keyword names).
+    """d(output)/d(each argument of `forward`, the trace of `fn(*args, **kwargs)`) by
+    torch.autograd, keyed by the argument's name.
 
     Arguments that require grad are differentiated: float inputs passed with
     `requires_grad=True`, and the parameters that require grad. `cotangents`: one per output
@@ -88,15 +56,8 @@ def autograd_grads(fn: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | N
     if module is not None:
         state.update({n: _copy(p) for n, p in module.named_parameters()})
         state.update({n: b.detach().clone() for n, b in module.named_buffers()})
-    values: list[Any] = []
-    for a in run_args:
-        values.extend(pytree.tree_leaves(a))
-    values.extend(state.values())
-    for v in run_kwargs.values():
-        values.extend(pytree.tree_leaves(v))
-    keys = list(names) if names is not None else _default_names(fn, args, kwargs)
-    if len(keys) != len(values):
-        raise ValueError(f"got {len(keys)} names for {len(values)} trace arguments")
+    values = input_values(forward.inputs, state, run_args, run_kwargs)
+    keys = [p.name for p in forward.flat_args]
 
     # The user's RNG is left as it was (the run draws from it as eager would, then it is
     # restored), and buffers the program updates in place are the copies in `state`.

@@ -15,6 +15,7 @@ import torch
 from thunderviz.autodiff.api import differentiate
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture import trace
+from thunderviz.core.inputs import InputKind
 from thunderviz.core.trace import Trace
 from thunderviz.debug.grad_flow import cotangent_map, grad_flow
 from thunderviz.debug.gradcheck import (
@@ -35,7 +36,6 @@ from thunderviz.debug.ledger import LedgerEntry, first_nan_note, nan_ledger
 from thunderviz.debug.reference import (
     GradComparison,
     autograd_grads,
-    trace_arg_kinds,
     trace_arg_values,
 )
 from thunderviz.debug.roles import BackwardRoles
@@ -74,9 +74,9 @@ class Session:
         self.cotangents = cotangents
         self.title = title or _title_of(fn_or_module)
         self.forward: Trace = trace(fn_or_module, *args, fake=fake, **kwargs)
-        kinds = trace_arg_kinds(fn_or_module, args, kwargs)
-        self.arg_kinds: dict[str, str] = {
-            p.name: k for p, k in zip(self.forward.flat_args, kinds, strict=False)}
+        self.arg_kinds: dict[str, str] = {  # as the view document names them
+            p.name: _DOCUMENT_KINDS[inp.kind]
+            for p, inp in zip(self.forward.flat_args, self.forward.inputs, strict=True)}
         for name in self.forward.constants:
             self.arg_kinds.setdefault(name, "constant")
         self.result: AutodiffResult | None = None
@@ -115,7 +115,7 @@ class Session:
     def forward_values(self) -> list[Any]:
         """The forward trace's argument values, in trace order (inputs, params, buffers,
         keyword values)."""
-        return trace_arg_values(self.fn, self.args, self.kwargs)
+        return trace_arg_values(self.forward, self.fn, self.args, self.kwargs)
 
     def _require_values(self, what: str) -> AutodiffResult:
         if self.fake:
@@ -278,8 +278,7 @@ class Session:
             cts = [cts]
         elif isinstance(cts, dict):
             cts = [cts[p.name] for p in result.cotangent_outputs]
-        return autograd_grads(self.fn, self.args, self.kwargs,
-                              names=[p.name for p in self.forward.flat_args],
+        return autograd_grads(self.forward, self.fn, self.args, self.kwargs,
                               cotangents=list(cts) if cts is not None else None)
 
     def compare_with_autograd(self) -> list[GradComparison]:
@@ -305,6 +304,11 @@ class Session:
         if self.steps:
             parts.append(f"{len(self.steps)} recorded steps")
         return f"<thunderviz.Session {self.title}: {'; '.join(parts)}>"
+
+
+# Trace input kinds as the view document (and InterventionPlan) names them.
+_DOCUMENT_KINDS = {InputKind.POSITIONAL: "input", InputKind.KEYWORD: "input",
+                   InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer"}
 
 
 def _title_of(fn: Any) -> str:

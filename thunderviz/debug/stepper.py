@@ -456,6 +456,6 @@ class BackwardStepper:
     def autograd_reference(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """torch.autograd's gradients for the same program, keyed by forward argument name
         (see `thunderviz.debug.reference.autograd_grads`)."""
-        names = [p.name for p in self.result.forward.flat_args]
-        return autograd_grads(fn, args, kwargs, names=names, cotangents=list(self.cotangents))
+        return autograd_grads(self.result.forward, fn, args, kwargs,
+                              cotangents=list(self.cotangents))
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from thunderviz.core.inputs import InputKind
 from thunderviz.debug import Session
 from thunderviz.executor.ddp import DDPSync
 
@@ -59,6 +60,5 @@ def parameter_inputs(session: Session) -> list[str]:
     module = session.fn
     if not isinstance(module, torch.nn.Module):
         raise TypeError("parameter_inputs needs a Session of an nn.Module")
-    n_params = len(list(module.named_parameters()))
-    n_positional = len(session.forward.args) - n_params - len(list(module.named_buffers()))
-    return [p.name for p in session.forward.args[n_positional:n_positional + n_params]]
+    return [p.name for p, inp in zip(session.forward.flat_args, session.forward.inputs, strict=True)
+            if inp.kind is InputKind.PARAMETER]

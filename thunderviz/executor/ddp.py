@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture.collectives import ALL_REDUCE, WAIT, describe_group
 from thunderviz.core.builder import TraceBuilder
+from thunderviz.core.inputs import InputKind
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace, timed_provenance
@@ -128,11 +129,11 @@ class DDPSync:
         return dataclasses.replace(result, backward=backward, grad_inputs=list(backward.output))
 
     def parameter_args(self, forward: Trace) -> list[tuple[int, str]]:
-        """(position in the trace's flat arguments, name) of each parameter DDP syncs. A
-        module's trace takes the positional inputs, then its parameters, then its buffers."""
-        params = list(self.module.named_parameters())
-        n_positional = len(forward.args) - len(params) - len(list(self.module.named_buffers()))
-        return [(n_positional + i, name) for i, (name, p) in enumerate(params) if p.requires_grad]
+        """(position in the trace's flat arguments, name) of each parameter DDP syncs."""
+        # by order, not path: the trace may be of a wrapper (ddp_session's loss)
+        positions = [i for i, inp in enumerate(forward.inputs) if inp.kind is InputKind.PARAMETER]
+        return [(i, name) for i, (name, p) in zip(positions, self.module.named_parameters(), strict=True)
+                if p.requires_grad]
 
     def buckets(self, result: AutodiffResult, params: list[tuple[int, str]]) -> list[_Bucket]:
         """Parameters grouped as DDP's reducer would, in the order their gradients become

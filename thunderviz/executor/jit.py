@@ -273,17 +273,16 @@ class JittedFunction:
     def _run(self, entry: CompiledEntry, flat_inputs: list[Any]) -> Any:
         if entry.result is None:
             out = _running(entry, entry.run_forward, *flat_inputs[: entry.n_args],
-                           **self._kw(entry, flat_inputs))
+                           **dict(zip(entry.kwarg_names, flat_inputs[entry.n_args:], strict=True)))
             return self._unflatten(entry, pytree.tree_leaves(out))
         outs = _TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)
         return self._unflatten(entry, list(outs))
 
-    def _kw(self, entry: CompiledEntry, flat: list[Any]) -> dict[str, Any]:
-        return dict(zip(entry.forward.kwargs, flat[entry.n_args:], strict=True))
-
     def _state(self) -> list[torch.Tensor]:
         """Parameters then buffers, each once, in `named_parameters()` / `named_buffers()`
-        order: the trace's inputs after the positional ones (keyword ones come last)."""
+        order: the trace's inputs after the positional ones (keyword ones come last), as
+        `core/inputs.py` binds them; gathered here without a per-input loop (it runs on every
+        call and its metadata is part of the cache key)."""
         subs = self._submodules
         params = [t for m in subs for t in m._parameters.values() if t is not None]
         buffers = [t for m in subs for t in m._buffers.values() if t is not None]
