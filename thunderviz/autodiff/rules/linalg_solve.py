@@ -124,20 +124,25 @@ def _cholesky_grad(g, lower_l, upper):
         lower_l, g = mH(lower_l), mH(g)
     l_inv = solve_tri(lower_l, eye_like(lower_l), upper=False)
     phi = aten.tril.default(matmul(mH(lower_l), g))
+    if lower_l.dtype.is_complex:
+        # torch's complex gradient is not Hermitian: Φ = (tril(X) + tril(X, -1)ᴴ) / 2, no
+        # symmetrizing after (the real formula would drop the diagonal's imaginary part)
+        phi = aten.mul.Tensor(aten.add.Tensor(phi, mH(aten.tril.default(phi, -1))), 0.5)
+        return matmul(matmul(mH(l_inv), phi), l_inv)
     phi = aten.sub.Tensor(phi, aten.mul.Tensor(aten.diag_embed.default(
         aten.diagonal.default(phi, 0, -2, -1), 0, -2, -1), 0.5))
     ga = matmul(matmul(mH(l_inv), phi), l_inv)
     return aten.mul.Tensor(aten.add.Tensor(ga, mH(ga)), 0.5)
 
 
-@RULES.grad(aten.linalg_cholesky_ex.default)
+@RULES.grad(aten.linalg_cholesky_ex.default, supports_complex=True)
 def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
     factor, info = aten.linalg_cholesky_ex.default(a, upper=upper, check_errors=check_errors)
     put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
     return factor, info
 
 
-@RULES.grad(aten.cholesky.default)
+@RULES.grad(aten.cholesky.default, supports_complex=True)
 def cholesky(a, upper=False):
     factor = aten.cholesky.default(a, upper)
     put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
