@@ -32,6 +32,7 @@ export class GraphView {
    * @param {() => Set<string>} [options.defaultExpansion]
    * @param {() => Set<string>} [options.currentExpansion]
    * @param {Record<string, any>} [options.gradFlow] grad_flow of the document, for the overlay toggle
+   * @param {(id: string, event: MouseEvent) => boolean} [options.onContextMenu] right-click on a node: true when handled
    * @param {(on: boolean) => void} [options.onGradFlowToggle]
    * @param {Partial<typeof DEFAULT_LIMITS>} [options.limits]
    */
@@ -140,6 +141,10 @@ export class GraphView {
       // a double-click opens without selecting: remember what its first click replaced
       if (event.detail === 1) this.beforeClick = this.options.currentSelection ? this.options.currentSelection() : null;
       this.options.onSelect(this.selectionOf(id));
+    });
+    this.canvas.addEventListener("contextmenu", (event) => {
+      const id = idOf(event.target);
+      if (id !== null && this.options.onContextMenu && this.options.onContextMenu(this.selectionOf(id), event)) event.preventDefault();
     });
     this.canvas.addEventListener("dblclick", (event) => {
       const g = event.target.closest && event.target.closest("g.node");

@@ -162,6 +162,11 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 .tv-root .tv-graph-canvas g.tv-ledger-healed:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-healed) !important; stroke-width: 3px !important; stroke-dasharray: 6 3 !important; }
 .tv-root .tv-graph-canvas g.tv-ledger-born:not(.tv-selected, .tv-current-step) > :is(polygon, path, ellipse):first-of-type { stroke: var(--tv-ledger-born) !important; stroke-width: 3px !important; stroke-dasharray: 6 3 !important; fill: var(--tv-ledger-born-bg) !important; }
 .tv-root .tv-graph-canvas text.tv-norm-label { fill: var(--tv-fg); font-family: var(--tv-mono); }
+.tv-root .tv-menu { position: fixed; z-index: 30; display: grid; gap: 2px; min-width: 180px; max-width: 320px; padding: 6px; background: var(--tv-bg); border: 1px solid var(--tv-border); border-radius: 4px; box-shadow: 0 4px 12px rgba(0,0,0,0.2); font-size: 12px; }
+.tv-root .tv-menu[hidden] { display: none; }
+.tv-root .tv-menu button { text-align: left; }
+.tv-root .tv-menu-title { font-weight: 600; overflow-wrap: anywhere; }
+.tv-root .tv-menu-note { color: var(--tv-muted); }
 /* the grad-flow legend sits below the graph, in the pane's flow: it never covers nodes */
 .tv-root .tv-legend {
   flex: 0 0 auto; background: var(--tv-panel); border-top: 1px solid var(--tv-border);

@@ -21,6 +21,7 @@ import { expansionToReveal } from "./search.js";
 import { PaneExpansions, regionToFollow } from "./expansion.js";
 import { backwardFlow } from "./gradflow.js";
 import { DebugToolsPanel, hasDebugTools, ledgerMarks } from "./debugtools.js";
+import { InterveneMenu } from "./intervenemenu.js";
 
 /** Traits render() listens to (the Python widget defines the same names). */
 const TRAITS = ["document", "selected", "highlight", "current_step", "steps", "tab", "expanded", "live"];
@@ -43,6 +44,7 @@ export function render({ model, el, options = {} }) {
   el.appendChild(root);
 
   let app = null;
+  const keep = { gradFlow: false }; // what outlives a new document (an intervention's redraw)
   const build = () => {
     if (app) app.destroy();
     app = null;
@@ -54,7 +56,7 @@ export function render({ model, el, options = {} }) {
       return;
     }
     try {
-      app = new App(model, content, doc, options);
+      app = new App(model, content, doc, options, keep);
     } catch (err) {
       clear(content);
       content.appendChild(errorBox(`The viewer failed on this document: ${err && err.message ? err.message : err}`));
@@ -86,12 +88,13 @@ export function errorBox(text) {
 }
 
 class App {
-  constructor(model, container, doc, options) {
+  constructor(model, container, doc, options, keep = { gradFlow: false }) {
     this.model = model;
+    this.keep = keep;
     this.options = options;
     this.limits = { ...DEFAULT_LIMITS, ...(options.limits || {}) };
     this.index = indexDocument(doc);
-    this.local = { breakpoints: emptyBreakpoints(), gradFlow: false, reason: "", follow: false };
+    this.local = { breakpoints: emptyBreakpoints(), gradFlow: keep.gradFlow, reason: "", follow: false };
     this.expansions = new PaneExpansions({
       read: () => this.expanded(),
       views: () => this.views,
@@ -139,6 +142,8 @@ class App {
         "the saved tensors and the steps."));
     }
     container.appendChild(this.body);
+    this.menu = new InterveneMenu({ live: () => this.model.get("live"), select, describe: (id) => describeOp(this.index, id), intervene: (target, edit) => this.intervene(target, edit) });
+    container.appendChild(this.menu.el);
 
     const current = model.get("expanded");
     if (!Array.isArray(current) || current.length === 0) {
@@ -307,8 +312,15 @@ class App {
     }
   }
 
+  /** Send an edit to the kernel, grad flow on to show its effect in the document it sends back. */
+  intervene(target, edit) {
+    this.setGradFlow(true);
+    this.model.send({ type: "intervene", target, edit });
+  }
+
   setGradFlow(on) {
     this.local.gradFlow = on;
+    this.keep.gradFlow = on;
     for (const view of this.views) if (view.options.gradFlow) view.setGradFlow(on);
   }
 
@@ -345,6 +357,7 @@ class App {
       // forward: the document's grad_flow; backward: the norms its recorded steps produced
       gradFlow: kind === "forward" ? this.index.gradFlow : kind === "backward" ? backwardFlow(this.index.steps, this.index.savedByName) : null,
       onGradFlowToggle: (on) => this.setGradFlow(on),
+      onContextMenu: (id, event) => this.menu.open(id, event),
     });
     if (this.local.gradFlow && view.options.gradFlow) view.setGradFlow(true);
     this.views.push(view);
@@ -417,7 +430,7 @@ class App {
 
   debugTab() {
     const actions = this.model.get("live") ? {
-      intervene: (edit) => this.model.send({ type: "intervene", target: this.model.get("selected") || "", edit }),
+      intervene: (edit) => this.intervene(this.model.get("selected") || "", edit),
       clear: () => this.model.send({ type: "clear_interventions" }),
     } : null;
     const debug = new DebugToolsPanel(this.index, (id) => this.select(id), (id) => describeOp(this.index, id), actions);
