@@ -42,7 +42,7 @@ FAMILIES = {
     "linalg_factor": ["lu_unpack", "lu", "linalg.lu", "linalg.lu_factor", "matrix_exp",
                       "linalg.pinv", "linalg.pinv.hermitian", "svd", "linalg.svd",
                       "linalg.svdvals", "norm.nuc", "linalg.cond", "linalg.eigh",
-                      "linalg.eigvalsh"],
+                      "linalg.eigvalsh", "linalg.qr", "qr", "svd_lowrank", "pca_lowrank"],
     "linalg_solve": ["linalg.inv", "linalg.solve", "linalg.solve_triangular", "linalg.lu_solve",
                      "cholesky_solve", "cholesky_inverse", "linalg.matrix_power",
                      "linalg.tensorinv", "linalg.det", "linalg.slogdet", "logdet",
@@ -184,10 +184,18 @@ def test_real_inputs_still_use_a_rule_without_complex_support():
     _agrees(lambda x: torch.exp(x), (x,), {}, torch.float64)
 
 
-def test_linalg_rules_for_real_matrices_refuse_complex_ones():
+def test_an_op_without_a_rule_is_still_refused_for_complex_matrices():
     z = torch.randn(3, 3, dtype=C128)
-    with pytest.raises(tv.AutodiffError, match="aten.linalg_qr.default .*complex"):
-        tv.vjp(lambda z: torch.linalg.qr(z)[1])((z,), torch.randn(3, 3, dtype=C128))
+    with pytest.raises(tv.AutodiffError, match="aten.linalg_householder_product.default"):
+        tv.vjp(torch.linalg.householder_product)((z, torch.randn(2, dtype=C128)),
+                                                  torch.randn(3, 3, dtype=C128))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+def test_complex_qr_both_factors(shape):
+    """torch keeps the imaginary part of the diagonal of (R gRᴴ - gQᴴ Q)ᴴ."""
+    torch.manual_seed(0)
+    _agrees(torch.linalg.qr, (torch.randn(*shape, dtype=C128),), {})
 
 
 @pytest.mark.parametrize("upper", [False, True])

@@ -108,11 +108,15 @@ def _qr_grad_tall(gq, gr, q, r):
     """A = QR with m >= n (Walter & Lehmann; Seeger et al. 2017):
     gA = (gQ + Q copyltu(M)) R⁻ᴴ with M = R gRᴴ - gQᴴ Q."""
     m_ = aten.sub.Tensor(matmul(r, mH(gr)), matmul(mH(gq), q))
-    b = aten.add.Tensor(gq, matmul(q, _copyltu(m_)))
+    sym = _copyltu(m_)
+    if m_.dtype.is_complex:  # torch keeps the imaginary part of diag(Mᴴ): add -i Im(diag M)
+        im = aten.neg.default(aten.imag.default(aten.diagonal.default(m_, 0, -2, -1)))
+        sym = aten.add.Tensor(sym, diag_embed(aten.complex.default(aten.zeros_like.default(im), im)))
+    b = aten.add.Tensor(gq, matmul(q, sym))
     return solve_tri(mH(r), b, upper=False, left=False)
 
 
-@RULES.grad(aten.linalg_qr.default)
+@RULES.grad(aten.linalg_qr.default, supports_complex=True)
 def linalg_qr(a, mode="reduced"):
     m, n = a.shape[-2], a.shape[-1]
     if mode == "r" or (mode == "complete" and m > n):
