@@ -15,6 +15,7 @@ from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.debug.interpret import is_unpack
 from thunderviz.debug.steps import StepRecord, module_within
+from thunderviz.viz import protocol
 
 __all__ = ["Breakpoints", "OpIndex", "OpSet", "OpTarget"]
 
@@ -51,7 +52,7 @@ class OpIndex:
         return self._forward_sub_top.get(id(bsym))
 
     def forward_id(self, bsym: BoundSymbol) -> str:
-        return f"forward:{self._forward_index[id(bsym)]}"
+        return protocol.op_id("forward", self._forward_index[id(bsym)])
 
     def resolve(self, target: OpTarget) -> OpSet:
         if isinstance(target, bool):
@@ -118,7 +119,7 @@ class Breakpoints:
         self.grad_norm_above = None
 
     def to_json(self) -> dict[str, Any]:
-        ops = [f"backward:{i}" for i in sorted(self.ops.backward)]
+        ops = [protocol.op_id("backward", i) for i in sorted(self.ops.backward)]
         ops += [self.index.forward_id(b) for b in self.ops.forward.values()]
         return {"ops": ops, "modules": list(self.modules), "nan_inf": self.nan_inf,
                 "grad_norm_above": self.grad_norm_above}
@@ -130,7 +131,7 @@ class Breakpoints:
             self.on_op(op)
         for path in spec.get("modules", ()) or ():
             if isinstance(path, str):
-                self.on_module(path.removeprefix("module:"))
+                self.on_module(path.removeprefix(protocol.MODULE_PREFIX))
         self.nan_inf = bool(spec.get("nan_inf", False))
         norm = spec.get("grad_norm_above")
         ok = isinstance(norm, (int, float)) and not isinstance(norm, bool)

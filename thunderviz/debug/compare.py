@@ -29,6 +29,7 @@ import torch
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.debug.stats import json_number
 from thunderviz.debug.stepper import BackwardStepper
+from thunderviz.viz import protocol
 from thunderviz.viz.tvz import load
 
 __all__ = ["compare", "Comparison", "OpDifference", "CAST_OPS"]
@@ -174,7 +175,7 @@ class _Side:
             source.record_backward()
             self.stepper = source.recording
         self.result = source.result
-        self.ops = [_Op(f"forward:{i}", b.sym.id, b.module_path, _bsym_source(b),
+        self.ops = [_Op(protocol.op_id("forward", i), b.sym.id, b.module_path, _bsym_source(b),
                         tuple(p.name for p in b.flat_proxy_outs))
                     for i, b in enumerate(source.forward.bound_symbols)]
         self.args = [p.name for p in source.forward.flat_args]

@@ -26,6 +26,7 @@ from thunderviz.core.symbol import BoundSymbol, SourceLocation
 from thunderviz.debug.interpret import MISSING, StepError, number_default, run_bsym
 from thunderviz.debug.roles import BackwardRoles
 from thunderviz.debug.stepper import BackwardStepper
+from thunderviz.viz import protocol
 
 __all__ = ["GradCheck", "GradientReport", "gradcheck_op", "check_all", "forward_op", "TOLERANCES"]
 
@@ -200,7 +201,7 @@ def check_all(roles: BackwardRoles, stepper: BackwardStepper,
     has_rule = {id(a.top) for a in roles.applications if a.contributions}
     for i, b in enumerate(roles.result.forward.bound_symbols):
         if id(b) in has_rule and keep(b):
-            checks.append(gradcheck_op(roles, stepper, b, f"forward:{i}"))
+            checks.append(gradcheck_op(roles, stepper, b, protocol.op_id("forward", i)))
     return GradientReport(checks)
 
 
@@ -221,5 +222,5 @@ def forward_op(roles: BackwardRoles, target: Any) -> tuple[BoundSymbol, str]:
         raise TypeError(f"gradcheck takes a bound symbol or an op id, not {type(target).__name__}")
     for i, top in enumerate(tops):
         if top is target or top is target.fwd_bsym or any(b is target for b in top.walk()):
-            return top, f"forward:{i}"
+            return top, protocol.op_id("forward", i)
     raise ValueError(f"{target!r} belongs to no forward op of this program")

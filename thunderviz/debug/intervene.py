@@ -15,6 +15,7 @@ from thunderviz.debug.interventions import GradEdit, Intervention, InterventionP
 from thunderviz.debug.roles import BackwardRoles
 from thunderviz.debug.stepper import BackwardStepper
 from thunderviz.debug.steps import module_within
+from thunderviz.viz import protocol
 
 __all__ = ["resolve_intervention", "build_plan", "replay", "edited_forward_grads"]
 
@@ -31,7 +32,7 @@ def _module_paths(roles: BackwardRoles) -> set[str]:
 def _forward_op_id(roles: BackwardRoles, bsym: BoundSymbol) -> str | None:
     for i, top in enumerate(roles.result.forward.bound_symbols):
         if top is bsym:
-            return f"forward:{i}"
+            return protocol.op_id("forward", i)
     return None
 
 
@@ -61,7 +62,7 @@ def resolve_intervention(roles: BackwardRoles, target: Any, edit: GradEdit) -> I
         if index is not None:
             names = tuple(p.name for p in target.flat_proxy_outs)
             return Intervention(f"backward:{index} ({target.sym.id})", "backward_op", edit, names,
-                                f"backward:{index}", actions=tuple(("value", n) for n in names))
+                                protocol.op_id("backward", index), actions=tuple(("value", n) for n in names))
         if not _forward_bsym(roles, target):
             raise ValueError(f"{target!r} is in neither the forward nor the backward trace")
         cmap = roles.result.cotangent_of
@@ -74,9 +75,9 @@ def resolve_intervention(roles: BackwardRoles, target: Any, edit: GradEdit) -> I
     if not isinstance(target, str):
         raise TypeError("an intervention target is a bound symbol, an op id, a module path or "
                         f"a tensor name, not {type(target).__name__}")
-    if target.startswith("module:") or target in _module_paths(roles):
-        path = target.removeprefix("module:")
-        return Intervention(f"module {path}", "module", edit, (path,), f"module:{path}",
+    if target.startswith(protocol.MODULE_PREFIX) or target in _module_paths(roles):
+        path = target.removeprefix(protocol.MODULE_PREFIX)
+        return Intervention(f"module {path}", "module", edit, (path,), protocol.module_id(path),
                             actions=(("module", path),))
     if target in roles.result.cotangent_of or target in roles.forward_producer:
         return Intervention(f"tensor {target}", "gradient", edit, (target,),

@@ -25,6 +25,7 @@ from thunderviz.core.symbol import SourceLocation
 from thunderviz.debug.interpret import is_unpack
 from thunderviz.debug.stepper import BackwardStepper
 from thunderviz.debug.steps import StepRecord
+from thunderviz.viz import protocol
 
 __all__ = ["LEDGER_STATUSES", "LedgerEntry", "nan_ledger", "first_nan_note"]
 
@@ -48,7 +49,7 @@ class LedgerEntry:
 
     @property
     def op_id(self) -> str:
-        return f"backward:{self.index}"
+        return protocol.op_id("backward", self.index)
 
     def to_json(self) -> dict[str, Any]:
         """The `LedgerEntry` record of docs/view-format.md."""
@@ -68,7 +69,7 @@ def _non_finite(value: Any) -> bool:
 
 def nan_ledger(stepper: BackwardStepper) -> list[LedgerEntry]:
     """One entry per step `stepper` has run, in order (run it to the end first for all)."""
-    forward_ids = {id(b): f"forward:{i}" for i, b in enumerate(stepper.result.forward.bound_symbols)}
+    forward_ids = {id(b): protocol.op_id("forward", i) for i, b in enumerate(stepper.result.forward.bound_symbols)}
     entries = []
     for record in stepper.history:
         bsym = record.bsym

@@ -8,6 +8,7 @@ from typing import Any
 
 from thunderviz.core.symbol import BoundSymbol, SourceLocation
 from thunderviz.debug.stats import TensorStats
+from thunderviz.viz import protocol
 
 __all__ = ["StepRecord", "module_of", "module_within"]
 
@@ -46,7 +47,7 @@ class StepRecord:
 
     @property
     def op_id(self) -> str:
-        return f"backward:{self.index}"
+        return protocol.op_id("backward", self.index)
 
     @property
     def module_path(self) -> str:

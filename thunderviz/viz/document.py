@@ -26,6 +26,7 @@ from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunderviz.core.quoting import comment
 from thunderviz.core.symbol import BoundSymbol, SourceLocation, SymbolKind
 from thunderviz.core.trace import Trace, TraceTag
+from thunderviz.viz import protocol
 
 __all__ = ["FORMAT", "VERSION", "build_document", "trace_view", "trace_kind", "json_safe"]
 
@@ -164,7 +165,7 @@ class _ViewBuilder:
         proxies: dict[str, Proxy] = {}
 
         def visit(bsym: BoundSymbol, path: tuple[int, ...], parent: dict[str, Any] | None) -> None:
-            op_id = f"{self.prefix}:{'.'.join(map(str, path))}"
+            op_id = protocol.op_id(self.prefix, *path)
             self.op_ids[id(bsym)] = op_id
             level = len(path) - 1
             ins = _names((bsym.args, bsym.kwargs))
@@ -187,7 +188,7 @@ class _ViewBuilder:
                 if i is None and bsym.fwd_bsym is not None:
                     i = self.forward_index.get(id(bsym))
                 if i is not None:
-                    fwd_op = f"forward:{i}"
+                    fwd_op = protocol.op_id("forward", i)
                 elif parent is not None:
                     fwd_op = parent["fwd_op"]
             op = {
@@ -412,7 +413,7 @@ def _saved(result: Any, builders: dict[str, _ViewBuilder]) -> list[dict[str, Any
             "dtype": str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else None,
             "bytes": int(s.bytes),
             "producer": aug.op_ids.get(id(s.producer)) if aug is not None and s.producer is not None else None,
-            "fwd_op": f"forward:{i}" if i is not None else None,
+            "fwd_op": protocol.op_id("forward", i) if i is not None else None,
             "consumers": [bwd.op_ids[id(c)] for c in s.consumers if id(c) in bwd.op_ids] if bwd else [],
             "module_path": s.module_path or "",
             "recomputed": bool(s.recomputed),
@@ -476,7 +477,7 @@ def _transform_json(run: Any, k: int, traces: dict[str, Trace], views: dict[str,
         vi = step.visited_index
         steps.append({
             "index": step.index,
-            "visited": f"{prefix}:{vi}" if vi is not None else None,
+            "visited": protocol.op_id(prefix, vi) if vi is not None else None,
             "visit_type": step.visit_type.value,
             "inserted": [bsym_statement(b) for b in step.inserted],
             "removed": [bsym_statement(b) for b in step.removed],

@@ -43,12 +43,19 @@ from thunderviz.debug.interpret import StepError
 from thunderviz.debug.session import Session
 from thunderviz.debug.stepper import BackwardStepper, StepRecord, module_within
 from thunderviz.viz.document import build_document
+from thunderviz.viz.protocol import (
+    MODULE_PREFIX,
+    VIEW_MIME,
+    module_id,
+    module_path_of,
+    op_id,
+    parse_op_id,
+)
 from thunderviz.viz.static import static_svg
 from thunderviz.viz.tvz import validate
 
 __all__ = ["DebuggerWidget", "ViewerNotBuilt", "VIEW_MIME", "BUNDLE_PATH", "viewer_bundle"]
 
-VIEW_MIME = "application/vnd.thunderviz.view+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 BUNDLE_PATH = Path(__file__).resolve().parent / "static" / "viewer.js"
 
@@ -348,7 +355,7 @@ class DebuggerWidget(anywidget.AnyWidget):
         traces = self._traces()
         for kind, tr in traces.items():
             for i, b in enumerate(tr.bound_symbols):
-                _walk_ids(b, f"{kind}:{i}", bsym_ids)
+                _walk_ids(b, kind, (i,), bsym_ids)
             for p in tr.flat_args:
                 if isinstance(p, Proxy):
                     proxies.setdefault(p.name, p)
@@ -395,8 +402,8 @@ class DebuggerWidget(anywidget.AnyWidget):
             return None
         ix = self._index()
         s = self._session
-        if ident.startswith("module:"):
-            path = ident[len("module:"):]
+        path = module_path_of(ident)
+        if path is not None:
             if s is not None and isinstance(s.fn, torch.nn.Module):
                 try:
                     return s.fn.get_submodule(path) if path else s.fn
@@ -422,7 +429,8 @@ class DebuggerWidget(anywidget.AnyWidget):
         if isinstance(obj, str):
             if obj == "" or obj in ix["ops"] or obj in ix["tensors"] or obj in ix["proxies"]:
                 return obj
-            if obj.startswith("module:") and (obj[7:] in ix["modules"] or obj == "module:"):
+            path = module_path_of(obj)
+            if path is not None and (path in ix["modules"] or path == ""):
                 return obj
             raise ValueError(f"{obj!r} is not an op id (like 'forward:3'), a tensor name or a "
                              "module ('module:<path>') of this view")
@@ -442,7 +450,7 @@ class DebuggerWidget(anywidget.AnyWidget):
             if isinstance(root, torch.nn.Module):
                 for path, m in root.named_modules():
                     if m is obj:
-                        return f"module:{path}"
+                        return module_id(path)
             raise ValueError(f"this {type(obj).__name__} is not a module of the traced model")
         raise TypeError(f"cannot select a {type(obj).__name__}: pass a BoundSymbol, a Proxy, "
                         "an nn.Module or an id string")
@@ -513,8 +521,9 @@ class DebuggerWidget(anywidget.AnyWidget):
         if isinstance(target, (BoundSymbol, int)) and not isinstance(target, bool):
             return self._after(st.run_to(target))
         ident = self.id_of(target)
-        if ident.startswith("module:"):
-            return self._after(self._run_to_module(ident[len("module:"):]))
+        path = module_path_of(ident)
+        if path is not None:
+            return self._after(self._run_to_module(path))
         return self._after(st.run_to(self._steppable_op(ident)))
 
     def _steppable_op(self, ident: str) -> str:
@@ -558,15 +567,16 @@ class DebuggerWidget(anywidget.AnyWidget):
         ignored: list[str] = []
         for op in spec.get("ops") or ():
             try:
-                if isinstance(op, str) and op.startswith("module:"):
-                    st.break_on_module(op[len("module:"):])
+                in_module = module_path_of(op) if isinstance(op, str) else None
+                if in_module is not None:
+                    st.break_on_module(in_module)
                 else:
                     st.break_on_op(self._steppable_op(self.id_of(op)))
             except (ValueError, IndexError, TypeError) as e:
                 ignored.append(f"{op}: {e}")
         for path in spec.get("modules") or ():
             if isinstance(path, str):
-                st.break_on_module(path.removeprefix("module:"))
+                st.break_on_module(path.removeprefix(MODULE_PREFIX))
         st.break_on_nan(bool(spec.get("nan_inf", False)))
         norm = spec.get("grad_norm_above")
         ok = isinstance(norm, (int, float)) and not isinstance(norm, bool) and math.isfinite(norm)
@@ -594,7 +604,7 @@ class DebuggerWidget(anywidget.AnyWidget):
         reason = st.stop_reason
         if executed and reason and not executed[-1].get("note"):
             executed[-1]["note"] = reason
-        pending = [{"index": i, "op": f"backward:{i}", "outputs": {}, "grads": {}}
+        pending = [{"index": i, "op": op_id("backward", i), "outputs": {}, "grads": {}}
                    for i in range(len(executed), len(st))]
         with self.hold_sync():
             self.steps = executed + pending
@@ -758,21 +768,18 @@ def _first_trace(doc: Mapping[str, Any]) -> str:
     return "forward" if "forward" in traces else next(iter(traces))
 
 
-def _walk_ids(bsym: BoundSymbol, op_id: str, out: dict[int, str]) -> None:
-    out.setdefault(id(bsym), op_id)
+def _walk_ids(bsym: BoundSymbol, kind: str, path: tuple[int, ...], out: dict[int, str]) -> None:
+    out.setdefault(id(bsym), op_id(kind, *path))
     for j, sub in enumerate(bsym.subsymbols):
-        _walk_ids(sub, f"{op_id}.{j}", out)
+        _walk_ids(sub, kind, (*path, j), out)
 
 
 def _bsym_at(traces: Mapping[str, Trace], ident: str) -> BoundSymbol | None:
-    kind, _, path = ident.partition(":")
-    tr = traces.get(kind)
+    parsed = parse_op_id(ident)
+    tr = traces.get(parsed[0]) if parsed is not None else None
     if tr is None:
         return None
-    try:
-        indices = [int(p) for p in path.split(".")]
-    except ValueError:
-        return None
+    indices = parsed[1]
     items = tr.bound_symbols
     bsym = None
     for i in indices:
