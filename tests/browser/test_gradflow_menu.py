@@ -104,3 +104,70 @@ def test_right_click_on_a_backward_op_or_module_opens_the_intervention_menu(page
     expect(menu.locator(".tv-menu-title")).not_to_contain_text(op_id)
     page.mouse.click(5, 5)
     expect(menu).to_be_hidden()
+
+
+LIVE = """\
+%load_ext thunderviz.widgets
+import torch
+import torch.nn as nn
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(self.block(x)).sum()
+
+
+torch.manual_seed(0)
+model = Small()
+x = torch.randn(3, 4)
+w = %thunder model(x)
+w
+"""
+
+
+def test_the_menu_zeroes_a_module_in_a_live_widget(thunderviz_lab, lab_page, lab_dir):
+    import nbformat
+    from test_widget import python, run_all, wait_idle, widget_output
+
+    page = lab_page.page
+    folder, relative = lab_dir
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells.append(nbformat.v4.new_code_cell(LIVE))
+    nbformat.write(nb, str(folder / "live.ipynb"))
+    panel = lab_page.open(f"{relative}/live.ipynb")
+    lab_page.wait_for_kernel()
+    run_all(page)
+    widget = widget_output(panel)
+    backward = widget.locator('.tv-graph-pane[data-tv-graph="backward"]')
+    expect(backward).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
+    assert python(page, "import json; print(json.dumps(float(w.session.grads()['block_0_weight'].abs().sum()) > 0))")
+    target = backward.locator('[data-tv-id="module:out"] > text').first
+    target.scroll_into_view_if_needed()
+    box = target.bounding_box()
+    target.click(button="right", position={"x": box["width"] - 4, "y": box["height"] / 2})
+    menu = widget.locator("[data-tv-intervene-menu]")
+    expect(menu).to_be_visible()
+    expect(menu.locator("[data-tv-menu-note]")).to_have_count(0)
+    menu.locator('[data-tv-menu-edit="zero"]').click()
+    expect(menu).to_be_hidden()
+    # the kernel re-ran the backward with out's grad_input zeroed: block's gradients are zero
+    wait_idle(page)
+    facts = python(page, "import json; print(json.dumps([len(w.session.interventions), "
+                         "w.session.interventions[0].target, "
+                         "float(w.session.grads()['block_0_weight'].abs().sum())]))")
+    assert facts == [1, "module out", 0.0], facts
+    # the redrawn view has grad flow on, and shows the zeroed gradients in their own look
+    backward = widget.locator('.tv-graph-pane[data-tv-graph="backward"]')
+    expect(backward).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
+    expect(backward.locator('[data-tv-graph-action="grad-flow"]')).to_be_checked()
+    forward = widget.locator('.tv-graph-pane[data-tv-graph="forward"]')
+    expect(forward.locator('[data-tv-graph-action="grad-flow"]')).to_be_checked()
+    strokes = forward.locator("g.edge > path").evaluate_all("els => els.map(e => e.style.stroke)")
+    assert "rgb(158, 158, 158)" in strokes, strokes  # the "zero" look: block's output gradient
+    assert not [e for e in lab_page.errors if e.startswith("uncaught")], lab_page.errors
