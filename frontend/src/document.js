@@ -5,7 +5,7 @@
 import { buildTraceIndex } from "./traceindex.js";
 import { MAX_DEPTH, VIEW_SCHEMA } from "./viewschema.js";
 
-export const MIME_TYPE = "application/vnd.thunderviz.view+json";
+export { MIME_TYPE, traceKindOfId } from "./protocol.js";
 export const FORMAT_VERSION = 1;
 
 /** Display order of the trace kinds we know; other keys follow in document order. */
@@ -433,8 +433,3 @@ export function findTensor(index, name, preferKind) {
   return null;
 }
 
-/** "forward:12.0" -> "forward" (the trace kind an op id belongs to). */
-export function traceKindOfId(id) {
-  const colon = id.indexOf(":");
-  return colon > 0 ? id.slice(0, colon) : null;
-}

@@ -2,6 +2,8 @@
 // "linear · blocks.3.mlp.fc · models.py:97" rather than "forward:44"; and a backward op by
 // what it is the gradient of: "mm · d linear".
 
+import { traceKindOfId } from "./protocol.js";
+
 /** "models.py:97" from an op's source (the file's last path part), or "". */
 export function sourceLine(op) {
   const src = op && op.source;
@@ -26,6 +28,6 @@ export function describeOp(index, id) {
   if (!found) return String(id);
   const { op } = found;
   const forward = op.fwd_op && op.fwd_op !== op.id ? index.opById.get(op.fwd_op) : undefined;
-  const name = op.id.startsWith("backward:") && forward ? gradLabel(op, forward.op) : String(op.label || op.name || op.id);
+  const name = traceKindOfId(op.id) === "backward" && forward ? gradLabel(op, forward.op) : String(op.label || op.name || op.id);
   return [name, op.module_path || "", sourceLine(op) || sourceLine(forward && forward.op)].filter(Boolean).join(" · ");
 }

@@ -4,7 +4,7 @@
 
 import { describeOp, sourceLine } from "./opnames.js";
 import { tensorLabel } from "./dot.js";
-import { moduleId } from "./visible.js";
+import { isModuleId, moduleId, modulePathOf } from "./protocol.js";
 
 /** Result kinds, in the order they are listed when they match equally well. */
 const KIND_ORDER = { tensor: 0, module: 1, line: 2, op: 3 };
@@ -94,7 +94,7 @@ export function expansionToReveal(index, id) {
     addModules(ti.moduleOfAny(opId), true);
     for (let parent = found.op.parent; parent && ti.ops.has(parent); parent = ti.ops.get(parent).parent) open.add(parent);
   };
-  if (id.startsWith("module:")) addModules(id.slice("module:".length), false);
+  if (isModuleId(id)) addModules(modulePathOf(id), false);
   else if (index.opById.has(id)) revealOp(id);
   else {
     // the op the document names as producer (the top-level call), not the deepest subsymbol

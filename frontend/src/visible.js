@@ -5,22 +5,10 @@
 import { modulePrefixes } from "./traceindex.js";
 import { maxOf } from "./arrays.js";
 
-export const MODULE_PREFIX = "module:";
-/** Node / selection id of a module: "module:transformer.h.3". */
-export const moduleId = (path) => MODULE_PREFIX + path;
-export const isModuleId = (id) => typeof id === "string" && id.startsWith(MODULE_PREFIX);
-export const modulePathOf = (id) => id.slice(MODULE_PREFIX.length);
+import { DEFAULT_LIMITS, isModuleId, moduleId, modulePathOf } from "./protocol.js";
 
-export const DEFAULT_LIMITS = Object.freeze({
-  /** above this many visible top-level nodes the default view collapses modules */
-  collapseAbove: 40,
-  /** never hand more nodes than this to the layout */
-  maxNodes: 2000,
-  /** more graph inputs than this are drawn as one "inputs (n)" node */
-  maxInputNodes: 30,
-  /** outputs coming from more nodes than this get no "return" node, only a count */
-  maxOutputSources: 8,
-});
+// The ids and limits are owned by protocol.js; re-exported for the modules importing them here.
+export { DEFAULT_LIMITS, MODULE_PREFIX, isModuleId, moduleId, modulePathOf } from "./protocol.js";
 
 /**
  * @typedef {object} VisibleNode
