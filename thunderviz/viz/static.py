@@ -22,6 +22,8 @@ from typing import Any
 
 import graphviz
 
+from thunderviz.viz.protocol import DEFAULT_LIMITS, module_id
+
 __all__ = ["static_svg", "static_png", "static_dot", "dot_quote", "visible_graph"]
 
 
@@ -58,6 +60,10 @@ def _label(*lines: Any) -> str:
     """Several lines of user text as one quoted DOT label (each line escaped and shortened)."""
     inner = [dot_quote(_shorten(line))[1:-1] for line in lines if line is not None and line != ""]
     return '"' + "\\n".join(inner) + '"'
+
+
+# The viewer's limits (one set: viz/protocol.py), so the picture is the browser's first view.
+_MAX_NODES, _COLLAPSE_ABOVE = DEFAULT_LIMITS["maxNodes"], DEFAULT_LIMITS["collapseAbove"]
 
 
 # --- the module tree ----------------------------------------------------------------------
@@ -217,7 +223,7 @@ def fit_expanded(ix: _Index, expanded: set[str], max_nodes: int) -> set[str]:
 
 # Over the complexity limit (34): left as it is until it shares the viewer's collapse logic.
 def visible_graph(document: Mapping[str, Any], trace_kind: str = "forward",  # noqa: C901
-                  max_nodes: int = 300, collapse_above: int = 60) -> VisibleGraph:
+                  max_nodes: int = _MAX_NODES, collapse_above: int = _COLLAPSE_ABOVE) -> VisibleGraph:
     """The collapsed module view of one trace of a document (what `static_svg` draws):
     module depths open breadth-first while at most `collapse_above` nodes show, and never
     more than `max_nodes` (the ops past that, in a flat program, become one "… more" node)."""
@@ -261,7 +267,7 @@ def visible_graph(document: Mapping[str, Any], trace_kind: str = "forward",  # n
                 hidden[0] += ix.modules[value].total
             else:
                 budget[0] -= 1
-                key = "module:" + value
+                key = module_id(value)
                 add(cluster, key, type="module", label=value, count=ix.modules[value].total,
                     params=set())
                 for top in ix.top_ops(value):
@@ -299,7 +305,7 @@ def visible_graph(document: Mapping[str, Any], trace_kind: str = "forward",  # n
                     edge(frm, to, name)
             elif name in input_set or t.get("kind") == "input":
                 used_inputs.setdefault(name, set()).add(to)
-    if len(used_inputs) > 30:
+    if len(used_inputs) > DEFAULT_LIMITS["maxInputNodes"]:
         add(root, "inputs:", type="inputs", label=f"inputs ({len(used_inputs)})")
         for name, tos in used_inputs.items():
             for to in tos:
@@ -339,8 +345,8 @@ def _tensor_text(tensors: Mapping[str, Any], name: str) -> str:
     return name
 
 
-def static_dot(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = 300,
-               collapse_above: int = 60) -> str:
+def static_dot(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = _MAX_NODES,
+               collapse_above: int = _COLLAPSE_ABOVE) -> str:
     """The DOT source of the static picture (every user string through `dot_quote`)."""
     g = visible_graph(document, trace_kind, max_nodes, collapse_above)
     tensors = (document.get("traces") or {}).get(trace_kind, {}).get("tensors") or {}
@@ -402,14 +408,14 @@ def _render(dot: str, fmt: str) -> bytes:
         raise RuntimeError(f"Graphviz could not draw this trace: {e.stderr!r:.300}") from e
 
 
-def static_svg(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = 300,
-               collapse_above: int = 60) -> str:
+def static_svg(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = _MAX_NODES,
+               collapse_above: int = _COLLAPSE_ABOVE) -> str:
     """An SVG picture of one trace of a view document (the collapsed module view; see
     `visible_graph` for how much of it is open)."""
     return _render(static_dot(document, trace_kind, max_nodes, collapse_above), "svg").decode("utf-8")
 
 
-def static_png(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = 300,
-               collapse_above: int = 60) -> bytes:
+def static_png(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = _MAX_NODES,
+               collapse_above: int = _COLLAPSE_ABOVE) -> bytes:
     """The same picture as PNG bytes (`dot -Tpng`)."""
     return _render(static_dot(document, trace_kind, max_nodes, collapse_above), "png")
