@@ -14,7 +14,7 @@ import { h, clear } from "./dom.js";
 import { formatNumber } from "./format.js";
 import { toNumber, validateDocument } from "./document.js";
 import { errorBox } from "./viewer.js";
-import { isModuleId } from "./visible.js";
+import { isModuleId, moduleId, traceKindOfId } from "./protocol.js";
 
 /** The document's comparison (an object), or null for a plain view document. */
 export function comparisonOf(doc) {
@@ -29,7 +29,7 @@ export function sidesOf(doc) {
 }
 
 /** "forward:12" -> "forward" (the trace an op id belongs to). */
-const traceOf = (id) => id.slice(0, Math.max(0, id.indexOf(":")));
+const traceOf = (id) => traceKindOfId(id) ?? "";
 
 /**
  * What one side's id stands for in another side: matched ops, a matched op's outputs by
@@ -138,7 +138,7 @@ export function nodeDifferences(index, comparison) {
       raise(kind, id, value);
       const path = (index.ops[side].get(id) || {}).module_path || "";
       const parts = path ? path.split(".") : [];
-      for (let n = 1; n <= parts.length; n += 1) raise(kind, `module:${parts.slice(0, n).join(".")}`, value);
+      for (let n = 1; n <= parts.length; n += 1) raise(kind, moduleId(parts.slice(0, n).join(".")), value);
     }
     return byKind;
   });
