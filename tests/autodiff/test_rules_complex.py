@@ -51,7 +51,8 @@ FAMILIES = {
                         "view_as_real"],
     "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
                     "sin", "cos", "tan", "sinh", "cosh", "asin", "atan", "atanh", "sinc",
-                    "square", "pow", "float_power", "__rpow__", "tanh", "sigmoid", "rsqrt", "acos", "asinh", "acosh"],
+                    "square", "pow", "float_power", "__rpow__", "logaddexp", "tanh", "sigmoid",
+                    "rsqrt", "acos", "asinh", "acosh"],
     "fft": ["fft.fft", "fft.ifft", "fft.fft2", "fft.ifftn", "fft.hfft", "fft.irfft"],
 }
 

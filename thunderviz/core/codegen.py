@@ -34,7 +34,7 @@ def codeval(x: Any) -> str:
     if isinstance(x, (int, str)):
         return repr(x)
     if isinstance(x, complex):
-        return f"complex({x.real!r}, {x.imag!r})"
+        return f"complex({codeval(x.real)}, {codeval(x.imag)})"  # nan and inf parts too
     if isinstance(x, torch.dtype):
         return f"torch.{str(x).removeprefix('torch.')}"
     if isinstance(x, torch.device):
