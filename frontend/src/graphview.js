@@ -309,6 +309,7 @@ export class GraphView {
       highlight: colour("--tv-highlight", "#0ea5e9"),
       selected: colour("--tv-select", "#f59e0b"),
       current: colour("--tv-current", "#e11d48"),
+      ...Object.fromEntries(["born", "healed", "propagated"].map((status) => [status, colour(`--tv-ledger-${status}`, "#c026d3")])),
     });
     const name = `thunderviz-${this.ti.kind}.${format}`;
     const doc = this.el.ownerDocument;

@@ -4,7 +4,10 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
-/** Stand-alone SVG text for `svg` (the pane's <svg>), at natural size. */
+/**
+ * Stand-alone SVG text for `svg` (the pane's <svg>), at natural size. `colours`: highlight,
+ * selected, current; born / healed / propagated for the NaN ledger's marks (optional).
+ */
 export function svgText(svg, natural, colours) {
   const clone = svg.cloneNode(true);
   clone.setAttribute("xmlns", SVG_NS);
@@ -12,7 +15,9 @@ export function svgText(svg, natural, colours) {
   clone.setAttribute("height", `${Math.round(natural.height)}pt`);
   for (const el of clone.querySelectorAll("[tabindex]")) el.removeAttribute("tabindex");
   const style = svg.ownerDocument.createElementNS(SVG_NS, "style");
+  const ledger = (status) => `.tv-ledger-${status} > :is(polygon, path, ellipse):first-of-type { stroke: ${colours[status]}; stroke-width: 3px; stroke-dasharray: 6 3; }`;
   style.textContent = [
+    ...["propagated", "healed", "born"].filter((status) => colours[status]).map(ledger),
     `.tv-highlight > polygon, .tv-highlight > path, .tv-highlight > ellipse { stroke: ${colours.highlight}; stroke-width: 2.5px; }`,
     `.tv-selected > polygon, .tv-selected > path, .tv-selected > ellipse { stroke: ${colours.selected}; stroke-width: 3px; }`,
     `.tv-current-step > polygon, .tv-current-step > path, .tv-current-step > ellipse { stroke: ${colours.current}; stroke-width: 3px; }`,

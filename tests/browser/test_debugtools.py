@@ -89,6 +89,13 @@ def test_the_ledger_marks_born_and_healed_ops_on_both_graphs(browser_context, tm
         key.locator("summary").click()
         expect(key).to_contain_text("NaN/Inf born here")
         expect(key).to_contain_text("NaN/Inf healed here")
+        # the exported picture keeps the marks (its own style block: the page's CSS stays behind)
+        with page.expect_download() as info:
+            page.locator('.tv-graph-pane[data-tv-graph="backward"] [data-tv-graph-action="export-svg"]').click()
+        info.value.save_as(tmp_path / "b.svg")
+        text = (tmp_path / "b.svg").read_text()
+        assert re.search(r"\.tv-ledger-born (>|&gt;) [^{]*\{ stroke: #c026d3", text), text[:2000]
+        assert f'data-tv-id="{born.op_id}"' in text and "tv-ledger-born" in text
         assert not errors, errors
     finally:
         page.close()
