@@ -55,6 +55,7 @@ demo: setup
 
 test: setup
 	$(PY) -m ruff check thunderviz tests benchmarks examples
+	$(PY) -m ruff format --check thunderviz tests benchmarks examples
 	cd frontend && npm test
 	$(PY) -m pytest -q -ra
 
@@ -76,6 +77,7 @@ bench: setup
 # Only the virtualenv: linting needs neither Chromium, graphviz nor npm.
 lint: $(STAMP)
 	$(PY) -m ruff check thunderviz tests benchmarks examples
+	$(PY) -m ruff format --check thunderviz tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) .cache frontend/node_modules extension/node_modules extension/.yarn extension/lib thunderviz/labextension $(VIEWER)

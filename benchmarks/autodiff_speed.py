@@ -46,25 +46,32 @@ def main(rounds: int = 3) -> None:
     model, args, loss_of = small()
     first_call_ours(copy.deepcopy(model), args, loss_of)  # the same warm-up for both sides
     first_call_aot_eager(copy.deepcopy(model), args, loss_of)
-    print(f"First call (forward + backward included), median [min, max] of {rounds} "
-          f"interleaved runs, {torch.get_num_threads()} torch thread(s)")
+    print(
+        f"First call (forward + backward included), median [min, max] of {rounds} "
+        f"interleaved runs, {torch.get_num_threads()} torch thread(s)"
+    )
     for title, make in PROGRAMS:
         model, args, loss_of = make()
         times: dict[str, list[float]] = {"thunderviz.jit": [], "torch.compile aot_eager": []}
         for _ in range(rounds):
             times["thunderviz.jit"].append(first_call_ours(copy.deepcopy(model), args, loss_of))
             times["torch.compile aot_eager"].append(
-                first_call_aot_eager(copy.deepcopy(model), args, loss_of))
+                first_call_aot_eager(copy.deepcopy(model), args, loss_of)
+            )
         ours = statistics.median(times["thunderviz.jit"])
         print(f"\n{title}")
         for name, ts in times.items():
             med = statistics.median(ts)
-            print(f"  {name:24} {med:8.3f} s  [{min(ts):.3f}, {max(ts):.3f}]  "
-                  f"{med / ours:6.1f}x thunderviz")
+            print(
+                f"  {name:24} {med:8.3f} s  [{min(ts):.3f}, {max(ts):.3f}]  "
+                f"{med / ours:6.1f}x thunderviz"
+            )
     for fake in (False, True):
         ts = [trace_and_autodiff(fake) for _ in range(rounds)]
-        print(f"\nGPT trace({'fake' if fake else 'real'} tensors) + autodiff alone: "
-              f"{statistics.median(ts):.3f} s [{min(ts):.3f}, {max(ts):.3f}]")
+        print(
+            f"\nGPT trace({'fake' if fake else 'real'} tensors) + autodiff alone: "
+            f"{statistics.median(ts):.3f} s [{min(ts):.3f}, {max(ts):.3f}]"
+        )
     print("\ntarget: thunderviz's first call at least 20x faster than aot_eager's")
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 
-def print_table(title: str, rows: list[tuple[str, float]], baseline: str, unit: str = "s",
-                target: str = "") -> None:
+def print_table(
+    title: str, rows: list[tuple[str, float]], baseline: str, unit: str = "s", target: str = ""
+) -> None:
     """rows: (name, value). Prints each value and its ratio to the baseline row."""
     base = dict(rows)[baseline]
     width = max(len(n) for n, _ in rows)

@@ -40,10 +40,12 @@ def main(rounds: int = 5) -> None:
     first_run = time.perf_counter() - t0
     stepper = tv.BackwardStepper(session.result, session.forward_values())
     gelu = next(b for b in session.forward.bound_symbols if b.module_path == "blocks.0.mlp.1")
-    targets = {"intervene blocks.0.mlp (last module)": "blocks.0.mlp",
-               "intervene blocks.6 (middle)": "blocks.6",
-               "intervene ln_f (first module)": "ln_f",
-               "intervene gelu's gradient (block 0)": gelu}
+    targets = {
+        "intervene blocks.0.mlp (last module)": "blocks.0.mlp",
+        "intervene blocks.6 (middle)": "blocks.6",
+        "intervene ln_f (first module)": "ln_f",
+        "intervene gelu's gradient (block 0)": gelu,
+    }
     times: dict[str, list[float]] = {"full step-through": [], "clear after ln_f": []}
     times.update({name: [] for name in targets})
     rerun: dict[str, int] = {}
@@ -66,13 +68,19 @@ def main(rounds: int = 5) -> None:
             if target == "ln_f":
                 times["clear after ln_f"].append(time.perf_counter() - t0)
     rows = [(name, statistics.median(ts)) for name, ts in times.items()]
-    print(f"backward: {len(session.backward.bound_symbols)} steps; first grads() "
-          f"(augmented forward + backward): {first_run:.3f} s; first intervention "
-          f"(indexes the backward): {first_intervention:.3f} s")
+    print(
+        f"backward: {len(session.backward.bound_symbols)} steps; first grads() "
+        f"(augmented forward + backward): {first_run:.3f} s; first intervention "
+        f"(indexes the backward): {first_intervention:.3f} s"
+    )
     for name, n in rerun.items():
         print(f"{name}: re-runs {n} of {len(session.backward.bound_symbols)} steps")
-    print_table("Backward re-run after an intervention, median of interleaved rounds", rows,
-                "full step-through", target="every intervene row <= 1.00x")
+    print_table(
+        "Backward re-run after an intervention, median of interleaved rounds",
+        rows,
+        "full step-through",
+        target="every intervene row <= 1.00x",
+    )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,11 @@ opinfo_core.extract_test_fn = torch_test_utils.extract_test_fn = lambda: None
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "complex128": torch.complex128}
 DEFAULT_DTYPES = ("float64", "float32")
 # float32 gradients are sums of products computed in another order than autograd's
-TOLERANCES = {torch.float64: (1e-6, 1e-8), torch.float32: (1e-3, 1e-4),
-              torch.complex128: (1e-6, 1e-8)}
+TOLERANCES = {
+    torch.float64: (1e-6, 1e-8),
+    torch.float32: (1e-3, 1e-4),
+    torch.complex128: (1e-6, 1e-8),
+}
 STATUSES = ("pass", "wrong", "no-rule", "error")
 SECONDS_PER_OPINFO = 60
 
@@ -84,15 +87,21 @@ def _sample_fn(info: Any, sample: Any):
 
     def fn(*args: Any, **kwargs: Any) -> Any:
         return process(info.op(*args, **kwargs))
+
     return fn
 
 
-def _reference(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list[Any]
-               ) -> tuple[Any, list[Any]]:
+def _reference(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list[Any]
+) -> tuple[Any, list[Any]]:
     """torch.autograd: outputs and d<out, ct>/d(each floating leaf of args)."""
     leaves, spec = pytree.tree_flatten(args)
-    leaves = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor)
-              and (x.is_floating_point() or x.is_complex()) else x for x in leaves]
+    leaves = [
+        x.detach().requires_grad_(True)
+        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+        else x
+        for x in leaves
+    ]
     inputs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
     torch.manual_seed(0)
     out = fn(*pytree.tree_unflatten(leaves, spec), **kwargs)
@@ -101,8 +110,11 @@ def _reference(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list
         if isinstance(o, torch.Tensor) and o.requires_grad:
             outs.append(o)
             out_cts.append(ct)
-    grads = (torch.autograd.grad(outs, inputs, out_cts, allow_unused=True) if outs
-             else [None] * len(inputs))
+    grads = (
+        torch.autograd.grad(outs, inputs, out_cts, allow_unused=True)
+        if outs
+        else [None] * len(inputs)
+    )
     return out, list(grads)
 
 
@@ -115,16 +127,22 @@ def _compare(expected: Any, got: Any, dtype: torch.dtype, what: str) -> str:
     if got is None:
         return "" if not torch.count_nonzero(expected) else f"{what}: thunderviz has no gradient"
     try:
-        torch.testing.assert_close(got, expected.detach(), rtol=rtol, atol=atol, equal_nan=True,
-                                   check_dtype=False)
+        torch.testing.assert_close(
+            got, expected.detach(), rtol=rtol, atol=atol, equal_nan=True, check_dtype=False
+        )
     except AssertionError as e:
         lines = [line for line in str(e).splitlines() if "difference" in line]
         return f"{what}: {lines[0].strip() if lines else str(e).splitlines()[0]}"
     return ""
 
 
-def check_sample(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.dtype,
-                 notes: list[str] | None = None) -> str | None:
+def check_sample(
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dtype: torch.dtype,
+    notes: list[str] | None = None,
+) -> str | None:
     """'' when thunderviz agrees with torch.autograd, a description when not, None when
     torch.autograd rejects the sample. Raises what thunderviz raises. A gradient where
     autograd and thunderviz differ is settled by finite differences: if they side with
@@ -135,23 +153,29 @@ def check_sample(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: 
             torch.manual_seed(0)
             eager = fn(*args, **kwargs)
         outs = pytree.tree_leaves(eager)
-        cts = [torch.randn(o.shape, generator=gen, dtype=o.dtype)
-               if isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())
-               else None for o in outs]
+        cts = [
+            torch.randn(o.shape, generator=gen, dtype=o.dtype)
+            if isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())
+            else None
+            for o in outs
+        ]
         ref_out, ref_grads = _reference(fn, args, kwargs, cts)
     except Exception:  # noqa: BLE001 - torch rejects this sample: nothing to compare with
         return None
     torch.manual_seed(0)
-    out, grads = tv.vjp(fn)(args, [c if c is not None else torch.zeros(()) for c in cts],
-                            **kwargs)
-    for i, (o_ref, o) in enumerate(zip(pytree.tree_leaves(ref_out), pytree.tree_leaves(out),
-                                       strict=False)):
+    out, grads = tv.vjp(fn)(args, [c if c is not None else torch.zeros(()) for c in cts], **kwargs)
+    for i, (o_ref, o) in enumerate(
+        zip(pytree.tree_leaves(ref_out), pytree.tree_leaves(out), strict=False)
+    ):
         if isinstance(o_ref, torch.Tensor) and o_ref.dtype.is_floating_point:
             problem = _compare(o_ref, o, dtype, f"output {i}")
             if problem:
                 return problem
-    ours = [g for g, x in zip(grads, pytree.tree_leaves(args), strict=False)
-            if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())]
+    ours = [
+        g
+        for g, x in zip(grads, pytree.tree_leaves(args), strict=False)
+        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+    ]
     if len(ours) != len(ref_grads):
         return f"{len(ours)} gradients, autograd has {len(ref_grads)}"
     for i, (g, r) in enumerate(zip(ours, ref_grads, strict=True)):
@@ -159,26 +183,39 @@ def check_sample(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: 
         if problem:
             # the arbiter: finite differences in float64 (torch.autograd has bugs too)
             fd = _finite_difference_vjp(fn, args, kwargs, cts, i)
-            if (fd is None or g is None or _compare(fd, g.double(), dtype, "")
-                    or not _compare(fd, r.double(), dtype, "")):
+            if (
+                fd is None
+                or g is None
+                or _compare(fd, g.double(), dtype, "")
+                or not _compare(fd, r.double(), dtype, "")
+            ):
                 return problem
             if notes is not None:
-                notes.append(f"grad of input {i}: torch.autograd disagrees with finite "
-                             "differences, thunderviz agrees")
+                notes.append(
+                    f"grad of input {i}: torch.autograd disagrees with finite "
+                    "differences, thunderviz agrees"
+                )
     return ""
 
 
 FD_MAX_ELEMENTS = 256  # central differences cost two calls per element
 
 
-def _finite_difference_vjp(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                           cts: list[Any], which: int) -> torch.Tensor | None:
+def _finite_difference_vjp(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list[Any], which: int
+) -> torch.Tensor | None:
     """<d out / d (floating input `which`), cts> by central differences in float64; None
     where that is not possible (complex values, non-float outputs, too many elements)."""
     leaves, spec = pytree.tree_flatten(args)
-    floats = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)
-              and (x.is_floating_point() or x.is_complex())]
-    if any(leaves[k].is_complex() for k in floats) or leaves[floats[which]].numel() > FD_MAX_ELEMENTS:
+    floats = [
+        k
+        for k, x in enumerate(leaves)
+        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
+    ]
+    if (
+        any(leaves[k].is_complex() for k in floats)
+        or leaves[floats[which]].numel() > FD_MAX_ELEMENTS
+    ):
         return None
     leaves = [x.detach().double() if k in floats else x for k, x in enumerate(leaves)]
     k = floats[which]
@@ -205,7 +242,9 @@ def _finite_difference_vjp(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any
         for j in range(flat.numel()):
             step = torch.zeros_like(flat)
             step[j] = eps
-            grad[j] = (value((flat + step).view_as(base)) - value((flat - step).view_as(base))) / (2 * eps)
+            grad[j] = (value((flat + step).view_as(base)) - value((flat - step).view_as(base))) / (
+                2 * eps
+            )
     except Exception:  # noqa: BLE001 - no arbiter for this sample
         return None
     return grad.view_as(base)
@@ -246,7 +285,9 @@ def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
                 raise
             except Exception as e:  # noqa: BLE001 - the census reports it and goes on
                 compared += 1
-                errors.append(f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+                errors.append(
+                    f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+                )
                 continue
             if result is None:
                 continue
@@ -267,16 +308,22 @@ def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
         outcome = Outcome(label, "error", errors[0])
     else:
         outcome = Outcome(label, "pass", notes[0] if notes else "")
-    if is_complex and not dtype.is_complex:  # counted apart, with what it would have been in `detail`
-        return Outcome(label, "complex", outcome.status + (f": {outcome.detail}" if outcome.detail
-                                                           else ""))
+    if (
+        is_complex and not dtype.is_complex
+    ):  # counted apart, with what it would have been in `detail`
+        return Outcome(
+            label, "complex", outcome.status + (f": {outcome.detail}" if outcome.detail else "")
+        )
     return outcome
 
 
 def autograd_opinfos(names: Iterable[str] | None = None) -> list[Any]:
     wanted = set(names) if names else None
-    return [o for o in op_db if o.supports_autograd
-            and (wanted is None or o.name in wanted or label_of(o) in wanted)]
+    return [
+        o
+        for o in op_db
+        if o.supports_autograd and (wanted is None or o.name in wanted or label_of(o) in wanted)
+    ]
 
 
 def run(dtype: torch.dtype, infos: list[Any], n_samples: int = 3) -> list[Outcome]:
@@ -289,13 +336,17 @@ def summarize(name: str, outcomes: list[Outcome], seconds: float, verbose: bool)
     counts = Counter(o.status for o in outcomes)
     real = sum(counts[s] for s in STATUSES)
     pct = 100.0 * counts["pass"] / real if real else 0.0
-    print(f"\n{name}: {counts['pass']} of {real} pass ({pct:.1f}%)  "
-          + "  ".join(f"{s} {counts[s]}" for s in STATUSES)
-          + f"  | complex (apart) {counts['complex']}"
-          + f" ({sum(o.detail == 'pass' for o in outcomes if o.status == 'complex')} pass)"
-          + f", skipped {counts['skipped']}"
-          + f"  [{seconds:.0f} s]")
-    for status in ("wrong", "pass", "error", "no-rule", "complex") if verbose else ("wrong", "pass"):
+    print(
+        f"\n{name}: {counts['pass']} of {real} pass ({pct:.1f}%)  "
+        + "  ".join(f"{s} {counts[s]}" for s in STATUSES)
+        + f"  | complex (apart) {counts['complex']}"
+        + f" ({sum(o.detail == 'pass' for o in outcomes if o.status == 'complex')} pass)"
+        + f", skipped {counts['skipped']}"
+        + f"  [{seconds:.0f} s]"
+    )
+    for status in (
+        ("wrong", "pass", "error", "no-rule", "complex") if verbose else ("wrong", "pass")
+    ):
         for o in outcomes:
             if o.status == status and o.detail and not (status == "complex" and o.detail == "pass"):
                 print(f"  {status:8} {o.label:45} {o.detail}")
@@ -307,8 +358,9 @@ def rank_missing(outcomes: Iterable[Outcome]) -> list[tuple[str, int]]:
     for o in outcomes:
         for op in o.missing:
             blocked[op].add(o.label)
-    return sorted(((op, len(labels)) for op, labels in blocked.items()),
-                  key=lambda kv: (-kv[1], kv[0]))
+    return sorted(
+        ((op, len(labels)) for op, labels in blocked.items()), key=lambda kv: (-kv[1], kv[0])
+    )
 
 
 def main() -> None:
@@ -321,8 +373,10 @@ def main() -> None:
     infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)
     dtypes = list(DEFAULT_DTYPES) if ns.dtype == "both" else [ns.dtype]
     every: list[Outcome] = []
-    print(f"OpInfo census: {len(infos)} autograd-supporting OpInfos, CPU, "
-          f"up to {ns.samples} samples each, thunderviz.vjp vs torch.autograd")
+    print(
+        f"OpInfo census: {len(infos)} autograd-supporting OpInfos, CPU, "
+        f"up to {ns.samples} samples each, thunderviz.vjp vs torch.autograd"
+    )
     for name in dtypes:
         t0 = time.perf_counter()
         outcomes = run(DTYPES[name], infos, ns.samples)

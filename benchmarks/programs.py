@@ -27,9 +27,16 @@ def gpt() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
 def hf_gpt2() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=1000, n_positions=64, n_embd=128, n_layer=4, n_head=4,
-        attn_implementation="eager"))
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            vocab_size=1000,
+            n_positions=64,
+            n_embd=128,
+            n_layer=4,
+            n_head=4,
+            attn_implementation="eager",
+        )
+    )
     idx = torch.randint(0, 1000, (2, 64))
     return model, (idx,), lambda out: F.cross_entropy(out.logits.flatten(0, 1), idx.flatten())
 
@@ -51,5 +58,8 @@ def small() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
     return SmallProgram(), (torch.randn(8, 16), torch.randint(0, 4, (8,))), lambda out: out
 
 
-PROGRAMS = [("GPT 12 layers (thunderviz.models)", gpt), ("HF GPT-2, tiny config", hf_gpt2),
-            ("small program (2 linears, CE)", small)]
+PROGRAMS = [
+    ("GPT 12 layers (thunderviz.models)", gpt),
+    ("HF GPT-2, tiny config", hf_gpt2),
+    ("small program (2 linears, CE)", small),
+]

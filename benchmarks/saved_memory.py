@@ -37,12 +37,22 @@ def main() -> None:
     eager = eager_saved_bytes(model, idx, idx)
     result = tv.autodiff(tv.trace(model, idx, idx))
     remat = rematerialize(result)
-    rows = [("eager autograd", eager / 2**20), ("thunderviz split", result.saved_bytes / 2**20),
-            ("thunderviz split + remat", remat.saved_bytes / 2**20)]
-    print(f"saved tensors: thunderviz {len(result.saved_for_backward)}, "
-          f"after remat {sum(1 for s in remat.saved_for_backward if not s.recomputed)}")
-    print_table("Saved for backward (MiB)", rows, "eager autograd", unit="MiB",
-                target="thunderviz no more than eager")
+    rows = [
+        ("eager autograd", eager / 2**20),
+        ("thunderviz split", result.saved_bytes / 2**20),
+        ("thunderviz split + remat", remat.saved_bytes / 2**20),
+    ]
+    print(
+        f"saved tensors: thunderviz {len(result.saved_for_backward)}, "
+        f"after remat {sum(1 for s in remat.saved_for_backward if not s.recomputed)}"
+    )
+    print_table(
+        "Saved for backward (MiB)",
+        rows,
+        "eager autograd",
+        unit="MiB",
+        target="thunderviz no more than eager",
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,10 @@ def compare(make, rounds: int, steps_per_sample: int = 1) -> dict[str, dict[str,
     step, each the mean of `steps_per_sample` consecutive steps."""
     model, args, loss_of = make()
     eager = copy.deepcopy(model)
-    contenders = {"eager": (eager, list(eager.parameters())),
-                  "thunderviz.jit": (tv.jit(model), list(model.parameters()))}
+    contenders = {
+        "eager": (eager, list(eager.parameters())),
+        "thunderviz.jit": (tv.jit(model), list(model.parameters())),
+    }
     for fn, params in contenders.values():
         for _ in range(3):
             step(fn, params, args, loss_of)
@@ -52,8 +54,10 @@ def compare(make, rounds: int, steps_per_sample: int = 1) -> dict[str, dict[str,
 
 
 def main(rounds: int = 15) -> None:
-    print(f"Training step, median [min, max] of {rounds} interleaved runs, "
-          f"{torch.get_num_threads()} torch thread(s); paired: median of per-round ratios")
+    print(
+        f"Training step, median [min, max] of {rounds} interleaved runs, "
+        f"{torch.get_num_threads()} torch thread(s); paired: median of per-round ratios"
+    )
     for title, make in PROGRAMS:
         # sub-ms: more rounds for the median, each a sample of 20 steps
         n, per_sample = (rounds, 1) if "small" not in title else (rounds * 5, 20)
@@ -64,8 +68,10 @@ def main(rounds: int = 15) -> None:
             for name, ts in times.items():
                 med = statistics.median(ts)
                 paired = statistics.median(t / e for t, e in zip(ts, times["eager"], strict=True))
-                print(f"  {clock:4} {name:15} {med * 1e3:9.3f} ms  [{min(ts) * 1e3:.3f}, "
-                      f"{max(ts) * 1e3:.3f}]  {med / eager:5.2f}x eager  paired {paired:5.2f}x")
+                print(
+                    f"  {clock:4} {name:15} {med * 1e3:9.3f} ms  [{min(ts) * 1e3:.3f}, "
+                    f"{max(ts) * 1e3:.3f}]  {med / eager:5.2f}x eager  paired {paired:5.2f}x"
+                )
     print("\ntarget: thunderviz.jit within 1.05x of eager on models, 1.10x on small programs")
 
 

@@ -30,8 +30,9 @@ BATCH, SEQ = 4, 256
 
 
 def hf_gpt2() -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    cfg = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257,
-                                  n_positions=SEQ, use_cache=False)
+    cfg = transformers.GPT2Config(
+        n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=SEQ, use_cache=False
+    )
     model = transformers.GPT2LMHeadModel(cfg).eval()
     return model, (torch.randint(0, cfg.vocab_size, (BATCH, SEQ)),)
 
@@ -42,13 +43,17 @@ def our_gpt() -> tuple[torch.nn.Module, tuple[Any, ...]]:
     return GPT(cfg).eval(), (idx, idx)
 
 
-MODELS = [("Hugging Face GPT-2 (GPT2LMHeadModel from GPT2Config)", hf_gpt2),
-          ("thunderviz.models.GPT", our_gpt)]
+MODELS = [
+    ("Hugging Face GPT-2 (GPT2LMHeadModel from GPT2Config)", hf_gpt2),
+    ("thunderviz.models.GPT", our_gpt),
+]
 
 
 def contenders(model: torch.nn.Module, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
-    return {"thunderviz.trace(fake=True)": lambda: tv.trace(model, *args, fake=True),
-            "torch.export.export": lambda: torch.export.export(model, args)}
+    return {
+        "thunderviz.trace(fake=True)": lambda: tv.trace(model, *args, fake=True),
+        "torch.export.export": lambda: torch.export.export(model, args),
+    }
 
 
 def seconds(fn: Callable[[], Any]) -> float:
@@ -59,8 +64,10 @@ def seconds(fn: Callable[[], Any]) -> float:
 
 def main(rounds: int = 7) -> None:
     torch.manual_seed(0)
-    print(f"Fake-tensor trace, batch {BATCH}, sequence {SEQ}; median [min, max] of {rounds} "
-          f"interleaved runs after the first call; {torch.get_num_threads()} torch thread(s)")
+    print(
+        f"Fake-tensor trace, batch {BATCH}, sequence {SEQ}; median [min, max] of {rounds} "
+        f"interleaved runs after the first call; {torch.get_num_threads()} torch thread(s)"
+    )
     for title, make in MODELS:
         model, args = make()
         fns = contenders(model, args)
@@ -75,10 +82,14 @@ def main(rounds: int = 7) -> None:
         print(f"\n{title}: {n_bsyms} bound symbols, all levels")
         for name, ts in times.items():
             med = statistics.median(ts)
-            print(f"  {name:28} first call {first[name]:7.3f} s ({first[name] / base_first:5.2f}x)"
-                  f"   median {med:7.3f} s [{min(ts):.3f}, {max(ts):.3f}] ({med / base:5.2f}x)")
-    print("\nratios are each contender's time over thunderviz's; "
-          "target: torch.export.export at least 10x thunderviz.trace(fake=True)")
+            print(
+                f"  {name:28} first call {first[name]:7.3f} s ({first[name] / base_first:5.2f}x)"
+                f"   median {med:7.3f} s [{min(ts):.3f}, {max(ts):.3f}] ({med / base:5.2f}x)"
+            )
+    print(
+        "\nratios are each contender's time over thunderviz's; "
+        "target: torch.export.export at least 10x thunderviz.trace(fake=True)"
+    )
 
 
 if __name__ == "__main__":

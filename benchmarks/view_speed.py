@@ -46,10 +46,22 @@ from thunderviz.models import GPT, GPTConfig
 
 MODELS = {
     "gpt12": (GPTConfig(vocab_size=1000, block_size=64, n_layer=12, n_head=4, d_model=128), 2, 64),
-    "gpt2": (GPTConfig(vocab_size=50257, block_size=256, n_layer=12, n_head=12, d_model=768), 1, 256),
+    "gpt2": (
+        GPTConfig(vocab_size=50257, block_size=256, n_layer=12, n_head=12, d_model=768),
+        1,
+        256,
+    ),
 }
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def export(name: str) -> tuple[Path, float]:
@@ -75,7 +87,9 @@ def run(name: str, browser) -> None:
     t0 = time.perf_counter()
     page.goto(path.as_uri())
     for kind in ("forward", "backward"):
-        page.wait_for_selector(f'.tv-graph-pane[data-tv-graph="{kind}"][data-tv-ready="true"]', timeout=120_000)
+        page.wait_for_selector(
+            f'.tv-graph-pane[data-tv-graph="{kind}"][data-tv-ready="true"]', timeout=120_000
+        )
     t_open = time.perf_counter() - t0
     rows = [("open page", t_open * 1000, max(long_tasks(page), default=0.0), _pane_cells(page))]
 
@@ -83,25 +97,40 @@ def run(name: str, browser) -> None:
     plan += [f"blocks.{i}.{part}" for i in range(n_layer) for part in ("attn", "mlp")]
     for module in plan:
         step = open_module(page, module)
-        rows.append((f"open {module}", step["drawnMs"], max(step["longTasks"], default=0.0),
-                     {k: (v["nodes"], v["layoutMs"]) for k, v in step["panes"].items()}))
+        rows.append(
+            (
+                f"open {module}",
+                step["drawnMs"],
+                max(step["longTasks"], default=0.0),
+                {k: (v["nodes"], v["layoutMs"]) for k, v in step["panes"].items()},
+            )
+        )
     # with everything open: close the last module in the backward, and while that layout
     # runs, click a forward node
     click = click_during_layout(page, "backward", f"module:{plan[-1]}", "forward")
     page.close()
 
     print(f"\n{name}: document + recorded backward in Python {t_python:.1f} s; {path}")
-    print(f"{'step':24} {'drawn ms':>9} {'longest task ms':>16}   forward nodes/layout ms   backward nodes/layout ms")
+    print(
+        f"{'step':24} {'drawn ms':>9} {'longest task ms':>16}   forward nodes/layout ms   backward nodes/layout ms"
+    )
     for label, drawn, longest, panes in rows:
-        cells = "   ".join(f"{n:>5} / {ms:>6.0f}{'':13}" for n, ms in (panes.get(k, (0, 0)) for k in ("forward", "backward")))
+        cells = "   ".join(
+            f"{n:>5} / {ms:>6.0f}{'':13}"
+            for n, ms in (panes.get(k, (0, 0)) for k in ("forward", "backward"))
+        )
         print(f"{label:24} {drawn:9.0f} {longest:16.0f}   {cells}")
     worst = max(r[2] for r in rows)
     slowest = max(r[1] for r in rows[1:]) if len(rows) > 1 else 0.0
-    print(f"longest main-thread task over the sequence: {worst:.0f} ms (target < 100); "
-          f"slowest expansion drawn: {slowest:.0f} ms (target < 500 on gpt12)")
-    print(f"click on a forward node during a backward layout answered in {click['answeredMs']:.0f} ms "
-          f"(layout running when clicked: {click['layingOut']}, when answered: {click['stillLayingOut']}; "
-          f"target < 100)")
+    print(
+        f"longest main-thread task over the sequence: {worst:.0f} ms (target < 100); "
+        f"slowest expansion drawn: {slowest:.0f} ms (target < 500 on gpt12)"
+    )
+    print(
+        f"click on a forward node during a backward layout answered in {click['answeredMs']:.0f} ms "
+        f"(layout running when clicked: {click['layingOut']}, when answered: {click['stillLayingOut']}; "
+        f"target < 100)"
+    )
 
 
 def _pane_cells(page) -> dict:
@@ -112,7 +141,9 @@ def _pane_cells(page) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["gpt12", "gpt2", "both"], default="both")
-    names = ["gpt12", "gpt2"] if parser.parse_args().model == "both" else [parser.parse_args().model]
+    names = (
+        ["gpt12", "gpt2"] if parser.parse_args().model == "both" else [parser.parse_args().model]
+    )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         for name in names:

@@ -17,8 +17,10 @@ import torch
 import thunderviz as tv
 from thunderviz.models import GPT, GPTConfig
 
-OUT = os.environ.get("THUNDERVIZ_DEMO_OUT", os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "out"))
+OUT = os.environ.get(
+    "THUNDERVIZ_DEMO_OUT",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "out"),
+)
 
 
 def main() -> int:
@@ -40,18 +42,30 @@ def main() -> int:
 
     top = sorted(result.saved_for_backward, key=lambda s: -s.bytes)[:5]
     print("\n--- summary ---")
-    print(f"model: GPT with {cfg.n_layer} layers, d_model {cfg.d_model}, "
-          f"{sum(p.numel() for p in model.parameters()):,} parameters")
-    print(f"forward: {len(forward.bound_symbols)} torch-level calls, "
-          f"{sum(1 for _ in forward.walk())} bound symbols at all levels")
-    print(f"augmented forward: {len(result.augmented_forward.bound_symbols)} bound symbols; "
-          f"backward: {len(result.backward.bound_symbols)}")
-    print(f"saved for backward: {len(result.saved_for_backward)} tensors, "
-          f"{result.saved_bytes / 2**20:.2f} MiB; largest:")
+    print(
+        f"model: GPT with {cfg.n_layer} layers, d_model {cfg.d_model}, "
+        f"{sum(p.numel() for p in model.parameters()):,} parameters"
+    )
+    print(
+        f"forward: {len(forward.bound_symbols)} torch-level calls, "
+        f"{sum(1 for _ in forward.walk())} bound symbols at all levels"
+    )
+    print(
+        f"augmented forward: {len(result.augmented_forward.bound_symbols)} bound symbols; "
+        f"backward: {len(result.backward.bound_symbols)}"
+    )
+    print(
+        f"saved for backward: {len(result.saved_for_backward)} tensors, "
+        f"{result.saved_bytes / 2**20:.2f} MiB; largest:"
+    )
     for s in top:
-        where = s.fwd_bsym.source.short() if s.fwd_bsym is not None and s.fwd_bsym.source else "input"
-        print(f"  {s.name:>8} {str(list(s.shape)):>16} {s.bytes / 1024:8.1f} KiB  from "
-              f"{s.producer.sym.id if s.producer else 'input'} ({where})")
+        where = (
+            s.fwd_bsym.source.short() if s.fwd_bsym is not None and s.fwd_bsym.source else "input"
+        )
+        print(
+            f"  {s.name:>8} {str(list(s.shape)):>16} {s.bytes / 1024:8.1f} KiB  from "
+            f"{s.producer.sym.id if s.producer else 'input'} ({where})"
+        )
     print(f"trace + autodiff took {took:.0f} ms")
 
     eager, jitted = copy.deepcopy(model), tv.jit(copy.deepcopy(model))
@@ -67,8 +81,10 @@ def main() -> int:
             if m is eager:
                 eager_loss = loss.item()
         print(f"step {step}: eager loss {eager_loss:.6f}  thunderviz loss {loss.item():.6f}")
-    diff = max((a - b).abs().max().item() for a, b in
-               zip(eager.parameters(), jitted.module.parameters(), strict=True))
+    diff = max(
+        (a - b).abs().max().item()
+        for a, b in zip(eager.parameters(), jitted.module.parameters(), strict=True)
+    )
     print(f"largest parameter difference after 3 steps: {diff:.2e}")
 
     print("\n--- the debugger ---")
@@ -76,21 +92,32 @@ def main() -> int:
     session = tv.Session(model, idx, targets, title="demo GPT")
     session.record_backward()  # real values at every backward step, for offline stepping
     worst = max(session.compare_with_autograd(), key=lambda c: c.max_abs_diff)
-    print(f"backward stepped through {len(session.backward.bound_symbols)} bound symbols; "
-          f"largest gradient difference from torch.autograd: {worst.max_abs_diff:.2e} ({worst.name})")
+    print(
+        f"backward stepped through {len(session.backward.bound_symbols)} bound symbols; "
+        f"largest gradient difference from torch.autograd: {worst.max_abs_diff:.2e} ({worst.name})"
+    )
     document = session.document()
     paths = {
-        "debugger (open in a browser, works offline)": tv.export_html(session, os.path.join(OUT, "demo.html")),
+        "debugger (open in a browser, works offline)": tv.export_html(
+            session, os.path.join(OUT, "demo.html")
+        ),
         "saved traces (open in JupyterLab)": tv.save(document, os.path.join(OUT, "demo.tvz")),
-        "forward graph, SVG": _write(os.path.join(OUT, "demo_forward.svg"), tv.static_svg(document)),
-        "forward graph, PNG": _write(os.path.join(OUT, "demo_forward.png"), tv.static_png(document)),
-        "backward graph, SVG": _write(os.path.join(OUT, "demo_backward.svg"),
-                                      tv.static_svg(document, trace_kind="backward")),
+        "forward graph, SVG": _write(
+            os.path.join(OUT, "demo_forward.svg"), tv.static_svg(document)
+        ),
+        "forward graph, PNG": _write(
+            os.path.join(OUT, "demo_forward.png"), tv.static_png(document)
+        ),
+        "backward graph, SVG": _write(
+            os.path.join(OUT, "demo_backward.svg"), tv.static_svg(document, trace_kind="backward")
+        ),
     }
     for what, path in paths.items():
         print(f"{what}: {path}")
-    print("\nnotebooks: .venv/bin/jupyter lab examples/quickstart.ipynb "
-          "(also find_the_nan.ipynb, custom_transform.ipynb)")
+    print(
+        "\nnotebooks: .venv/bin/jupyter lab examples/quickstart.ipynb "
+        "(also find_the_nan.ipynb, custom_transform.ipynb)"
+    )
     return 0
 
 

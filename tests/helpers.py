@@ -12,36 +12,40 @@ import thunderviz as tv
 from thunderviz.core.proxies import sanitize_name
 
 
-def autograd_reference(module: torch.nn.Module, *args: Any,
-                       cotangent: torch.Tensor | None = None
-                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
+def autograd_reference(
+    module: torch.nn.Module, *args: Any, cotangent: torch.Tensor | None = None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
     """torch.autograd on a deep copy of `module` (its own `.grad` stay as they are): the output
     and {trace argument name of each parameter: its gradient}, plus {"input<i>": gradient} for
     the tensor arguments passed with requires_grad."""
     m = copy.deepcopy(module)
     for p in m.parameters():
         p.grad = None
-    inputs = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor)
-              else a for a in args]
+    inputs = [
+        a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+        for a in args
+    ]
     out = m(*inputs)
     out.backward(cotangent if cotangent is not None else torch.ones_like(out))
     grads: dict[str, torch.Tensor | None] = {
-        sanitize_name(n): p.grad for n, p in m.named_parameters()}
+        sanitize_name(n): p.grad for n, p in m.named_parameters()
+    }
     for i, a in enumerate(inputs):
         if isinstance(a, torch.Tensor) and a.requires_grad:
             grads[f"input{i}"] = a.grad
     return out.detach(), grads
 
 
-def check_value_and_grad(module: torch.nn.Module, *inputs: Any, rtol: float, atol: float
-                         ) -> dict[str, torch.Tensor | None]:
+def check_value_and_grad(
+    module: torch.nn.Module, *inputs: Any, rtol: float, atol: float
+) -> dict[str, torch.Tensor | None]:
     """thunderviz.value_and_grad(module) against `autograd_reference`: the value, and each
     parameter's gradient by trace argument name. Returns autograd's gradients."""
     loss, expected = autograd_reference(module, *inputs)
     value, grads = tv.value_and_grad(module)(*inputs)
     torch.testing.assert_close(value, loss, rtol=rtol, atol=atol)
     names = [p.name for p in tv.trace(module, *inputs).args]
-    for name, g in zip(names[len(inputs):], grads[len(inputs):], strict=True):
+    for name, g in zip(names[len(inputs) :], grads[len(inputs) :], strict=True):
         torch.testing.assert_close(g, expected[name], rtol=rtol, atol=atol, msg=name)
     return expected
 

@@ -10,8 +10,18 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "thunderviz"
 # Bottom to top. A module may import its own layer and any layer listed before it.
-LAYERS = ["core", "prims", "capture", "transforms", "autodiff", "executor", "viz", "debug",
-          "distributed", "widgets"]
+LAYERS = [
+    "core",
+    "prims",
+    "capture",
+    "transforms",
+    "autodiff",
+    "executor",
+    "viz",
+    "debug",
+    "distributed",
+    "widgets",
+]
 TOP_LEVEL = {"__init__", "models", "__main__"}  # the public facade and user-level examples
 
 
@@ -31,7 +41,11 @@ def imports(path: pathlib.Path) -> tuple[list[str], list[tuple[int, str]]]:
     top, nested = [], []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
             target = top if node.col_offset == 0 else nested
             for n in names:
                 target.append(n if target is top else (node.lineno, n))

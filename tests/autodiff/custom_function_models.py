@@ -1,5 +1,6 @@
 """Models with user-defined autograd.Functions and checkpointed blocks, and the eager
-references the tests compare against (tests/autodiff/test_custom_function.py, test_checkpoint.py)."""
+references the tests compare against (tests/autodiff/test_custom_function.py,
+test_checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ class Cube(Function):
 
     @staticmethod
     def forward(x, scale=0.5):
-        return x ** 3 * scale
+        return x**3 * scale
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -95,7 +96,7 @@ class Cube(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return 3 * x ** 2 * g * ctx.scale, None
+        return 3 * x**2 * g * ctx.scale, None
 
 
 class FunctionMLP(nn.Module):
@@ -159,7 +160,11 @@ class Block(nn.Module):
 class CheckpointedNet(nn.Module):
     def __init__(self, reentrant):
         super().__init__()
-        self.embed, self.block, self.head = nn.Linear(4, 8), Block(reentrant=reentrant), nn.Linear(8, 3)
+        self.embed, self.block, self.head = (
+            nn.Linear(4, 8),
+            Block(reentrant=reentrant),
+            nn.Linear(8, 3),
+        )
 
     def forward(self, x):
         return self.head(self.block(self.embed(x)))

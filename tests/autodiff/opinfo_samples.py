@@ -29,7 +29,11 @@ def opinfo(name: str, variant: str = "") -> Any:
 
 
 def samples(
-    name: str, variant: str = "", *, dtype: torch.dtype = torch.float64, limit: int = 12,
+    name: str,
+    variant: str = "",
+    *,
+    dtype: torch.dtype = torch.float64,
+    limit: int = 12,
     processed: bool = False,
 ) -> Iterator[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
     """Up to `limit` (fn, args, kwargs) cases of OpInfo `name`, with float64 tensors.
@@ -48,26 +52,35 @@ def samples(
 def _processed(op: Any, process: Any) -> Any:
     def fn(*args: Any, **kwargs: Any) -> Any:
         return process(op(*args, **kwargs))
+
     fn.__name__ = getattr(op, "__name__", "op")
     return fn
 
 
-def sample_params(names: list[str | tuple[str, str]], limit: int = 12, *, spread: bool = False,
-                  skip: Any = None, processed: bool = False) -> list[Any]:
+def sample_params(
+    names: list[str | tuple[str, str]],
+    limit: int = 12,
+    *,
+    spread: bool = False,
+    skip: Any = None,
+    processed: bool = False,
+) -> list[Any]:
     """pytest.param cases for `@pytest.mark.parametrize("fn,args,kwargs", ...)`: up to
     `limit` samples per op, the first ones or (`spread=True`) picked evenly over its whole
     list (an op's first samples are often all alike); `skip(args, kwargs)` leaves cases out."""
     out = []
     for entry in names:
         name, variant = entry if isinstance(entry, tuple) else (entry, "")
-        cases = list(samples(name, variant, limit=10_000 if spread else limit,
-                             processed=processed))
+        cases = list(samples(name, variant, limit=10_000 if spread else limit, processed=processed))
         if spread:
             step = max(1.0, len(cases) / limit)
             picked = sorted({int(i * step) for i in range(min(limit, len(cases)))})
         else:
             picked = list(range(len(cases)))
         label = f"{name}.{variant}" if variant else name
-        out += [pytest.param(*cases[i], id=f"{label}-{i}") for i in picked
-                if skip is None or not skip(cases[i][1], cases[i][2])]
+        out += [
+            pytest.param(*cases[i], id=f"{label}-{i}")
+            for i in picked
+            if skip is None or not skip(cases[i][1], cases[i][2])
+        ]
     return out

@@ -65,8 +65,11 @@ def test_no_grad_and_detach_produce_no_backward_code():
     assert no_grad_ops, "the no_grad region is tagged"
     sources = {b.fwd_bsym.sym.id for b in result.backward.bound_symbols if b.fwd_bsym is not None}
     assert "torch.Tensor.detach" not in sources
-    assert all(BsymTag.NO_GRAD not in b.fwd_bsym.tags
-               for b in result.backward.bound_symbols if b.fwd_bsym is not None)
+    assert all(
+        BsymTag.NO_GRAD not in b.fwd_bsym.tags
+        for b in result.backward.bound_symbols
+        if b.fwd_bsym is not None
+    )
     check_vjp(fn, x.detach(), w.detach())
 
 
@@ -113,7 +116,9 @@ def test_rematerialization_never_saves_more():
     result = tv.autodiff(tv.trace(g, idx, idx))
     remat = rematerialize(result)
     assert remat.saved_bytes <= result.saved_bytes
-    recomputed = [b for b in remat.backward.bound_symbols if BsymTag.RECOMPUTE_IN_BACKWARD in b.tags]
+    recomputed = [
+        b for b in remat.backward.bound_symbols if BsymTag.RECOMPUTE_IN_BACKWARD in b.tags
+    ]
     assert len(recomputed) == sum(1 for s in remat.saved_for_backward if s.recomputed)
 
 

@@ -113,16 +113,26 @@ def test_a_traced_tensor_reaching_the_forward_through_an_attribute_is_refused():
 def test_hugging_face_gradient_checkpointing_trains_like_eager():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=32, n_positions=8,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config = transformers.GPT2Config(
+        n_layer=2,
+        n_embd=16,
+        n_head=2,
+        vocab_size=32,
+        n_positions=8,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     model = transformers.GPT2LMHeadModel(config)
     ids = [torch.randint(0, 32, (2, 8)) for _ in range(3)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # transformers' notices about the config and the API
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
         jitted = train_like_eager(
-            model, lambda step: ((ids[step],), {"labels": ids[step], "use_cache": False}),
-            lambda out: out.loss)
+            model,
+            lambda step: ((ids[step],), {"labels": ids[step], "use_cache": False}),
+            lambda out: out.loss,
+        )
     calls = [b for b in tv.last_traces(jitted)[0].bound_symbols if b.sym.id == APPLY_ID]
     assert len(calls) == 2 and all(b.kwargs.get("held") for b in calls)  # one per layer
 

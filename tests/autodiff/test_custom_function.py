@@ -103,7 +103,12 @@ def test_the_debug_stepper_steps_through_the_users_backward():
     while not stepper.done:
         records.append(stepper.step())
     user_steps = [r for r in records if r.bsym.sym.id == BACKWARD_ID]
-    assert [r.fwd_bsym.args[0].value.cls for r in user_steps] == [Cube, SplitScale, RoundSTE, ScaleGrad]
+    assert [r.fwd_bsym.args[0].value.cls for r in user_steps] == [
+        Cube,
+        SplitScale,
+        RoundSTE,
+        ScaleGrad,
+    ]
     _, expected = autograd_reference(Loss(model), x)
     for name, g in expected.items():
         torch.testing.assert_close(stepper.grads[name], g, **TIGHT[torch.float32], msg=name)
@@ -284,7 +289,9 @@ def test_a_none_gradient_for_an_input_that_needs_one_is_zeros_with_a_warning():
         return fc2(BlockGrad.apply(fc1(x))).sum()
 
     x = torch.randn(4, 3, requires_grad=True)
-    with pytest.warns(UserWarning, match="BlockGrad.backward returned None as the gradient of input 0"):
+    with pytest.warns(
+        UserWarning, match="BlockGrad.backward returned None as the gradient of input 0"
+    ):
         _, grads = tv.value_and_grad(fn)(x)
     assert torch.equal(grads[0], torch.zeros_like(x))  # eager: x.grad stays None
     fn(x).backward()

@@ -38,11 +38,24 @@ def test_attention_block_with_two_dropouts_trains_like_eager():
     # so the gradients differ by rounding (~1e-5) though the masks are equal
     torch.manual_seed(0)
     x = torch.randn(2, 5, 16, dtype=torch.float64)
-    train_like_eager(_AttentionBlock().double(), lambda step: ((x,), {}), _loss, dtype=torch.float64)
+    train_like_eager(
+        _AttentionBlock().double(), lambda step: ((x,), {}), _loss, dtype=torch.float64
+    )
 
 
-@pytest.mark.parametrize("draw", ["bernoulli_", "uniform_", "normal_", "exponential_", "geometric_",
-                                  "log_normal_", "cauchy_", "random_"])
+@pytest.mark.parametrize(
+    "draw",
+    [
+        "bernoulli_",
+        "uniform_",
+        "normal_",
+        "exponential_",
+        "geometric_",
+        "log_normal_",
+        "cauchy_",
+        "random_",
+    ],
+)
 @pytest.mark.parametrize("shape", [(6, 4), (6, 40)], ids=["small", "vectorized"])
 def test_in_place_draws_into_a_transposed_tensor_equal_eager(draw, shape):
     """The draw fills memory order; the trace must put each number where eager put it
@@ -68,6 +81,7 @@ def test_in_place_draws_into_a_transposed_tensor_equal_eager(draw, shape):
 
 def test_draws_happen_in_eager_order_across_layers():
     """Several dropouts on differently laid out tensors: masks, output and gradients match."""
+
     def fn(x, w):
         a = F.dropout(x @ w, 0.3)
         b = F.dropout(a.transpose(0, 1), 0.5)
@@ -91,19 +105,38 @@ def _hf_model(name: str) -> nn.Module:
     transformers.logging.set_verbosity_error()
     small = dict(vocab_size=100, max_position_embeddings=32)
     if name == "bert":
-        model = transformers.BertModel(transformers.BertConfig(
-            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, **small),
-            add_pooling_layer=False)
+        model = transformers.BertModel(
+            transformers.BertConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                **small,
+            ),
+            add_pooling_layer=False,
+        )
     elif name == "roberta":
-        model = transformers.RobertaModel(transformers.RobertaConfig(
-            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            vocab_size=100, max_position_embeddings=34), add_pooling_layer=False)
+        model = transformers.RobertaModel(
+            transformers.RobertaConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                vocab_size=100,
+                max_position_embeddings=34,
+            ),
+            add_pooling_layer=False,
+        )
     elif name == "distilbert":
-        model = transformers.DistilBertModel(transformers.DistilBertConfig(
-            dim=32, n_layers=2, n_heads=2, hidden_dim=64, **small))
+        model = transformers.DistilBertModel(
+            transformers.DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=64, **small)
+        )
     else:
-        model = transformers.T5Model(transformers.T5Config(
-            vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2))
+        model = transformers.T5Model(
+            transformers.T5Config(
+                vocab_size=100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2
+            )
+        )
     return model.train()
 
 
@@ -117,7 +150,9 @@ def test_hf_encoders_with_attention_dropout_train_like_eager(name):
     kwargs = {"input_ids": ids, "attention_mask": mask}
     if name == "t5":
         kwargs["decoder_input_ids"] = ids[:, :5]
-    jitted = train_like_eager(model, lambda step: ((), kwargs), lambda out: _loss(out.last_hidden_state))
+    jitted = train_like_eager(
+        model, lambda step: ((), kwargs), lambda out: _loss(out.last_hidden_state)
+    )
     assert jitted.cache_misses == 1
 
 
@@ -143,34 +178,46 @@ def test_attention_dropout_output_and_gradients_equal_eager_bit_for_bit():
         out = tv.jit(fn)(q, k, v, mask)
         assert torch.equal(out, eager)
         g = torch.randn_like(out)
-        for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(eager, (q, k, v), g),
-                        strict=True):
+        for a, b in zip(
+            torch.autograd.grad(out, (q, k, v), g),
+            torch.autograd.grad(eager, (q, k, v), g),
+            strict=True,
+        ):
             assert torch.equal(a, b)
 
 
 # --- CUDA's fused attention kernels -------------------------------------------------------
+
 
 @pytest.mark.parametrize("kernel", ["efficient", "flash"])
 def test_fused_cuda_kernels_backward_takes_the_philox_state_their_forward_drew(kernel):
     """Built from proxies (no GPU needed): the backward kernel reads the seed and offset the
     forward kernel returned, so it regenerates the forward's dropout mask."""
     names = NameGenerator()
-    q, k, v = (TensorProxy(names.claim(n), (2, 2, 8, 16), torch.float16, torch.device("cuda"),
-                           requires_grad=True) for n in "qkv")
+    q, k, v = (
+        TensorProxy(
+            names.claim(n), (2, 2, 8, 16), torch.float16, torch.device("cuda"), requires_grad=True
+        )
+        for n in "qkv"
+    )
     builder = TraceBuilder(names)
     with builder:
         if kernel == "efficient":
-            outs = aten._scaled_dot_product_efficient_attention.default(q, k, v, None, False, 0.1, False)
+            outs = aten._scaled_dot_product_efficient_attention.default(
+                q, k, v, None, False, 0.1, False
+            )
             seed, offset = outs[2], outs[3]
         else:
             outs = aten._scaled_dot_product_flash_attention.default(q, k, v, 0.1, False)
             seed, offset = outs[6], outs[7]
         loss = aten.sum.default(outs[0])
     call = builder.bound_symbols[0]  # sizes as capture records them: ints, not proxies
-    call.output = tuple(getattr(o, "value", o) if not isinstance(o, TensorProxy) else o
-                        for o in call.output)
-    result = tv.autodiff(Trace(args=[q, k, v], bound_symbols=builder.bound_symbols, output=loss,
-                               names=names))
+    call.output = tuple(
+        getattr(o, "value", o) if not isinstance(o, TensorProxy) else o for o in call.output
+    )
+    result = tv.autodiff(
+        Trace(args=[q, k, v], bound_symbols=builder.bound_symbols, output=loss, names=names)
+    )
     (fwd,) = [b for b in result.augmented_forward.bound_symbols if "attention" in b.sym.id]
     (bwd,) = [b for b in result.backward.bound_symbols if "attention_backward" in b.sym.id]
     assert fwd.sym.id.endswith(f"_{kernel}_attention.default")
@@ -188,16 +235,20 @@ def test_cuda_attention_dropout_equals_eager(dtype):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
 
     torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 2, 8, 16, device="cuda", dtype=dtype, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(2, 2, 8, 16, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3)
+    )
     torch.manual_seed(3)
     eager = fn(q, k, v)
     torch.manual_seed(3)
     out = tv.jit(fn)(q, k, v)
     assert torch.equal(out, eager)
     g = torch.randn_like(out)
-    for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(eager, (q, k, v), g),
-                    strict=True):
+    for a, b in zip(
+        torch.autograd.grad(out, (q, k, v), g),
+        torch.autograd.grad(eager, (q, k, v), g),
+        strict=True,
+    ):
         torch.testing.assert_close(a, b)
 
 
@@ -206,5 +257,8 @@ def test_bert_with_attention_dropout_trains_like_eager_on_cuda():
     torch.manual_seed(0)
     model = _hf_model("bert").cuda()
     ids = torch.randint(3, 100, (2, 8), device="cuda")
-    train_like_eager(model, lambda step: ((), {"input_ids": ids}),
-                     lambda out: out.last_hidden_state.square().mean())
+    train_like_eager(
+        model,
+        lambda step: ((), {"input_ids": ids}),
+        lambda out: out.last_hidden_state.square().mean(),
+    )

@@ -36,23 +36,58 @@ def _setitem_rows(x, rows, v):
 
 CASES = {
     "getitem": (lambda x, m: x[m] * 2, lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0)),
-    "getitem_rows": (lambda x, m: x[m, 1:].sin(), lambda: (torch.randn(4, 5, dtype=D), torch.tensor([True, False, True, True]))),
-    "getitem_middle_dims": (lambda x, m: x[:, m], lambda: (torch.randn(2, 3, 4, dtype=D), torch.randn(3, 4) > 0)),
-    "getitem_uint8": (lambda x, m: x[m.to(torch.bool)].cos(), lambda: (torch.randn(6, dtype=D), torch.tensor([1, 0, 1, 1, 0, 1], dtype=torch.uint8))),
-    "setitem_values": (_setitem, lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0.3,
-                                          torch.randn(1, dtype=D))),
-    "setitem_scalar": (_setitem_scalar, lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0)),
-    "setitem_rows_broadcast": (_setitem_rows, lambda: (torch.randn(4, 3, dtype=D), torch.tensor([True, False, True, False]),
-                                                       torch.randn(3, dtype=D))),
-    "masked_select": (lambda x, m: torch.masked_select(x, m).pow(2), lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0)),
-    "masked_select_broadcast": (lambda x, m: x.masked_select(m) * 3, lambda: (torch.randn(4, 5, dtype=D), torch.randn(5) > 0)),
-    "nonzero_positions": (lambda x, m: x[m.nonzero(as_tuple=True)] + 1, lambda: (torch.randn(3, 4, dtype=D), torch.randn(3, 4) > 0)),
-    "masked_scatter": (lambda x, m, s: x.masked_scatter(m, s) * 2, lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0,
-                                                                             torch.randn(30, dtype=D))),
-    "index_put_mask": (lambda x, m, v: torch.index_put(x, (m,), v), lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0,
-                                                                               torch.randn(1, dtype=D))),
-    "index_put_mask_accumulate": (lambda x, m, v: torch.index_put(x, (m,), v, accumulate=True),
-                                  lambda: (torch.randn(4, 5, dtype=D), torch.randn(4) > -10, torch.randn(5, dtype=D))),
+    "getitem_rows": (
+        lambda x, m: x[m, 1:].sin(),
+        lambda: (torch.randn(4, 5, dtype=D), torch.tensor([True, False, True, True])),
+    ),
+    "getitem_middle_dims": (
+        lambda x, m: x[:, m],
+        lambda: (torch.randn(2, 3, 4, dtype=D), torch.randn(3, 4) > 0),
+    ),
+    "getitem_uint8": (
+        lambda x, m: x[m.to(torch.bool)].cos(),
+        lambda: (torch.randn(6, dtype=D), torch.tensor([1, 0, 1, 1, 0, 1], dtype=torch.uint8)),
+    ),
+    "setitem_values": (
+        _setitem,
+        lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0.3, torch.randn(1, dtype=D)),
+    ),
+    "setitem_scalar": (
+        _setitem_scalar,
+        lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0),
+    ),
+    "setitem_rows_broadcast": (
+        _setitem_rows,
+        lambda: (
+            torch.randn(4, 3, dtype=D),
+            torch.tensor([True, False, True, False]),
+            torch.randn(3, dtype=D),
+        ),
+    ),
+    "masked_select": (
+        lambda x, m: torch.masked_select(x, m).pow(2),
+        lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0),
+    ),
+    "masked_select_broadcast": (
+        lambda x, m: x.masked_select(m) * 3,
+        lambda: (torch.randn(4, 5, dtype=D), torch.randn(5) > 0),
+    ),
+    "nonzero_positions": (
+        lambda x, m: x[m.nonzero(as_tuple=True)] + 1,
+        lambda: (torch.randn(3, 4, dtype=D), torch.randn(3, 4) > 0),
+    ),
+    "masked_scatter": (
+        lambda x, m, s: x.masked_scatter(m, s) * 2,
+        lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0, torch.randn(30, dtype=D)),
+    ),
+    "index_put_mask": (
+        lambda x, m, v: torch.index_put(x, (m,), v),
+        lambda: (torch.randn(4, 5, dtype=D), torch.randn(4, 5) > 0, torch.randn(1, dtype=D)),
+    ),
+    "index_put_mask_accumulate": (
+        lambda x, m, v: torch.index_put(x, (m,), v, accumulate=True),
+        lambda: (torch.randn(4, 5, dtype=D), torch.randn(4) > -10, torch.randn(5, dtype=D)),
+    ),
 }
 
 
@@ -82,8 +117,9 @@ class _MaskedLoss(nn.Module):
         h = self.proj(self.embed(ids))
         h[ids == 0] = 0.0  # padding tokens carry nothing
         logits = self.head(torch.tanh(h))
-        losses = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none",
-                                 ignore_index=-1)
+        losses = F.cross_entropy(
+            logits.flatten(0, 1), labels.flatten(), reduction="none", ignore_index=-1
+        )
         keep = labels.flatten() >= 0
         return losses[keep].mean() + logits[ids != 0].pow(2).mean() * 0.01
 

@@ -62,9 +62,16 @@ def _mixtral(experts: str):
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     config = transformers.MixtralConfig(
-        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, num_local_experts=4,
-        num_experts_per_tok=2, max_position_embeddings=32)
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     model = transformers.MixtralForCausalLM(config)
     model.set_experts_implementation(experts)
@@ -75,7 +82,8 @@ def _tokens_per_expert(model, batches) -> list[list[int]]:
     """The first layer's routing for each batch, as eager computes it."""
     counts = []
     hook = model.model.layers[0].mlp.gate.register_forward_hook(
-        lambda mod, args, out: counts.append(torch.bincount(out[2].flatten(), minlength=4).tolist()))
+        lambda mod, args, out: counts.append(torch.bincount(out[2].flatten(), minlength=4).tolist())
+    )
     with torch.no_grad():
         for ids in batches:
             model(input_ids=ids, use_cache=False)
@@ -89,9 +97,14 @@ def _train_mixtral(experts: str) -> None:
     batches = [torch.randint(0, 64, (2, 8)) for _ in range(3)]
     routing = _tokens_per_expert(model, batches)
     assert len({tuple(r) for r in routing}) == 3, routing  # the routing changes every step
-    train_like_eager(model, lambda step: ((), {"input_ids": batches[step], "labels": batches[step],
-                                                "use_cache": False}),
-                     lambda out: out.loss)
+    train_like_eager(
+        model,
+        lambda step: (
+            (),
+            {"input_ids": batches[step], "labels": batches[step], "use_cache": False},
+        ),
+        lambda out: out.loss,
+    )
 
 
 def test_mixtral_with_grouped_experts_trains_like_eager_as_routing_changes():

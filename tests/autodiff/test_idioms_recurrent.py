@@ -39,15 +39,18 @@ def _state(rnn: nn.Module, batch: int) -> tuple[torch.Tensor, ...]:
 
 LAYERS = {
     "lstm": lambda: nn.LSTM(4, 3),
-    "lstm_2layer_bidir_batch_first": lambda: nn.LSTM(4, 3, num_layers=2, bidirectional=True,
-                                                     batch_first=True),
+    "lstm_2layer_bidir_batch_first": lambda: nn.LSTM(
+        4, 3, num_layers=2, bidirectional=True, batch_first=True
+    ),
     "lstm_proj": lambda: nn.LSTM(4, 5, proj_size=2, num_layers=2),
     "lstm_no_bias": lambda: nn.LSTM(4, 3, bias=False),
     "lstm_dropout_between_layers": lambda: nn.LSTM(4, 3, num_layers=2, dropout=0.3),
     "lstm_eval": lambda: nn.LSTM(4, 3, num_layers=2, dropout=0.3).eval(),  # no workspace kept
     "gru_bidir": lambda: nn.GRU(4, 3, num_layers=2, bidirectional=True),
     "rnn_tanh": lambda: nn.RNN(4, 3, num_layers=2),
-    "rnn_relu_bidir": lambda: nn.RNN(4, 3, nonlinearity="relu", bidirectional=True, batch_first=True),
+    "rnn_relu_bidir": lambda: nn.RNN(
+        4, 3, nonlinearity="relu", bidirectional=True, batch_first=True
+    ),
 }
 
 
@@ -59,8 +62,9 @@ def test_recurrent_layer_trains_like_eager(name, with_state):
     rnn = LAYERS[name]()
     x = torch.randn(2, 5, 4) if rnn.batch_first else torch.randn(5, 2, 4)
     state = _state(rnn, 2) if with_state else ()
-    train_like_eager(_Recurrent(rnn, with_state=with_state), lambda step: ((x, *state), {}),
-                     lambda loss: loss)
+    train_like_eager(
+        _Recurrent(rnn, with_state=with_state), lambda step: ((x, *state), {}), lambda loss: loss
+    )
 
 
 @pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU, nn.RNN])
@@ -129,9 +133,15 @@ class _Unrolled(nn.Module):
         return sum((s * s).sum() for s in states)
 
 
-@pytest.mark.parametrize("cell", [lambda: nn.LSTMCell(3, 5), lambda: nn.GRUCell(3, 5),
-                                  lambda: nn.RNNCell(3, 5, nonlinearity="relu")],
-                         ids=["lstm_cell", "gru_cell", "rnn_relu_cell"])
+@pytest.mark.parametrize(
+    "cell",
+    [
+        lambda: nn.LSTMCell(3, 5),
+        lambda: nn.GRUCell(3, 5),
+        lambda: nn.RNNCell(3, 5, nonlinearity="relu"),
+    ],
+    ids=["lstm_cell", "gru_cell", "rnn_relu_cell"],
+)
 def test_recurrent_cells_unrolled_in_python_train_like_eager(cell):
     torch.manual_seed(0)
     x = torch.randn(4, 2, 3)

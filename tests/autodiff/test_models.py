@@ -20,15 +20,31 @@ def _hf(name: str) -> nn.Module:
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     if name == "gpt2":
-        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
-            vocab_size=100, n_positions=32, n_embd=32, n_layer=2, n_head=2))
+        return transformers.GPT2LMHeadModel(
+            transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=32, n_layer=2, n_head=2)
+        )
     if name == "llama":
-        return transformers.LlamaForCausalLM(transformers.LlamaConfig(
-            vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32))
-    return transformers.BertForMaskedLM(transformers.BertConfig(
-        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=32))
+        return transformers.LlamaForCausalLM(
+            transformers.LlamaConfig(
+                vocab_size=100,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=32,
+            )
+        )
+    return transformers.BertForMaskedLM(
+        transformers.BertConfig(
+            vocab_size=100,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=32,
+        )
+    )
 
 
 def make(name: str, device: str, dtype: torch.dtype):
@@ -48,10 +64,16 @@ def make(name: str, device: str, dtype: torch.dtype):
         m = _hf(name).eval()
         ids = torch.randint(0, 100, (2, 8))
         m = m.to(device=device, dtype=dtype)
-        return m, (), {"input_ids": ids.to(device), "labels": ids.to(device), "use_cache": False}, \
-            (lambda out: out.loss)
+        return (
+            m,
+            (),
+            {"input_ids": ids.to(device), "labels": ids.to(device), "use_cache": False},
+            (lambda out: out.loss),
+        )
     m = m.to(device=device, dtype=dtype)
-    args = tuple(a.to(device=device, dtype=dtype) if a.is_floating_point() else a.to(device) for a in args)
+    args = tuple(
+        a.to(device=device, dtype=dtype) if a.is_floating_point() else a.to(device) for a in args
+    )
     return m, args, {}, (lambda out: out)
 
 
@@ -190,10 +212,14 @@ class _Wrap(nn.Module):
 def test_torch_attention_modules_match_eager(name):
     torch.manual_seed(0)
     if name == "multihead_attention":
-        model = _Wrap(nn.MultiheadAttention(16, 4, batch_first=True), lambda m, x: m(x, x, x)[0].sum())
+        model = _Wrap(
+            nn.MultiheadAttention(16, 4, batch_first=True), lambda m, x: m(x, x, x)[0].sum()
+        )
     else:  # reaches aten._scaled_dot_product_attention_math and aten.contiguous
-        model = _Wrap(nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dropout=0.0),
-                      lambda m, x: m(x).sum())
+        model = _Wrap(
+            nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dropout=0.0),
+            lambda m, x: m(x).sum(),
+        )
     model = model.double()
     eager = copy.deepcopy(model)
     x = torch.randn(2, 5, 16, dtype=torch.float64)
@@ -203,7 +229,9 @@ def test_torch_attention_modules_match_eager(name):
     ref.backward()
     torch.testing.assert_close(loss, ref, **TOL[torch.float64])
     for (n, pe), pj in zip(eager.named_parameters(), model.parameters(), strict=True):
-        torch.testing.assert_close(pj.grad, pe.grad, **TOL[torch.float64], msg=lambda m, n=n: f"{n}: {m}")
+        torch.testing.assert_close(
+            pj.grad, pe.grad, **TOL[torch.float64], msg=lambda m, n=n: f"{n}: {m}"
+        )
 
 
 @torch.library.custom_op("thunderviz_test::unruled", mutates_args=())

@@ -40,9 +40,11 @@ def test_a_wrong_rule_is_reported_wrong(monkeypatch):
 
 
 def test_missing_rules_are_ranked_by_opinfos_blocked():
-    outcomes = [census.Outcome("a", "no-rule", missing=["x", "y"]),
-                census.Outcome("b", "no-rule", missing=["x"]),
-                census.Outcome("b", "no-rule", missing=["x"])]  # same OpInfo, other dtype
+    outcomes = [
+        census.Outcome("a", "no-rule", missing=["x", "y"]),
+        census.Outcome("b", "no-rule", missing=["x"]),
+        census.Outcome("b", "no-rule", missing=["x"]),
+    ]  # same OpInfo, other dtype
     assert census.rank_missing(outcomes) == [("x", 2), ("y", 1)]
 
 

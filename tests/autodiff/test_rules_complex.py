@@ -23,36 +23,154 @@ C128 = torch.complex128
 
 # OpInfo name -> the rule family it exercises (rules/<family>.py)
 FAMILIES = {
-    "arithmetic": ["add", "sub", "mul", "div.no_rounding_mode", "true_divide", "neg", "rsub",
-                   "addcmul", "addcdiv", "lerp", "__rmul__"],
-    "linalg": ["mm", "bmm", "addmm", "baddbmm", "addbmm", "dot", "mv", "addmv", "matmul",
-               "nn.functional.linear", "einsum", "inner", "kron", "tensordot", "addr",
-               "vdot", "linalg.vecdot"],
+    "arithmetic": [
+        "add",
+        "sub",
+        "mul",
+        "div.no_rounding_mode",
+        "true_divide",
+        "neg",
+        "rsub",
+        "addcmul",
+        "addcdiv",
+        "lerp",
+        "__rmul__",
+    ],
+    "linalg": [
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "addbmm",
+        "dot",
+        "mv",
+        "addmv",
+        "matmul",
+        "nn.functional.linear",
+        "einsum",
+        "inner",
+        "kron",
+        "tensordot",
+        "addr",
+        "vdot",
+        "linalg.vecdot",
+    ],
     "composite": ["outer", "narrow", "movedim", "diag", "take"],
-    "reductions": ["sum", "mean", "cumsum", "linalg.vector_norm", "linalg.norm", "var", "std",
-                   "var_mean", "std_mean", "prod"],
-    "shape": ["reshape", "permute", "transpose", "cat", "stack", "flip", "roll", "gather",
-              "index_select", "diagonal", "expand", "tril", "repeat", "index_put"],
+    "reductions": [
+        "sum",
+        "mean",
+        "cumsum",
+        "linalg.vector_norm",
+        "linalg.norm",
+        "var",
+        "std",
+        "var_mean",
+        "std_mean",
+        "prod",
+    ],
+    "shape": [
+        "reshape",
+        "permute",
+        "transpose",
+        "cat",
+        "stack",
+        "flip",
+        "roll",
+        "gather",
+        "index_select",
+        "diagonal",
+        "expand",
+        "tril",
+        "repeat",
+        "index_put",
+    ],
     "strided": ["as_strided"],
     "selection": ["where", "masked_fill"],
     "casts": ["clone", "contiguous"],
     "masked": ["masked_scatter"],
-    "nn (padding, unfold)": ["nn.functional.pad.reflect", "nn.functional.pad.replicate",
-                             "nn.functional.pad.replicate_negative", "nn.functional.unfold"],
-    "linalg_factor": ["lu_unpack", "lu", "linalg.lu", "linalg.lu_factor", "matrix_exp",
-                      "linalg.pinv", "linalg.pinv.hermitian", "svd", "linalg.svd",
-                      "linalg.svdvals", "norm.nuc", "linalg.cond", "linalg.eigh",
-                      "linalg.eigvalsh", "linalg.qr", "qr", "svd_lowrank", "pca_lowrank"],
-    "linalg_solve": ["linalg.inv", "linalg.solve", "linalg.solve_triangular", "linalg.lu_solve",
-                     "cholesky_solve", "cholesky_inverse", "linalg.matrix_power",
-                     "linalg.tensorinv", "linalg.det", "linalg.slogdet", "logdet",
-                     "triangular_solve", "cholesky", "linalg.cholesky", "linalg.cholesky_ex"],
-    "complex_numbers": ["abs", "sgn", "angle", "conj", "conj_physical", "real", "imag",
-                        "view_as_real"],
-    "elementwise": ["exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "reciprocal",
-                    "sin", "cos", "tan", "sinh", "cosh", "asin", "atan", "atanh", "sinc",
-                    "square", "pow", "float_power", "__rpow__", "logaddexp", "tanh", "sigmoid",
-                    "rsqrt", "acos", "asinh", "acosh"],
+    "nn (padding, unfold)": [
+        "nn.functional.pad.reflect",
+        "nn.functional.pad.replicate",
+        "nn.functional.pad.replicate_negative",
+        "nn.functional.unfold",
+    ],
+    "linalg_factor": [
+        "lu_unpack",
+        "lu",
+        "linalg.lu",
+        "linalg.lu_factor",
+        "matrix_exp",
+        "linalg.pinv",
+        "linalg.pinv.hermitian",
+        "svd",
+        "linalg.svd",
+        "linalg.svdvals",
+        "norm.nuc",
+        "linalg.cond",
+        "linalg.eigh",
+        "linalg.eigvalsh",
+        "linalg.qr",
+        "qr",
+        "svd_lowrank",
+        "pca_lowrank",
+    ],
+    "linalg_solve": [
+        "linalg.inv",
+        "linalg.solve",
+        "linalg.solve_triangular",
+        "linalg.lu_solve",
+        "cholesky_solve",
+        "cholesky_inverse",
+        "linalg.matrix_power",
+        "linalg.tensorinv",
+        "linalg.det",
+        "linalg.slogdet",
+        "logdet",
+        "triangular_solve",
+        "cholesky",
+        "linalg.cholesky",
+        "linalg.cholesky_ex",
+    ],
+    "complex_numbers": [
+        "abs",
+        "sgn",
+        "angle",
+        "conj",
+        "conj_physical",
+        "real",
+        "imag",
+        "view_as_real",
+    ],
+    "elementwise": [
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "log2",
+        "log10",
+        "sqrt",
+        "reciprocal",
+        "sin",
+        "cos",
+        "tan",
+        "sinh",
+        "cosh",
+        "asin",
+        "atan",
+        "atanh",
+        "sinc",
+        "square",
+        "pow",
+        "float_power",
+        "__rpow__",
+        "logaddexp",
+        "tanh",
+        "sigmoid",
+        "rsqrt",
+        "acos",
+        "asinh",
+        "acosh",
+    ],
     "fft": ["fft.fft", "fft.ifft", "fft.fft2", "fft.ifftn", "fft.hfft", "fft.irfft"],
 }
 
@@ -64,9 +182,14 @@ def _cases(names: list[str], dtype: torch.dtype = C128, limit: int = 3):
         for i, sample in enumerate(info.sample_inputs("cpu", dtype, requires_grad=False)):
             if i >= limit:
                 break
-            out.append(pytest.param(census._sample_fn(info, sample),
-                                    (sample.input, *sample.args), dict(sample.kwargs),
-                                    id=f"{label}-{i}"))
+            out.append(
+                pytest.param(
+                    census._sample_fn(info, sample),
+                    (sample.input, *sample.args),
+                    dict(sample.kwargs),
+                    id=f"{label}-{i}",
+                )
+            )
     return out
 
 
@@ -78,13 +201,17 @@ def _agrees(fn, args, kwargs, dtype=C128) -> None:
     assert problem == "", problem
 
 
-@pytest.mark.parametrize("fn,args,kwargs", [c for names in FAMILIES.values() for c in _cases(names)])
+@pytest.mark.parametrize(
+    "fn,args,kwargs", [c for names in FAMILIES.values() for c in _cases(names)]
+)
 def test_complex_opinfo_samples_match_autograd(fn, args, kwargs):
     _agrees(fn, args, kwargs)
 
 
-@pytest.mark.parametrize("fn,args,kwargs", _cases(["polar", "complex", "view_as_complex",
-                                                    "fft.rfft", "fft.ihfft"], torch.float64))
+@pytest.mark.parametrize(
+    "fn,args,kwargs",
+    _cases(["polar", "complex", "view_as_complex", "fft.rfft", "fft.ihfft"], torch.float64),
+)
 def test_real_inputs_of_complex_results_match_autograd(fn, args, kwargs):
     """Real inputs, complex outputs: the gradient is the real part (handle_r_to_c)."""
     _agrees(fn, args, kwargs, torch.float64)
@@ -108,7 +235,7 @@ def test_real_weight_times_complex_signal(op):
 @pytest.mark.parametrize("exponent", [0, 1, 2, 3, -1.5, 0.5 + 2j])
 def test_complex_power_by_a_number(exponent):
     z = torch.randn(6, dtype=C128)
-    _agrees(lambda z: z ** exponent, (z,), {})
+    _agrees(lambda z: z**exponent, (z,), {})
 
 
 def test_power_of_two_tensors_real_and_complex_mixed():
@@ -131,8 +258,10 @@ def test_complex_solves_with_every_side_and_adjoint():
     factor = torch.linalg.cholesky(_positive_definite(4))
     cases = [
         (lambda a, b: torch.linalg.solve(a, b.mT, left=False), (a, b)),
-        (lambda a, b: torch.linalg.solve_triangular(a.mT, b, upper=False, unitriangular=True),
-         (upper, b)),
+        (
+            lambda a, b: torch.linalg.solve_triangular(a.mT, b, upper=False, unitriangular=True),
+            (upper, b),
+        ),
         (lambda a, b: torch.linalg.solve_triangular(a, b.mT, upper=True, left=False), (upper, b)),
         (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, adjoint=True), (a, b)),
         (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b.mT, left=False), (a, b)),
@@ -172,7 +301,8 @@ def test_a_rule_not_checked_for_complex_is_refused_with_op_line_and_way_out():
     z = torch.randn(4, dtype=C128)
     with pytest.raises(tv.AutodiffError) as err:
         tv.vjp(lambda z: torch.special.erfcx(z.real) + torch.logcumsumexp(z, 0).real)(
-            (z,), torch.randn(4, dtype=torch.float64))
+            (z,), torch.randn(4, dtype=torch.float64)
+        )
     message = str(err.value)
     assert "aten.logcumsumexp.default" in message and "complex" in message
     assert "test_rules_complex.py" in message  # the user's line
@@ -188,8 +318,9 @@ def test_real_inputs_still_use_a_rule_without_complex_support():
 def test_an_op_without_a_rule_is_still_refused_for_complex_matrices():
     z = torch.randn(3, 3, dtype=C128)
     with pytest.raises(tv.AutodiffError, match="aten.linalg_householder_product.default"):
-        tv.vjp(torch.linalg.householder_product)((z, torch.randn(2, dtype=C128)),
-                                                  torch.randn(3, 3, dtype=C128))
+        tv.vjp(torch.linalg.householder_product)(
+            (z, torch.randn(2, dtype=C128)), torch.randn(3, 3, dtype=C128)
+        )
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
@@ -205,8 +336,11 @@ def test_complex_cholesky_of_an_unsymmetrized_input_matches_torch(upper):
     part); an input the loss does not symmetrize shows it."""
     torch.manual_seed(0)
     x = torch.randn(2, 4, 4, dtype=C128)
-    _agrees(lambda a: torch.linalg.cholesky(a, upper=upper),
-            (x @ x.mH + 4 * torch.eye(4, dtype=C128),), {})
+    _agrees(
+        lambda a: torch.linalg.cholesky(a, upper=upper),
+        (x @ x.mH + 4 * torch.eye(4, dtype=C128),),
+        {},
+    )
 
 
 @pytest.mark.parametrize("n", [3, 5])
@@ -220,8 +354,11 @@ def test_complex_eigh_with_a_phase_invariant_loss(n):
     def loss(a):
         values, vectors = torch.linalg.eigh(a + a.mH)
         product = (vectors * torch.sin(values).to(C128).unsqueeze(-2)) @ vectors.mH
-        return (torch.view_as_real(product * weight).sum() + (values * l_weight).sum()
-                + (vectors.abs() ** 2 * weight.real).sum())
+        return (
+            torch.view_as_real(product * weight).sum()
+            + (values * l_weight).sum()
+            + (vectors.abs() ** 2 * weight.real).sum()
+        )
 
     _agrees(loss, (a,), {})
 
@@ -296,8 +433,9 @@ def test_spectral_filter_trains_like_eager_through_jit():
         loss_j.backward()
         torch.testing.assert_close(loss_j, loss_e, rtol=1e-12, atol=1e-14)
         for (name, p_j), p_e in zip(model.named_parameters(), eager.parameters(), strict=True):
-            torch.testing.assert_close(p_j.grad, p_e.grad, rtol=1e-10, atol=1e-12,
-                                       msg=lambda m, name=name: f"{name}: {m}")
+            torch.testing.assert_close(
+                p_j.grad, p_e.grad, rtol=1e-10, atol=1e-12, msg=lambda m, name=name: f"{name}: {m}"
+            )
         opt_e.step()
         opt_j.step()
     for p_j, p_e in zip(model.parameters(), eager.parameters(), strict=True):

@@ -13,24 +13,49 @@ from tests.helpers import check_vjp
 F64 = torch.float64
 
 COMPOSITE_OPS = [
-    "movedim", "T", "diag", "diag_embed", "diagflat", "trace", "cross", "linalg.cross",
-    "broadcast_tensors", "addr", "outer", "narrow", "narrow_copy", "native_dropout_backward",
-    "nn.functional.multilabel_margin_loss", "take", "put", "nn.functional.bilinear",
+    "movedim",
+    "T",
+    "diag",
+    "diag_embed",
+    "diagflat",
+    "trace",
+    "cross",
+    "linalg.cross",
+    "broadcast_tensors",
+    "addr",
+    "outer",
+    "narrow",
+    "narrow_copy",
+    "native_dropout_backward",
+    "nn.functional.multilabel_margin_loss",
+    "take",
+    "put",
+    "nn.functional.bilinear",
 ]
-SCAN_AND_DISTANCE_OPS = ["cummax", "cummin", "logcumsumexp", "nanmedian", "masked.median",
-                         "cdist", "nn.functional.pdist"]
+SCAN_AND_DISTANCE_OPS = [
+    "cummax",
+    "cummin",
+    "logcumsumexp",
+    "nanmedian",
+    "masked.median",
+    "cdist",
+    "nn.functional.pdist",
+]
 
 
 # addr with beta=0 never reads `self` (torch's decomposition drops it): thunderviz gives it
 # None where autograd gives zeros, the same gradient.
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(COMPOSITE_OPS, limit=4, spread=True,
-                                                          skip=lambda a, kw: kw.get("beta") == 0))
+@pytest.mark.parametrize(
+    "fn,args,kwargs",
+    sample_params(COMPOSITE_OPS, limit=4, spread=True, skip=lambda a, kw: kw.get("beta") == 0),
+)
 def test_composite_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(SCAN_AND_DISTANCE_OPS, limit=5,
-                                                          spread=True))
+@pytest.mark.parametrize(
+    "fn,args,kwargs", sample_params(SCAN_AND_DISTANCE_OPS, limit=5, spread=True)
+)
 def test_scan_and_distance_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs, rtol=1e-6, atol=1e-8)
 

@@ -45,18 +45,83 @@ def _ours(fn, args, cts, **kwargs):
 # --- OpInfo ----------------------------------------------------------------------------------
 
 UNARY_OPINFO = [
-    "abs", "neg", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt",
-    "reciprocal", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh",
-    "acosh", "atanh", "sigmoid", "erf", "erfc", "erfinv", "logit", "nan_to_num", "sign", "sgn",
-    "floor", "ceil", "round", ("round", "decimals_3"), ("round", "decimals_neg_3"), "trunc",
-    "frac", "square", "deg2rad", "sinc",
+    "abs",
+    "neg",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sinh",
+    "cosh",
+    "asin",
+    "acos",
+    "atan",
+    "asinh",
+    "acosh",
+    "atanh",
+    "sigmoid",
+    "erf",
+    "erfc",
+    "erfinv",
+    "logit",
+    "nan_to_num",
+    "sign",
+    "sgn",
+    "floor",
+    "ceil",
+    "round",
+    ("round", "decimals_3"),
+    ("round", "decimals_neg_3"),
+    "trunc",
+    "frac",
+    "square",
+    "deg2rad",
+    "sinc",
 ]
 BINARY_OPINFO = [
-    "atan2", "pow", "float_power", "add", "sub", "rsub", "mul", ("div", "no_rounding_mode"),
-    ("div", "trunc_rounding"), ("div", "floor_rounding"), "true_divide", "maximum", "minimum",
-    ("max", "binary"), ("min", "binary"), "fmax", "fmin", "clamp", "clamp_min", "clamp_max",
-    "where", "fmod", "remainder", "lerp", "addcmul", "addcdiv", "hypot", "xlogy", "logaddexp",
-    "copysign", "masked_fill", "clone", "to",
+    "atan2",
+    "pow",
+    "float_power",
+    "add",
+    "sub",
+    "rsub",
+    "mul",
+    ("div", "no_rounding_mode"),
+    ("div", "trunc_rounding"),
+    ("div", "floor_rounding"),
+    "true_divide",
+    "maximum",
+    "minimum",
+    ("max", "binary"),
+    ("min", "binary"),
+    "fmax",
+    "fmin",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "where",
+    "fmod",
+    "remainder",
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "hypot",
+    "xlogy",
+    "logaddexp",
+    "copysign",
+    "masked_fill",
+    "clone",
+    "to",
 ]
 
 
@@ -74,22 +139,45 @@ def test_binary_opinfo(fn, args, kwargs):
 
 # (name, fn, input maker on its domain)
 UNARY = [
-    ("abs", torch.abs, _randn), ("neg", torch.neg, _randn), ("exp", torch.exp, _randn),
-    ("exp2", torch.exp2, _randn), ("expm1", torch.expm1, _randn), ("log", torch.log, _positive),
-    ("log1p", torch.log1p, _positive), ("log2", torch.log2, _positive),
-    ("log10", torch.log10, _positive), ("sqrt", torch.sqrt, _positive),
-    ("rsqrt", torch.rsqrt, _positive), ("reciprocal", torch.reciprocal, _positive),
-    ("sin", torch.sin, _randn), ("cos", torch.cos, _randn), ("tan", torch.tan, _unit),
-    ("tanh", torch.tanh, _randn), ("sinh", torch.sinh, _randn), ("cosh", torch.cosh, _randn),
-    ("asin", torch.asin, _unit), ("acos", torch.acos, _unit), ("atan", torch.atan, _randn),
-    ("asinh", torch.asinh, _randn), ("acosh", lambda x: torch.acosh(x + 1), _positive),
-    ("atanh", torch.atanh, _unit), ("sigmoid", torch.sigmoid, _randn), ("erf", torch.erf, _randn),
-    ("erfc", torch.erfc, _randn), ("erfinv", torch.erfinv, _unit),
-    ("logit", lambda x: torch.logit(x / 2), _positive), ("square", torch.square, _randn),
-    ("frac", torch.frac, _randn), ("sign", torch.sign, _randn), ("floor", torch.floor, _randn),
-    ("round", torch.round, _randn), ("trunc", torch.trunc, _randn), ("ceil", torch.ceil, _randn),
-    ("pow_half", lambda x: x ** 0.5, _positive), ("pow_neg", lambda x: x ** -1.5, _positive),
-    ("pow_3", lambda x: x ** 3, _randn),
+    ("abs", torch.abs, _randn),
+    ("neg", torch.neg, _randn),
+    ("exp", torch.exp, _randn),
+    ("exp2", torch.exp2, _randn),
+    ("expm1", torch.expm1, _randn),
+    ("log", torch.log, _positive),
+    ("log1p", torch.log1p, _positive),
+    ("log2", torch.log2, _positive),
+    ("log10", torch.log10, _positive),
+    ("sqrt", torch.sqrt, _positive),
+    ("rsqrt", torch.rsqrt, _positive),
+    ("reciprocal", torch.reciprocal, _positive),
+    ("sin", torch.sin, _randn),
+    ("cos", torch.cos, _randn),
+    ("tan", torch.tan, _unit),
+    ("tanh", torch.tanh, _randn),
+    ("sinh", torch.sinh, _randn),
+    ("cosh", torch.cosh, _randn),
+    ("asin", torch.asin, _unit),
+    ("acos", torch.acos, _unit),
+    ("atan", torch.atan, _randn),
+    ("asinh", torch.asinh, _randn),
+    ("acosh", lambda x: torch.acosh(x + 1), _positive),
+    ("atanh", torch.atanh, _unit),
+    ("sigmoid", torch.sigmoid, _randn),
+    ("erf", torch.erf, _randn),
+    ("erfc", torch.erfc, _randn),
+    ("erfinv", torch.erfinv, _unit),
+    ("logit", lambda x: torch.logit(x / 2), _positive),
+    ("square", torch.square, _randn),
+    ("frac", torch.frac, _randn),
+    ("sign", torch.sign, _randn),
+    ("floor", torch.floor, _randn),
+    ("round", torch.round, _randn),
+    ("trunc", torch.trunc, _randn),
+    ("ceil", torch.ceil, _randn),
+    ("pow_half", lambda x: x**0.5, _positive),
+    ("pow_neg", lambda x: x**-1.5, _positive),
+    ("pow_3", lambda x: x**3, _randn),
 ]
 
 
@@ -111,21 +199,39 @@ def test_chain_of_unary_ops():
 # --- binary ops: broadcasting, 0-dim, scalars, promotion ----------------------------------------
 
 BINARY = [
-    ("add", lambda a, b: a + b), ("add_alpha", lambda a, b: torch.add(a, b, alpha=-2)),
-    ("sub", lambda a, b: a - b), ("sub_alpha", lambda a, b: torch.sub(a, b, alpha=3)),
-    ("rsub", lambda a, b: torch.rsub(a, b, alpha=2)), ("mul", lambda a, b: a * b),
-    ("div", lambda a, b: a / b), ("atan2", torch.atan2), ("maximum", torch.maximum),
-    ("minimum", torch.minimum), ("fmax", torch.fmax), ("fmin", torch.fmin),
-    ("pow", lambda a, b: torch.pow(a.abs() + 0.1, b)), ("hypot", torch.hypot),
-    ("fmod", torch.fmod), ("remainder", torch.remainder), ("logaddexp", torch.logaddexp),
-    ("xlogy", lambda a, b: torch.xlogy(a, b.abs() + 0.1)), ("copysign", torch.copysign),
-    ("where", lambda a, b: torch.where(a > b, a, b)), ("lerp", lambda a, b: torch.lerp(a, b, 0.3)),
-    ("lerp_tensor", lambda a, b: torch.lerp(a, b, b)), ("clamp_min_t", torch.clamp_min),
+    ("add", lambda a, b: a + b),
+    ("add_alpha", lambda a, b: torch.add(a, b, alpha=-2)),
+    ("sub", lambda a, b: a - b),
+    ("sub_alpha", lambda a, b: torch.sub(a, b, alpha=3)),
+    ("rsub", lambda a, b: torch.rsub(a, b, alpha=2)),
+    ("mul", lambda a, b: a * b),
+    ("div", lambda a, b: a / b),
+    ("atan2", torch.atan2),
+    ("maximum", torch.maximum),
+    ("minimum", torch.minimum),
+    ("fmax", torch.fmax),
+    ("fmin", torch.fmin),
+    ("pow", lambda a, b: torch.pow(a.abs() + 0.1, b)),
+    ("hypot", torch.hypot),
+    ("fmod", torch.fmod),
+    ("remainder", torch.remainder),
+    ("logaddexp", torch.logaddexp),
+    ("xlogy", lambda a, b: torch.xlogy(a, b.abs() + 0.1)),
+    ("copysign", torch.copysign),
+    ("where", lambda a, b: torch.where(a > b, a, b)),
+    ("lerp", lambda a, b: torch.lerp(a, b, 0.3)),
+    ("lerp_tensor", lambda a, b: torch.lerp(a, b, b)),
+    ("clamp_min_t", torch.clamp_min),
     ("clamp_max_t", torch.clamp_max),
 ]
 SHAPES = [
-    ((3, 4), (3, 4)), ((3, 1), (1, 4)), ((4,), (3, 4)), ((3, 4), (4,)), ((), (3, 4)),
-    ((3, 4), ()), ((), ()),
+    ((3, 4), (3, 4)),
+    ((3, 1), (1, 4)),
+    ((4,), (3, 4)),
+    ((3, 4), (4,)),
+    ((), (3, 4)),
+    ((3, 4), ()),
+    ((), ()),
 ]
 
 
@@ -145,15 +251,30 @@ def test_binary_float32_with_float64(name, fn):
 
 
 SCALAR_OPERANDS = [
-    ("add", lambda a: a + 2), ("radd", lambda a: 2 + a), ("add_alpha", lambda a: torch.add(a, 2, alpha=3)),
-    ("sub", lambda a: a - 3), ("rsub", lambda a: 3 - a), ("rsub_alpha", lambda a: torch.rsub(a, 3.0, alpha=2)),
-    ("mul", lambda a: a * 4), ("rmul", lambda a: 4.0 * a), ("mul_scalar_op", lambda a: aten.mul.Scalar(a, 2.5)),
-    ("div", lambda a: a / 5), ("rdiv", lambda a: 5 / a), ("div_floor", lambda a: torch.div(a, 2, rounding_mode="floor")),
-    ("pow", lambda a: a ** 3), ("rpow", lambda a: 3 ** a), ("fmod", lambda a: torch.fmod(a, 0.7)),
-    ("remainder", lambda a: a % 0.7), ("clamp", lambda a: a.clamp(-0.3, 0.5)), ("clamp_max", lambda a: a.clamp(max=0.3)),
-    ("where_scalar_self", lambda a: torch.where(a > 0, 1.0, a)), ("where_scalar_other", lambda a: torch.where(a > 0, a, 2.0)),
-    ("masked_fill", lambda a: a.masked_fill(a < 0, 2.0)), ("copysign", lambda a: torch.copysign(a, -1.0)),
-    ("xlogy_other", lambda a: torch.xlogy(a, 3.0)), ("xlogy_self", lambda a: torch.xlogy(2.0, a.abs() + 0.1)),
+    ("add", lambda a: a + 2),
+    ("radd", lambda a: 2 + a),
+    ("add_alpha", lambda a: torch.add(a, 2, alpha=3)),
+    ("sub", lambda a: a - 3),
+    ("rsub", lambda a: 3 - a),
+    ("rsub_alpha", lambda a: torch.rsub(a, 3.0, alpha=2)),
+    ("mul", lambda a: a * 4),
+    ("rmul", lambda a: 4.0 * a),
+    ("mul_scalar_op", lambda a: aten.mul.Scalar(a, 2.5)),
+    ("div", lambda a: a / 5),
+    ("rdiv", lambda a: 5 / a),
+    ("div_floor", lambda a: torch.div(a, 2, rounding_mode="floor")),
+    ("pow", lambda a: a**3),
+    ("rpow", lambda a: 3**a),
+    ("fmod", lambda a: torch.fmod(a, 0.7)),
+    ("remainder", lambda a: a % 0.7),
+    ("clamp", lambda a: a.clamp(-0.3, 0.5)),
+    ("clamp_max", lambda a: a.clamp(max=0.3)),
+    ("where_scalar_self", lambda a: torch.where(a > 0, 1.0, a)),
+    ("where_scalar_other", lambda a: torch.where(a > 0, a, 2.0)),
+    ("masked_fill", lambda a: a.masked_fill(a < 0, 2.0)),
+    ("copysign", lambda a: torch.copysign(a, -1.0)),
+    ("xlogy_other", lambda a: torch.xlogy(a, 3.0)),
+    ("xlogy_self", lambda a: torch.xlogy(2.0, a.abs() + 0.1)),
     ("atan2_0dim", lambda a: torch.atan2(a, torch.tensor(0.5, dtype=F64))),
 ]
 
@@ -177,6 +298,7 @@ def test_fused_ops():
 
 # --- edges: kinks, ties, domains ----------------------------------------------------------------
 
+
 def test_abs_sign_copysign_at_zero():
     x = _t(0.0, -1.0, 2.0, -0.0)
     check_each_output(lambda x: [x.abs(), torch.sgn(x), torch.sign(x), torch.copysign(x, -1.0)], x)
@@ -185,7 +307,9 @@ def test_abs_sign_copysign_at_zero():
 
 def test_maximum_minimum_ties_split_the_gradient():
     a, b = _t(1.0, 2.0, 3.0, 2.0), _t(1.0, 3.0, 2.0, 2.0)
-    check_each_output(lambda a, b: [torch.maximum(a, b), torch.minimum(a, b), torch.max(a, b)], a, b)
+    check_each_output(
+        lambda a, b: [torch.maximum(a, b), torch.minimum(a, b), torch.max(a, b)], a, b
+    )
     # the check has teeth: at a tie each input gets exactly half
     ct = torch.ones(4, dtype=F64)
     _, (ga, gb) = _ours(torch.maximum, (a, b), [ct])
@@ -195,12 +319,25 @@ def test_maximum_minimum_ties_split_the_gradient():
 
 def test_nan_in_maximum_and_fmax():
     a, b = _t(1.0, math.nan, 3.0, math.nan), _t(math.nan, 1.0, 2.0, math.nan)
-    check_each_output(lambda a, b: [torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b)], a, b)
+    check_each_output(
+        lambda a, b: [torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b)],
+        a,
+        b,
+    )
 
 
 def test_clamp_at_and_between_bounds():
     x = _t(0.0, 1.0, 1.5, 2.0, 3.0)
-    check_each_output(lambda x: [x.clamp(1.0, 2.0), torch.clamp_min(x, 1.0), torch.clamp_max(x, 2.0), x.clamp(min=1.0), torch.relu(x - 1.5)], x)
+    check_each_output(
+        lambda x: [
+            x.clamp(1.0, 2.0),
+            torch.clamp_min(x, 1.0),
+            torch.clamp_max(x, 2.0),
+            x.clamp(min=1.0),
+            torch.relu(x - 1.5),
+        ],
+        x,
+    )
 
 
 def test_clamp_tensor_bounds_including_min_above_max():
@@ -218,7 +355,7 @@ def test_pow_edges_at_zero_and_negative_base():
     b = _t(0.0, 2.0, -1.0, 0.0, 3.0, 0.5, 2.0)
     # one op per check: a nan from one would hide a wrong value of another
     check_vjp(torch.pow, a, b)
-    for fn in (lambda a: a ** 0, lambda a: a ** 1, lambda a: a ** 2, lambda a: a ** -1.5):
+    for fn in (lambda a: a**0, lambda a: a**1, lambda a: a**2, lambda a: a**-1.5):
         check_vjp(fn, a)
     for base in (0.0, 2.0, -2.0):
         check_vjp(lambda b, base=base: torch.pow(base, b), b)
@@ -232,9 +369,23 @@ def test_pow_integer_exponent_tensor_has_no_gradient():
 def test_piecewise_constant_ops_have_zero_gradients():
     # autograd's convention: zeros, not None
     a, b = _randn(3, 4) * 3, _randn(4, seed=1) + 2
-    check_each_output(lambda a, b: [torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
-                            a.floor(), a.ceil(), a.round(), a.round(decimals=1), a.trunc(), a.sign()], a, b)
-    _, (ga, gb) = _ours(lambda a, b: torch.div(a, b, rounding_mode="floor"), (a, b), [torch.ones(3, 4, dtype=F64)])
+    check_each_output(
+        lambda a, b: [
+            torch.div(a, b, rounding_mode="floor"),
+            torch.div(a, b, rounding_mode="trunc"),
+            a.floor(),
+            a.ceil(),
+            a.round(),
+            a.round(decimals=1),
+            a.trunc(),
+            a.sign(),
+        ],
+        a,
+        b,
+    )
+    _, (ga, gb) = _ours(
+        lambda a, b: torch.div(a, b, rounding_mode="floor"), (a, b), [torch.ones(3, 4, dtype=F64)]
+    )
     assert ga is not None and gb is not None and not ga.any() and not gb.any()
 
 
@@ -267,7 +418,16 @@ def test_where_and_masked_fill():
 
 def test_xlogy_and_logit_domains():
     a, b = _t(0.0, 0.0, 1.0, 2.0, 0.0), _t(0.0, -1.0, 0.5, 2.0, 3.0)
-    check_each_output(lambda a, b: [torch.xlogy(a, b), torch.xlogy(a, 0.0), torch.xlogy(a, 2.0), torch.xlogy(2.0, b)], a, b)
+    check_each_output(
+        lambda a, b: [
+            torch.xlogy(a, b),
+            torch.xlogy(a, 0.0),
+            torch.xlogy(a, 2.0),
+            torch.xlogy(2.0, b),
+        ],
+        a,
+        b,
+    )
     p = _t(0.1, 0.2, 0.5, 0.9, 1.5, -0.2, 0.0)
     check_each_output(lambda p: [torch.logit(p), torch.logit(p, 0.25)], p)
 
@@ -284,12 +444,21 @@ def test_logaddexp_with_infinities():
 
 # --- casts, copies, in-place --------------------------------------------------------------------
 
+
 def test_casts_and_copies():
     x = _randn(3, 4)
-    check_vjp(lambda x: [x.float() * 2, x.to(torch.float16), x.clone() + 1, x.detach() + x, x.double()], x,
-              rtol=1e-3, atol=1e-3)
-    check_vjp(lambda x: [torch.zeros(3, 4, dtype=F64).copy_(x) * 2, torch.zeros(2, 3, 4).copy_(x)], x,
-              rtol=1e-6, atol=1e-6)
+    check_vjp(
+        lambda x: [x.float() * 2, x.to(torch.float16), x.clone() + 1, x.detach() + x, x.double()],
+        x,
+        rtol=1e-3,
+        atol=1e-3,
+    )
+    check_vjp(
+        lambda x: [torch.zeros(3, 4, dtype=F64).copy_(x) * 2, torch.zeros(2, 3, 4).copy_(x)],
+        x,
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def test_float32_gradient_of_cast_up():
@@ -298,13 +467,21 @@ def test_float32_gradient_of_cast_up():
 
 
 def test_inplace_chain():
-    check_vjp(lambda x: x.clone().mul_(2).add_(x).clamp_(-1, 1).sub_(x, alpha=2).exp_(), _randn(3, 4))
+    check_vjp(
+        lambda x: x.clone().mul_(2).add_(x).clamp_(-1, 1).sub_(x, alpha=2).exp_(), _randn(3, 4)
+    )
 
 
 def test_integer_and_bool_results_carry_no_gradient():
     x = _randn(3, 4)
-    check_vjp(lambda x: (x > 0).float() * x + (x.isnan() | x.isinf()).to(x.dtype)
-              + torch.logical_not(x < 1) * x.ceil().long(), x)
+    check_vjp(
+        lambda x: (
+            (x > 0).float() * x
+            + (x.isnan() | x.isinf()).to(x.dtype)
+            + torch.logical_not(x < 1) * x.ceil().long()
+        ),
+        x,
+    )
 
 
 def _assert_no_gradient(fn, *args):
@@ -325,7 +502,9 @@ def test_detach_fill_and_factories_carry_no_gradient():
     _assert_no_gradient(lambda x: x.detach() * 2, x)
     _assert_no_gradient(lambda x: torch.fill(x, 2.0), x)
     _assert_no_gradient(lambda x: x.clone().zero_() + 1, x)
-    _assert_no_gradient(lambda x: torch.zeros_like(x) + torch.ones_like(x) + torch.full_like(x, 3.0), x)
+    _assert_no_gradient(
+        lambda x: torch.zeros_like(x) + torch.ones_like(x) + torch.full_like(x, 3.0), x
+    )
     _assert_no_gradient(lambda x: x.new_zeros(2) + x.new_ones(2) + x.new_full((2,), 3.0), x)
     _assert_no_gradient(lambda x: torch.bernoulli(torch.sigmoid(x)), x)
 
@@ -333,7 +512,9 @@ def test_detach_fill_and_factories_carry_no_gradient():
 def test_dropout_in_training_scales_by_the_kept_mask():
     x = _randn(6, 5) + 3  # nonzero everywhere, so out != 0 exactly where kept
     ct = _randn(6, 5, seed=1)
-    (out, mask), (g,) = _ours(lambda x: aten.native_dropout(x, 0.3, True), (x,), [ct, torch.zeros(())])
+    (out, mask), (g,) = _ours(
+        lambda x: aten.native_dropout(x, 0.3, True), (x,), [ct, torch.zeros(())]
+    )
     torch.testing.assert_close(g, ct * mask / 0.7)
     out, (g,) = _ours(lambda x: torch.nn.functional.dropout(x, 0.3), (x,), [ct])
     torch.testing.assert_close(g, ct * (out != 0) / 0.7)
@@ -342,18 +523,30 @@ def test_dropout_in_training_scales_by_the_kept_mask():
 
 def test_dropout_deterministic_cases():
     x = _randn(3, 4)
-    check_vjp(lambda x: [torch.nn.functional.dropout(x, 0.5, training=False),
-                         aten.native_dropout(x, 0.5, False)[0], aten.native_dropout(x, 0.0, True)[0],
-                         aten.native_dropout(x, 1.0, True)[0]], x)
+    check_vjp(
+        lambda x: [
+            torch.nn.functional.dropout(x, 0.5, training=False),
+            aten.native_dropout(x, 0.5, False)[0],
+            aten.native_dropout(x, 0.0, True)[0],
+            aten.native_dropout(x, 1.0, True)[0],
+        ],
+        x,
+    )
 
 
 # --- 0-dim CPU tensors with CUDA tensors ------------------------------------------------------
 
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_zero_dim_cpu_tensor_with_cuda_tensor():
     s, x = torch.tensor(0.7, dtype=F64), _randn(3, 4).cuda()
-    fns = [lambda s, x: x * s, lambda s, x: x / s, lambda s, x: torch.atan2(s, x),
-           lambda s, x: torch.where(x > 0, s, x), lambda s, x: torch.maximum(s, x)]
+    fns = [
+        lambda s, x: x * s,
+        lambda s, x: x / s,
+        lambda s, x: torch.atan2(s, x),
+        lambda s, x: torch.where(x > 0, s, x),
+        lambda s, x: torch.maximum(s, x),
+    ]
     for fn in fns:
         ct = _randn(3, 4, seed=3).cuda()
         _, (gs, gx) = _ours(fn, (s, x), [ct])
@@ -367,11 +560,17 @@ def test_zero_dim_cpu_tensor_with_cuda_tensor():
 
 DOT = [
     ("arith", lambda a, b: (a + b) * a / (b * b + 1) - torch.rsub(a, b, alpha=2)),
-    ("transcendental", lambda a, b: torch.exp(a) * torch.sin(b) + torch.log1p(a * a) * torch.atan2(a, b)),
-    ("powers", lambda a, b: torch.pow(a.abs() + 1, b) + a ** 3 + torch.rsqrt(b * b + 1)),
+    (
+        "transcendental",
+        lambda a, b: torch.exp(a) * torch.sin(b) + torch.log1p(a * a) * torch.atan2(a, b),
+    ),
+    ("powers", lambda a, b: torch.pow(a.abs() + 1, b) + a**3 + torch.rsqrt(b * b + 1)),
     ("selection", lambda a, b: torch.maximum(a, b) + torch.where(a > 0, a, b) + a.clamp(-0.5, 0.5)),
     ("special", lambda a, b: torch.sigmoid(a) * torch.erf(b) + torch.tanh(a) * torch.hypot(a, b)),
-    ("blend", lambda a, b: torch.lerp(a, b, torch.sigmoid(b)) + torch.addcdiv(a, a, b * b + 1, value=0.5)),
+    (
+        "blend",
+        lambda a, b: torch.lerp(a, b, torch.sigmoid(b)) + torch.addcdiv(a, a, b * b + 1, value=0.5),
+    ),
 ]
 
 
@@ -390,30 +589,93 @@ def test_vjp_is_the_transpose_of_forward_mode(name, fn):
 # --- every op of the brief has a rule ------------------------------------------------------------
 
 COVERED = [
-    aten.abs.default, aten.neg.default, aten.exp.default, aten.exp2.default, aten.expm1.default,
-    aten.log.default, aten.log1p.default, aten.log2.default, aten.log10.default, aten.sqrt.default,
-    aten.rsqrt.default, aten.reciprocal.default, aten.sin.default, aten.cos.default,
-    aten.tan.default, aten.tanh.default, aten.sinh.default, aten.cosh.default, aten.asin.default,
-    aten.acos.default, aten.atan.default, aten.atan2.default, aten.sigmoid.default,
-    aten.erf.default, aten.erfc.default, aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar,
-    aten.pow.Scalar, aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar,
-    aten.rsub.Tensor, aten.rsub.Scalar, aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor,
-    aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, aten.maximum.default,
-    aten.minimum.default, aten.clamp.default, aten.clamp.Tensor, aten.where.self,
-    aten.sign.default, aten.fmod.Tensor, aten.fmod.Scalar, aten.remainder.Tensor,
-    aten.remainder.Scalar, aten._to_copy.default, aten.clone.default, aten.alias.default,
-    aten.detach.default, aten.lift_fresh_copy.default, aten.fill.Scalar, aten.full_like.default,
-    aten.zeros_like.default, aten.empty_like.default, aten.masked_fill.Scalar,
-    aten.masked_fill.Tensor, aten.copy.default, aten.bernoulli.p, aten.native_dropout.default,
-    aten.lerp.Scalar, aten.lerp.Tensor, aten.addcmul.default, aten.addcdiv.default,
-    aten.eq.Tensor, aten.eq.Scalar, aten.ne.Scalar, aten.lt.Tensor, aten.gt.Scalar,
-    aten.logical_and.default, aten.logical_not.default,
+    aten.abs.default,
+    aten.neg.default,
+    aten.exp.default,
+    aten.exp2.default,
+    aten.expm1.default,
+    aten.log.default,
+    aten.log1p.default,
+    aten.log2.default,
+    aten.log10.default,
+    aten.sqrt.default,
+    aten.rsqrt.default,
+    aten.reciprocal.default,
+    aten.sin.default,
+    aten.cos.default,
+    aten.tan.default,
+    aten.tanh.default,
+    aten.sinh.default,
+    aten.cosh.default,
+    aten.asin.default,
+    aten.acos.default,
+    aten.atan.default,
+    aten.atan2.default,
+    aten.sigmoid.default,
+    aten.erf.default,
+    aten.erfc.default,
+    aten.pow.Tensor_Tensor,
+    aten.pow.Tensor_Scalar,
+    aten.pow.Scalar,
+    aten.add.Tensor,
+    aten.add.Scalar,
+    aten.sub.Tensor,
+    aten.sub.Scalar,
+    aten.rsub.Tensor,
+    aten.rsub.Scalar,
+    aten.mul.Tensor,
+    aten.mul.Scalar,
+    aten.div.Tensor,
+    aten.div.Scalar,
+    aten.div.Tensor_mode,
+    aten.div.Scalar_mode,
+    aten.maximum.default,
+    aten.minimum.default,
+    aten.clamp.default,
+    aten.clamp.Tensor,
+    aten.where.self,
+    aten.sign.default,
+    aten.fmod.Tensor,
+    aten.fmod.Scalar,
+    aten.remainder.Tensor,
+    aten.remainder.Scalar,
+    aten._to_copy.default,
+    aten.clone.default,
+    aten.alias.default,
+    aten.detach.default,
+    aten.lift_fresh_copy.default,
+    aten.fill.Scalar,
+    aten.full_like.default,
+    aten.zeros_like.default,
+    aten.empty_like.default,
+    aten.masked_fill.Scalar,
+    aten.masked_fill.Tensor,
+    aten.copy.default,
+    aten.bernoulli.p,
+    aten.native_dropout.default,
+    aten.lerp.Scalar,
+    aten.lerp.Tensor,
+    aten.addcmul.default,
+    aten.addcdiv.default,
+    aten.eq.Tensor,
+    aten.eq.Scalar,
+    aten.ne.Scalar,
+    aten.lt.Tensor,
+    aten.gt.Scalar,
+    aten.logical_and.default,
+    aten.logical_not.default,
 ]
 
 
 def test_brief_ops_have_rules():
     missing = [symbol_id(op) for op in COVERED if symbol_id(op) not in BUILTIN_RULES]
     assert not missing
-    nondiff = [aten.eq.Tensor, aten.detach.default, aten.zeros_like.default, aten.bernoulli.p,
-               aten.fill.Scalar, aten.logical_and.default]
+    nondiff = [
+        aten.eq.Tensor,
+        aten.detach.default,
+        aten.zeros_like.default,
+        aten.bernoulli.p,
+        aten.fill.Scalar,
+        aten.logical_and.default,
+    ]
     assert all(not BUILTIN_RULES.get(symbol_id(op)).differentiable for op in nondiff)

@@ -29,5 +29,9 @@ def test_irfft_bins_standing_for_two_get_twice_the_gradient(n):
     """An odd and an even signal length: the middle bin is its own mirror only for even n."""
     r = torch.randn(3, n, dtype=torch.float64)
     check_vjp(lambda r: torch.fft.irfft(torch.fft.rfft(r), n=n, norm="ortho"), r)
-    check_vjp(lambda r: torch.fft.irfft(torch.view_as_complex(torch.stack(
-        [r[:, : n // 2 + 1], r[:, -(n // 2 + 1):]], -1)), n=n), r)
+    check_vjp(
+        lambda r: torch.fft.irfft(
+            torch.view_as_complex(torch.stack([r[:, : n // 2 + 1], r[:, -(n // 2 + 1) :]], -1)), n=n
+        ),
+        r,
+    )

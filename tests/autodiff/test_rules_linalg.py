@@ -14,8 +14,18 @@ F64 = torch.float64
 
 
 LINALG_OPS = [
-    "mm", "bmm", "addmm", ("addmm", "decomposed"), "baddbmm", "addbmm", "dot", "mv", "addmv",
-    "matmul", "nn.functional.linear", "einsum",
+    "mm",
+    "bmm",
+    "addmm",
+    ("addmm", "decomposed"),
+    "baddbmm",
+    "addbmm",
+    "dot",
+    "mv",
+    "addmv",
+    "matmul",
+    "nn.functional.linear",
+    "einsum",
 ]
 
 
@@ -46,28 +56,49 @@ def test_linear_keeps_the_fused_call_and_saves_the_weight_not_a_transposed_copy(
     x = torch.randn(2, 3, 6, requires_grad=True)
     w, b = torch.randn(5, 6, requires_grad=True), torch.randn(5, requires_grad=True)
     result = tv.autodiff(tv.trace(F.linear, x, w, b))
-    assert [op.sym.id for op in result.augmented_forward.bound_symbols] == ["torch.nn.functional.linear"]
+    assert [op.sym.id for op in result.augmented_forward.bound_symbols] == [
+        "torch.nn.functional.linear"
+    ]
     x_arg, w_arg, _ = result.forward.args
     assert sorted(s.name for s in result.saved_for_backward) == sorted([x_arg.name, w_arg.name])
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [
-    ((6,), (6,)), ((4, 6), (6,)), ((6,), (6, 3)), ((2, 4, 6), (6,)), ((6,), (2, 6, 4)),
-    ((2, 4, 6), (2, 6, 3)), ((2, 1, 4, 6), (3, 6, 5)), ((4, 6), (2, 6, 5)),
-])
+@pytest.mark.parametrize(
+    "a_shape,b_shape",
+    [
+        ((6,), (6,)),
+        ((4, 6), (6,)),
+        ((6,), (6, 3)),
+        ((2, 4, 6), (6,)),
+        ((6,), (2, 6, 4)),
+        ((2, 4, 6), (2, 6, 3)),
+        ((2, 1, 4, 6), (3, 6, 5)),
+        ((4, 6), (2, 6, 5)),
+    ],
+)
 def test_matmul_shapes(a_shape, b_shape):
     check_vjp(torch.matmul, torch.randn(a_shape, dtype=F64), torch.randn(b_shape, dtype=F64))
 
 
 def test_scaled_products():
-    c, a, b = torch.randn(2, 4, 3, dtype=F64), torch.randn(2, 4, 6, dtype=F64), torch.randn(2, 6, 3, dtype=F64)
+    c, a, b = (
+        torch.randn(2, 4, 3, dtype=F64),
+        torch.randn(2, 4, 6, dtype=F64),
+        torch.randn(2, 6, 3, dtype=F64),
+    )
     check_vjp(lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=-2.0), c, a, b)
     check_vjp(lambda c, a, b: torch.baddbmm(c[0, :1], a, b), c, a, b)  # broadcast input
     check_vjp(lambda c, a, b: torch.addbmm(c[0], a, b, alpha=3.0), c, a, b)
     m1, m2 = torch.randn(4, 6, dtype=F64), torch.randn(6, 3, dtype=F64)
-    check_vjp(lambda c, a, b: torch.addmm(c, a, b, beta=2.0, alpha=0.5), torch.randn(3, dtype=F64), m1, m2)
-    check_vjp(lambda c, m, v: torch.addmv(c, m, v, beta=0.0, alpha=2.0), torch.randn(4, dtype=F64), m1,
-              torch.randn(6, dtype=F64))
+    check_vjp(
+        lambda c, a, b: torch.addmm(c, a, b, beta=2.0, alpha=0.5), torch.randn(3, dtype=F64), m1, m2
+    )
+    check_vjp(
+        lambda c, m, v: torch.addmv(c, m, v, beta=0.0, alpha=2.0),
+        torch.randn(4, dtype=F64),
+        m1,
+        torch.randn(6, dtype=F64),
+    )
 
 
 def test_only_inputs_that_need_it_get_gradients_and_residuals():

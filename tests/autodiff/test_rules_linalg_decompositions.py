@@ -15,15 +15,43 @@ from tests.helpers import check_each_output, check_vjp
 F64 = torch.float64
 
 SOLVE_OPS = [
-    "linalg.solve", "linalg.solve_ex", "linalg.tensorsolve", "linalg.inv", "linalg.inv_ex",
-    "linalg.tensorinv", "linalg.det", "logdet", "linalg.slogdet", "linalg.cholesky",
-    "linalg.cholesky_ex", "cholesky", "cholesky_inverse", "cholesky_solve",
-    "linalg.solve_triangular", "triangular_solve", "lu_solve", "linalg.lu_solve",
+    "linalg.solve",
+    "linalg.solve_ex",
+    "linalg.tensorsolve",
+    "linalg.inv",
+    "linalg.inv_ex",
+    "linalg.tensorinv",
+    "linalg.det",
+    "logdet",
+    "linalg.slogdet",
+    "linalg.cholesky",
+    "linalg.cholesky_ex",
+    "cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
+    "linalg.solve_triangular",
+    "triangular_solve",
+    "lu_solve",
+    "linalg.lu_solve",
 ]
 FACTOR_OPS = [
-    "lu", "linalg.lu", "linalg.lu_factor", "linalg.lu_factor_ex", "lu_unpack", "qr",
-    "linalg.qr", "svd", "linalg.svd", "linalg.svdvals", ("norm", "nuc"), "linalg.cond",
-    "linalg.eigh", "linalg.eigvalsh", "pinverse", "linalg.pinv", ("linalg.pinv", "hermitian"),
+    "lu",
+    "linalg.lu",
+    "linalg.lu_factor",
+    "linalg.lu_factor_ex",
+    "lu_unpack",
+    "qr",
+    "linalg.qr",
+    "svd",
+    "linalg.svd",
+    "linalg.svdvals",
+    ("norm", "nuc"),
+    "linalg.cond",
+    "linalg.eigh",
+    "linalg.eigvalsh",
+    "pinverse",
+    "linalg.pinv",
+    ("linalg.pinv", "hermitian"),
     "matrix_exp",
 ]
 
@@ -34,14 +62,16 @@ def _check(fn, args, kwargs):
 
 
 # processed: the outputs torch's own gradient tests use (no permutation matrix, no pivots)
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(SOLVE_OPS, limit=3, spread=True,
-                                                          processed=True))
+@pytest.mark.parametrize(
+    "fn,args,kwargs", sample_params(SOLVE_OPS, limit=3, spread=True, processed=True)
+)
 def test_solve_and_det_opinfo(fn, args, kwargs):
     _check(fn, args, kwargs)
 
 
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(FACTOR_OPS, limit=3, spread=True,
-                                                          processed=True))
+@pytest.mark.parametrize(
+    "fn,args,kwargs", sample_params(FACTOR_OPS, limit=3, spread=True, processed=True)
+)
 def test_factorization_opinfo(fn, args, kwargs):
     _check(fn, args, kwargs)
 
@@ -56,8 +86,8 @@ def _cofactors(a):
     out = torch.empty_like(a)
     for i in range(n):
         for j in range(n):
-            minor = torch.cat([a[..., :i, :], a[..., i + 1:, :]], -2)
-            minor = torch.cat([minor[..., :j], minor[..., j + 1:]], -1)
+            minor = torch.cat([a[..., :i, :], a[..., i + 1 :, :]], -2)
+            minor = torch.cat([minor[..., :j], minor[..., j + 1 :]], -1)
             out[..., i, j] = (-1) ** (i + j) * torch.linalg.det(minor)
     return out
 
@@ -66,7 +96,7 @@ def test_det_of_a_singular_matrix_is_the_cofactor_matrix():
     """Against the definition, not autograd: on a (nearly) singular matrix autograd solves
     with A's LU factors, whose result there is rounding noise."""
     a = _random(4, 4)
-    a[:, 3] = a[:, 0] + 2 * a[:, 1]   # rank 3: det 0, cofactor matrix not 0
+    a[:, 3] = a[:, 0] + 2 * a[:, 1]  # rank 3: det 0, cofactor matrix not 0
     a = torch.stack([a, _random(4, 4, seed=1)])
     g = _random(2, seed=2)
     _, (grad,) = tv.vjp(torch.linalg.det)((a,), g)

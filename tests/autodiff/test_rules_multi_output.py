@@ -30,17 +30,25 @@ RM, RV = torch.linspace(-1, 1, 6, dtype=F64), torch.linspace(0.5, 2, 6, dtype=F6
 
 MULTI_OUTPUT = {
     "native_group_norm": lambda x, w, b: aten.native_group_norm(x, w, b, 4, 6, 5, 3, 1e-5),
-    "native_group_norm_one_group": lambda x, w, b: aten.native_group_norm(x, w, b, 4, 6, 5, 1, 1e-5),
+    "native_group_norm_one_group": lambda x, w, b: aten.native_group_norm(
+        x, w, b, 4, 6, 5, 1, 1e-5
+    ),
     "native_layer_norm": lambda x, w, b: aten.native_layer_norm(x.transpose(1, 2), [6], w, b, 1e-5),
     "native_batch_norm_train": lambda x, w, b: aten.native_batch_norm(
-        x, w, b, RM.clone(), RV.clone(), True, 0.1, 1e-5),
-    "native_batch_norm_eval": lambda x, w, b: aten.native_batch_norm(x, w, b, RM, RV, False, 0.1, 1e-5),
+        x, w, b, RM.clone(), RV.clone(), True, 0.1, 1e-5
+    ),
+    "native_batch_norm_eval": lambda x, w, b: aten.native_batch_norm(
+        x, w, b, RM, RV, False, 0.1, 1e-5
+    ),
     "batch_norm_legit_functional": lambda x, w, b: aten._native_batch_norm_legit_functional(
-        x, w, b, RM, RV, True, 0.1, 1e-5),
+        x, w, b, RM, RV, True, 0.1, 1e-5
+    ),
     "batch_norm_legit_no_stats": lambda x, w, b: aten._native_batch_norm_legit.no_stats(
-        x, w, b, True, 0.1, 1e-5),
+        x, w, b, True, 0.1, 1e-5
+    ),
     "batch_norm_legit_no_training": lambda x, w, b: aten._native_batch_norm_legit_no_training(
-        x, w, b, RM, RV, 0.1, 1e-5),
+        x, w, b, RM, RV, 0.1, 1e-5
+    ),
     "fused_rms_norm": lambda x, w, b: aten._fused_rms_norm(x.transpose(1, 2), [6], w, 1e-5),
     "var_mean": lambda x, w, b: torch.var_mean(x, 1),
     "std_mean": lambda x, w, b: torch.std_mean(x, (0, 2), correction=0),
@@ -53,7 +61,8 @@ MULTI_OUTPUT = {
     "aminmax": lambda x, w, b: torch.aminmax(x, dim=1),
     "log_sigmoid_forward": lambda x, w, b: aten.log_sigmoid_forward(x),
     "nll_loss_forward": lambda x, w, b: aten.nll_loss_forward(
-        x[:, :, 0], torch.tensor([1, 2, 0, 3]), None, 1, -100),
+        x[:, :, 0], torch.tensor([1, 2, 0, 3]), None, 1, -100
+    ),
 }
 
 

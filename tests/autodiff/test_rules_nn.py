@@ -23,30 +23,62 @@ from tests.helpers import check_vjp
 F64 = torch.float64
 
 
-
 NN_OPS = [
-    "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d",
+    "nn.functional.conv1d",
+    "nn.functional.conv2d",
+    "nn.functional.conv3d",
     "nn.functional.conv_transpose2d",
-    "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.instance_norm",
+    "nn.functional.layer_norm",
+    "nn.functional.group_norm",
+    "nn.functional.instance_norm",
     "nn.functional.rms_norm",
-    "softmax", ("softmax", "with_dtype"), "log_softmax", ("log_softmax", "with_dtype"),
-    "nn.functional.nll_loss", "nn.functional.cross_entropy", "nn.functional.mse_loss",
-    "nn.functional.gelu", "nn.functional.silu", "nn.functional.leaky_relu",
-    "nn.functional.softplus", "nn.functional.hardtanh", "nn.functional.relu6",
-    "nn.functional.elu", "nn.functional.celu", "nn.functional.selu", "nn.functional.mish",
-    "nn.functional.hardswish", "nn.functional.hardsigmoid", "nn.functional.logsigmoid",
-    "nn.functional.threshold", "nn.functional.glu", "nn.functional.prelu",
-    "nn.functional.max_pool1d", "nn.functional.max_pool2d", "nn.functional.max_pool3d",
-    "nn.functional.avg_pool1d", "nn.functional.avg_pool2d", "nn.functional.avg_pool3d",
-    "nn.functional.adaptive_avg_pool1d", "nn.functional.adaptive_avg_pool2d",
-    "nn.functional.adaptive_avg_pool3d", "nn.functional.adaptive_max_pool2d",
-    ("nn.functional.interpolate", "nearest"), ("nn.functional.interpolate", "nearest-exact"),
-    ("nn.functional.interpolate", "linear"), ("nn.functional.interpolate", "bilinear"),
-    ("nn.functional.interpolate", "bicubic"), ("nn.functional.interpolate", "trilinear"),
-    ("nn.functional.interpolate", "area"), "nn.functional.pixel_shuffle",
-    ("nn.functional.pad", "reflect"), ("nn.functional.pad", "replicate"),
-    ("nn.functional.pad", "replicate_negative"), ("nn.functional.pad", "circular"),
-    "nn.functional.unfold", "nn.functional.grid_sample",
+    "softmax",
+    ("softmax", "with_dtype"),
+    "log_softmax",
+    ("log_softmax", "with_dtype"),
+    "nn.functional.nll_loss",
+    "nn.functional.cross_entropy",
+    "nn.functional.mse_loss",
+    "nn.functional.gelu",
+    "nn.functional.silu",
+    "nn.functional.leaky_relu",
+    "nn.functional.softplus",
+    "nn.functional.hardtanh",
+    "nn.functional.relu6",
+    "nn.functional.elu",
+    "nn.functional.celu",
+    "nn.functional.selu",
+    "nn.functional.mish",
+    "nn.functional.hardswish",
+    "nn.functional.hardsigmoid",
+    "nn.functional.logsigmoid",
+    "nn.functional.threshold",
+    "nn.functional.glu",
+    "nn.functional.prelu",
+    "nn.functional.max_pool1d",
+    "nn.functional.max_pool2d",
+    "nn.functional.max_pool3d",
+    "nn.functional.avg_pool1d",
+    "nn.functional.avg_pool2d",
+    "nn.functional.avg_pool3d",
+    "nn.functional.adaptive_avg_pool1d",
+    "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.adaptive_max_pool2d",
+    ("nn.functional.interpolate", "nearest"),
+    ("nn.functional.interpolate", "nearest-exact"),
+    ("nn.functional.interpolate", "linear"),
+    ("nn.functional.interpolate", "bilinear"),
+    ("nn.functional.interpolate", "bicubic"),
+    ("nn.functional.interpolate", "trilinear"),
+    ("nn.functional.interpolate", "area"),
+    "nn.functional.pixel_shuffle",
+    ("nn.functional.pad", "reflect"),
+    ("nn.functional.pad", "replicate"),
+    ("nn.functional.pad", "replicate_negative"),
+    ("nn.functional.pad", "circular"),
+    "nn.functional.unfold",
+    "nn.functional.grid_sample",
     "nn.functional.binary_cross_entropy_with_logits",
 ]
 
@@ -60,14 +92,22 @@ def test_nn_opinfo(fn, args, kwargs):
 # weight's proxy to the renormalized value, so its gradient does not reach the input
 # (a capture matter, not the rule's).
 # sparse=True: autograd returns a sparse COO gradient; ours is the same values, dense.
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(["nn.functional.embedding"],
-                                                    skip=lambda a, kw: "max_norm" in kw or kw.get("sparse")))
+@pytest.mark.parametrize(
+    "fn,args,kwargs",
+    sample_params(
+        ["nn.functional.embedding"], skip=lambda a, kw: "max_norm" in kw or kw.get("sparse")
+    ),
+)
 def test_embedding_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(["nn.functional.scaled_dot_product_attention"],
-                                                    skip=lambda a, kw: kw.get("dropout_p", 0)))
+@pytest.mark.parametrize(
+    "fn,args,kwargs",
+    sample_params(
+        ["nn.functional.scaled_dot_product_attention"], skip=lambda a, kw: kw.get("dropout_p", 0)
+    ),
+)
 def test_sdpa_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
@@ -77,9 +117,17 @@ def _batch_norm_cases():
     (a fresh copy each call: training updates them in place)."""
     out = []
     for i, (_, (x, rm, rv, w, b), kwargs) in enumerate(samples("nn.functional.batch_norm")):
+
         def fn(x, w, b, rm=rm, rv=rv, kwargs=kwargs):
-            return F.batch_norm(x, None if rm is None else rm.clone(),
-                                None if rv is None else rv.clone(), w, b, **kwargs)
+            return F.batch_norm(
+                x,
+                None if rm is None else rm.clone(),
+                None if rv is None else rv.clone(),
+                w,
+                b,
+                **kwargs,
+            )
+
         out.append(pytest.param(fn, (x, w, b), id=f"batch_norm-{i}"))
     return out
 
@@ -91,16 +139,25 @@ def test_batch_norm_opinfo(fn, args):
 
 # --- convolution --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("conv,x_shape,w_shape,kw", [
-    (F.conv1d, (2, 4, 9), (6, 2, 3), dict(stride=2, padding=1, groups=2)),
-    (F.conv1d, (1, 3, 10), (2, 3, 3), dict(dilation=3, padding="same")),
-    (F.conv2d, (2, 4, 7, 6), (8, 1, 3, 2), dict(groups=4, dilation=(2, 1), padding=(2, 0))),
-    (F.conv2d, (1, 2, 8, 8), (3, 2, 3, 3), dict(stride=(2, 3))),
-    (F.conv3d, (1, 2, 5, 5, 4), (4, 2, 3, 3, 2), dict(stride=(1, 2, 1), padding=(1, 0, 1))),
-    (F.conv3d, (2, 4, 4, 4, 4), (4, 2, 2, 2, 2), dict(groups=2, dilation=2, padding=1)),
-    (F.conv_transpose2d, (1, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, output_padding=1, groups=2)),
-    (F.conv_transpose1d, (2, 2, 6), (2, 3, 3), dict(stride=3, padding=1, dilation=2)),
-])
+
+@pytest.mark.parametrize(
+    "conv,x_shape,w_shape,kw",
+    [
+        (F.conv1d, (2, 4, 9), (6, 2, 3), dict(stride=2, padding=1, groups=2)),
+        (F.conv1d, (1, 3, 10), (2, 3, 3), dict(dilation=3, padding="same")),
+        (F.conv2d, (2, 4, 7, 6), (8, 1, 3, 2), dict(groups=4, dilation=(2, 1), padding=(2, 0))),
+        (F.conv2d, (1, 2, 8, 8), (3, 2, 3, 3), dict(stride=(2, 3))),
+        (F.conv3d, (1, 2, 5, 5, 4), (4, 2, 3, 3, 2), dict(stride=(1, 2, 1), padding=(1, 0, 1))),
+        (F.conv3d, (2, 4, 4, 4, 4), (4, 2, 2, 2, 2), dict(groups=2, dilation=2, padding=1)),
+        (
+            F.conv_transpose2d,
+            (1, 4, 5, 5),
+            (4, 3, 3, 3),
+            dict(stride=2, output_padding=1, groups=2),
+        ),
+        (F.conv_transpose1d, (2, 2, 6), (2, 3, 3), dict(stride=3, padding=1, dilation=2)),
+    ],
+)
 @pytest.mark.parametrize("bias", [True, False])
 def test_convolutions(conv, x_shape, w_shape, kw, bias):
     x, w = torch.randn(x_shape, dtype=F64), torch.randn(w_shape, dtype=F64)
@@ -116,12 +173,15 @@ def test_convolution_backward_asks_only_for_needed_grads():
     x = torch.randn(1, 2, 5, 5)
     w = torch.randn(3, 2, 3, 3, requires_grad=True)
     result = tv.autodiff(tv.trace(lambda w: F.conv2d(x, w), w))
-    (bwd,) = [b for b in result.backward.bound_symbols if b.sym.id == "aten.convolution_backward.default"]
+    (bwd,) = [
+        b for b in result.backward.bound_symbols if b.sym.id == "aten.convolution_backward.default"
+    ]
     assert bwd.args[-1] == [False, True, False]
     check_vjp(lambda w: F.conv2d(x.double(), w), w.detach().double())
 
 
 # --- normalization ------------------------------------------------------------------------
+
 
 class _Loss(nn.Module):
     """<module(x), ct>: a scalar whose gradient is the module's VJP with cotangent `ct`."""
@@ -135,8 +195,10 @@ class _Loss(nn.Module):
 
 
 @pytest.mark.parametrize("train", [True, False])
-@pytest.mark.parametrize("bn_cls,shape", [(nn.BatchNorm1d, (6, 3)), (nn.BatchNorm2d, (4, 3, 5, 5)),
-                                          (nn.BatchNorm3d, (2, 3, 3, 2, 2))])
+@pytest.mark.parametrize(
+    "bn_cls,shape",
+    [(nn.BatchNorm1d, (6, 3)), (nn.BatchNorm2d, (4, 3, 5, 5)), (nn.BatchNorm3d, (2, 3, 3, 2, 2))],
+)
 def test_batch_norm_module_running_stats_and_grads(bn_cls, shape, train):
     torch.manual_seed(0)
     bn = bn_cls(3, momentum=0.3).double()
@@ -169,17 +231,26 @@ def test_batch_norm_module_running_stats_and_grads(bn_cls, shape, train):
 def test_batch_norm_without_running_stats_or_affine():
     x = torch.randn(5, 3, 4, dtype=F64)
     check_vjp(lambda x: F.batch_norm(x, None, None, training=True), x)
-    check_vjp(lambda x, w: F.batch_norm(x, None, None, weight=w, training=True, eps=0.1), x,
-              torch.rand(3, dtype=F64))
+    check_vjp(
+        lambda x, w: F.batch_norm(x, None, None, weight=w, training=True, eps=0.1),
+        x,
+        torch.rand(3, dtype=F64),
+    )
     rm, rv = torch.randn(3, dtype=F64), torch.rand(3, dtype=F64) + 0.5
-    check_vjp(lambda x, b: F.batch_norm(x, rm, rv, bias=b, training=False), x, torch.randn(3, dtype=F64))
+    check_vjp(
+        lambda x, b: F.batch_norm(x, rm, rv, bias=b, training=False), x, torch.randn(3, dtype=F64)
+    )
 
 
 @pytest.mark.parametrize("variant", ["functional", "no_stats", "no_training"])
 def test_native_batch_norm_legit_overloads(variant):
     """The overloads torch.export / functionalized graphs use, called directly."""
     aten = torch.ops.aten
-    x, w, b = torch.randn(6, 3, 2, dtype=F64), torch.rand(3, dtype=F64) + 0.5, torch.randn(3, dtype=F64)
+    x, w, b = (
+        torch.randn(6, 3, 2, dtype=F64),
+        torch.rand(3, dtype=F64) + 0.5,
+        torch.randn(3, dtype=F64),
+    )
     rm0, rv0 = torch.randn(3, dtype=F64), torch.rand(3, dtype=F64) + 0.5
 
     def f(x, w, b):
@@ -190,9 +261,11 @@ def test_native_batch_norm_legit_overloads(variant):
             return aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5)[0]
         return aten._native_batch_norm_legit_no_training(x, w, b, rm, rv, 0.1, 1e-5)[0]
 
-    want = {"functional": "aten._native_batch_norm_legit_functional.default",
-            "no_stats": "aten._native_batch_norm_legit.no_stats",
-            "no_training": "aten._native_batch_norm_legit_no_training.default"}[variant]
+    want = {
+        "functional": "aten._native_batch_norm_legit_functional.default",
+        "no_stats": "aten._native_batch_norm_legit.no_stats",
+        "no_training": "aten._native_batch_norm_legit_no_training.default",
+    }[variant]
     ops = {s.sym.id for top in tv.trace(f, x, w, b).bound_symbols for s in top.walk()}
     assert want in ops
     check_vjp(f, x, w, b)
@@ -204,14 +277,25 @@ def test_layer_and_group_norm_variants():
     check_vjp(lambda x, w, b: F.layer_norm(x, (3, 5), w, b, eps=1e-3), x, w, b)
     check_vjp(lambda x, w: F.layer_norm(x, (3, 5), w), x, w)
     check_vjp(lambda x: F.layer_norm(x, (5,)), x)
-    check_vjp(lambda x, w, b: F.group_norm(x, 2, w, b), x, torch.randn(4, dtype=F64), torch.randn(4, dtype=F64))
+    check_vjp(
+        lambda x, w, b: F.group_norm(x, 2, w, b),
+        x,
+        torch.randn(4, dtype=F64),
+        torch.randn(4, dtype=F64),
+    )
 
 
 def test_layer_norm_saves_input_statistics_and_weights():
     x = torch.randn(4, 8, requires_grad=True)
     w, b = torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)
     result = tv.autodiff(tv.trace(lambda x, w, b: F.layer_norm(x, (8,), w, b), x, w, b))
-    assert sorted(tuple(s.shape) for s in result.saved_for_backward) == [(4, 1), (4, 1), (4, 8), (8,), (8,)]
+    assert sorted(tuple(s.shape) for s in result.saved_for_backward) == [
+        (4, 1),
+        (4, 1),
+        (4, 8),
+        (8,),
+        (8,),
+    ]
 
 
 def test_rms_norm_is_one_op_with_its_own_rule():
@@ -246,13 +330,16 @@ def test_fused_rms_norm():
 
 # --- softmax and losses --------------------------------------------------------------------
 
+
 def test_softmax_saves_its_output_not_its_input():
     x = torch.randn(4, 8, requires_grad=True)
     for fn in (lambda x: F.softmax(x, -1), lambda x: F.log_softmax(x, 0)):
         result = tv.autodiff(tv.trace(fn, x))
         (saved,) = result.saved_for_backward
         assert saved.producer is not None and saved.producer.sym.id in (
-            "aten._softmax.default", "aten._log_softmax.default")
+            "aten._softmax.default",
+            "aten._log_softmax.default",
+        )
 
 
 def test_safe_softmax_fully_masked_rows():
@@ -262,16 +349,20 @@ def test_safe_softmax_fully_masked_rows():
     check_vjp(lambda x: torch.ops.aten._safe_softmax(x[:, :4] * 2, 0), x)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(),
-    dict(ignore_index=2),
-    dict(label_smoothing=0.2),
-    dict(weight=True),
-    dict(weight=True, ignore_index=1, label_smoothing=0.1),
-    dict(reduction="sum", label_smoothing=0.3),
-    dict(reduction="none", ignore_index=0),
-    dict(reduction="none", weight=True, label_smoothing=0.05),
-], ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "default")
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(ignore_index=2),
+        dict(label_smoothing=0.2),
+        dict(weight=True),
+        dict(weight=True, ignore_index=1, label_smoothing=0.1),
+        dict(reduction="sum", label_smoothing=0.3),
+        dict(reduction="none", ignore_index=0),
+        dict(reduction="none", weight=True, label_smoothing=0.05),
+    ],
+    ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "default",
+)
 def test_cross_entropy(kw):
     torch.manual_seed(0)
     logits, target = torch.randn(6, 5, dtype=F64), torch.tensor([0, 2, 2, 4, 1, 2])
@@ -286,14 +377,22 @@ def test_cross_entropy(kw):
 def test_cross_entropy_with_probability_targets():
     logits, probs = torch.randn(4, 6, dtype=F64), torch.softmax(torch.randn(4, 6, dtype=F64), -1)
     check_vjp(lambda x, p: F.cross_entropy(x, p), logits, probs)
-    check_vjp(lambda x, p: F.cross_entropy(x, p, label_smoothing=0.1, reduction="sum"), logits, probs)
+    check_vjp(
+        lambda x, p: F.cross_entropy(x, p, label_smoothing=0.1, reduction="sum"), logits, probs
+    )
 
 
 def test_nll_and_mse_losses():
-    logp, target = torch.log_softmax(torch.randn(5, 4, dtype=F64), -1), torch.tensor([3, 0, 3, 1, 2])
+    logp, target = (
+        torch.log_softmax(torch.randn(5, 4, dtype=F64), -1),
+        torch.tensor([3, 0, 3, 1, 2]),
+    )
     w = torch.rand(4, dtype=F64) + 0.1
     for reduction in ("mean", "sum", "none"):
-        check_vjp(lambda x, r=reduction: F.nll_loss(x, target, weight=w, reduction=r, ignore_index=3), logp)
+        check_vjp(
+            lambda x, r=reduction: F.nll_loss(x, target, weight=w, reduction=r, ignore_index=3),
+            logp,
+        )
     a, b = torch.randn(3, 4, dtype=F64), torch.randn(3, 4, dtype=F64)
     for reduction in ("mean", "sum", "none"):
         check_vjp(lambda a, b, r=reduction: F.mse_loss(a, b, reduction=r), a, b)
@@ -302,6 +401,7 @@ def test_nll_and_mse_losses():
 
 
 # --- activations, dropout -------------------------------------------------------------------
+
 
 def test_activations_emit_their_backward_kernels():
     x = torch.randn(4, 5, dtype=F64) * 3
@@ -323,8 +423,10 @@ def test_activations_emit_their_backward_kernels():
 def test_dropout_gradient_is_the_kept_mask_scaled():
     torch.manual_seed(0)
     x, ct = torch.randn(200, dtype=F64), torch.randn(200, dtype=F64)
-    for fn in (lambda x: F.dropout(x, 0.25, training=True),
-               lambda x: torch.ops.aten.native_dropout(x, 0.25, True)[0]):
+    for fn in (
+        lambda x: F.dropout(x, 0.25, training=True),
+        lambda x: torch.ops.aten.native_dropout(x, 0.25, True)[0],
+    ):
         out, (g,) = tv.vjp(fn)((x,), ct)
         kept = out != 0
         assert 0 < kept.sum() < 200
@@ -335,6 +437,7 @@ def test_dropout_gradient_is_the_kept_mask_scaled():
 
 
 # --- embedding, pooling, upsampling -------------------------------------------------------------
+
 
 def test_embedding_padding_idx_and_repeated_indices():
     w = torch.randn(6, 3, dtype=F64)
@@ -362,28 +465,38 @@ def test_pooling_options():
 
 def test_fold_is_unfolds_adjoint():
     x = torch.randn(2, 3 * 2 * 2, 15, dtype=F64)
-    check_vjp(lambda x: F.fold(x, (4, 5), kernel_size=2, dilation=(1, 2), padding=(1, 0), stride=(1, 1)), x)
+    check_vjp(
+        lambda x: F.fold(x, (4, 5), kernel_size=2, dilation=(1, 2), padding=(1, 0), stride=(1, 1)),
+        x,
+    )
     check_vjp(lambda x: F.unfold(x, 3, padding=1, stride=2), torch.randn(1, 2, 5, 6, dtype=F64))
 
 
 def test_upsampling_with_scale_factors():
     x = torch.randn(1, 2, 3, 4, dtype=F64)
     check_vjp(lambda x: F.interpolate(x, scale_factor=2.5, mode="nearest"), x)
-    check_vjp(lambda x: F.interpolate(x, scale_factor=(1.5, 2), mode="bilinear", align_corners=True), x)
+    check_vjp(
+        lambda x: F.interpolate(x, scale_factor=(1.5, 2), mode="bilinear", align_corners=True), x
+    )
     check_vjp(lambda x: F.interpolate(x, size=(5, 7), mode="bicubic", antialias=True), x)
     check_vjp(lambda x: F.interpolate(x, size=(2, 3), mode="bilinear", antialias=True), x)
 
 
 # --- attention ------------------------------------------------------------------------------
 
+
 def _qkv(b=2, hq=4, hk=4, L=5, S=7, e=8, ev=6):
     torch.manual_seed(0)
-    return (torch.randn(b, hq, L, e, dtype=F64), torch.randn(b, hk, S, e, dtype=F64),
-            torch.randn(b, hk, S, ev, dtype=F64))
+    return (
+        torch.randn(b, hq, L, e, dtype=F64),
+        torch.randn(b, hk, S, e, dtype=F64),
+        torch.randn(b, hk, S, ev, dtype=F64),
+    )
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(scale=0.3), dict(is_causal=True),
-                                dict(is_causal=True, scale=1.7)], ids=str)
+@pytest.mark.parametrize(
+    "kw", [dict(), dict(scale=0.3), dict(is_causal=True), dict(is_causal=True, scale=1.7)], ids=str
+)
 def test_sdpa_plain_and_causal(kw):
     q, k, v = _qkv()
     check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw), q, k, v)
@@ -404,16 +517,30 @@ def test_sdpa_bool_mask_broadcast_and_fully_masked_rows():
 def test_sdpa_float_mask_gets_a_gradient_too():
     q, k, v = _qkv()
     bias = torch.randn(1, 4, 5, 7, dtype=F64)
-    check_vjp(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, bias)
-    check_vjp(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m[0, 0], scale=0.5), q, k, v, bias)
+    check_vjp(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, bias
+    )
+    check_vjp(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m[0, 0], scale=0.5),
+        q,
+        k,
+        v,
+        bias,
+    )
 
 
 @pytest.mark.parametrize("hk", [1, 2])
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_sdpa_grouped_query_attention(hk, is_causal):
     q, k, v = _qkv(hq=4, hk=hk, L=6, S=6)
-    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=is_causal,
-                                                             enable_gqa=True), q, k, v)
+    check_vjp(
+        lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, is_causal=is_causal, enable_gqa=True
+        ),
+        q,
+        k,
+        v,
+    )
 
 
 def test_sdpa_three_dim_inputs():
@@ -424,26 +551,33 @@ def test_sdpa_three_dim_inputs():
 def test_sdpa_keeps_the_fused_call_and_saves_no_attention_matrix():
     q, k, v = (t.float().requires_grad_() for t in _qkv(L=16, S=16, e=4, ev=4))
     mask = torch.ones(16, 16, dtype=torch.bool).tril()
-    result = tv.autodiff(tv.trace(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), q, k, v))
-    assert "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=" in \
-        result.augmented_forward.python()
+    result = tv.autodiff(
+        tv.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), q, k, v)
+    )
+    assert (
+        "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask="
+        in result.augmented_forward.python()
+    )
     assert sorted(s.name for s in result.saved_for_backward if s.bytes > 16 * 16) == ["k", "q", "v"]
 
 
 def test_sdpa_on_cpu_uses_the_flash_kernel_and_its_backward_like_eager():
     q, k, v = (t.float().requires_grad_() for t in _qkv(L=16, S=16, e=4, ev=4))
-    result = tv.autodiff(tv.trace(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v))
+    result = tv.autodiff(
+        tv.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
+    )
     assert "aten._scaled_dot_product_flash_attention_for_cpu(" in result.augmented_forward.python()
     assert "flash_attention_for_cpu_backward" in result.backward.python()
     saved = {s.name: s for s in result.saved_for_backward}
     assert max(s.bytes for s in saved.values()) == q.numel() * 4  # nothing L x S
-    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-              *(t.detach().double() for t in (q, k, v)))
+    check_vjp(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        *(t.detach().double() for t in (q, k, v)),
+    )
 
 
 # --- whole models ---------------------------------------------------------------------------
+
 
 def _check_param_grads(model, *args, **kwargs):
     """Gradients of the loss w.r.t. every parameter, against torch.autograd (float64)."""
@@ -465,8 +599,13 @@ def _check_param_grads(model, *args, **kwargs):
         assert g is not None, name
         # absolute tolerance relative to the gradient's scale: some exact zeros (a key bias
         # under softmax) come out as ~1e-17 either way
-        torch.testing.assert_close(g, r, rtol=1e-6, atol=1e-10 * max(1.0, r.abs().max().item()),
-                                   msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(
+            g,
+            r,
+            rtol=1e-6,
+            atol=1e-10 * max(1.0, r.abs().max().item()),
+            msg=lambda m, name=name: f"{name}: {m}",
+        )
 
 
 def test_mlp_and_cnn_models():
@@ -484,8 +623,9 @@ def test_gpt_model():
 
     torch.manual_seed(0)
     ids = torch.randint(0, 50, (2, 12))
-    _check_param_grads(GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, d_model=16)),
-                       ids, ids)
+    _check_param_grads(
+        GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, d_model=16)), ids, ids
+    )
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "bert"])
@@ -494,16 +634,33 @@ def test_hugging_face_tiny_models(arch):
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     configs = {
-        "gpt2": (transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2),
-                 transformers.GPT2LMHeadModel),
-        "llama": (transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
-                                           num_hidden_layers=1, num_attention_heads=4,
-                                           num_key_value_heads=2, max_position_embeddings=16),
-                  transformers.LlamaForCausalLM),
-        "bert": (transformers.BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
-                                         num_attention_heads=2, intermediate_size=32,
-                                         max_position_embeddings=16),
-                 transformers.BertForMaskedLM),
+        "gpt2": (
+            transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2),
+            transformers.GPT2LMHeadModel,
+        ),
+        "llama": (
+            transformers.LlamaConfig(
+                vocab_size=64,
+                hidden_size=16,
+                intermediate_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=16,
+            ),
+            transformers.LlamaForCausalLM,
+        ),
+        "bert": (
+            transformers.BertConfig(
+                vocab_size=64,
+                hidden_size=16,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                intermediate_size=32,
+                max_position_embeddings=16,
+            ),
+            transformers.BertForMaskedLM,
+        ),
     }
     config, cls = configs[arch]
     model = cls(config).eval()  # eval: no dropout (attention dropout is not differentiable here)

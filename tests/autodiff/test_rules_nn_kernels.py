@@ -17,10 +17,15 @@ F64 = torch.float64
 # embedding_bag samples include non-contiguous indices (the kernels need contiguous ones).
 # max_norm renormalizes the weight in place (a capture matter, see test_rules_nn.py);
 # sparse=True: autograd's gradient is a sparse tensor, ours the same values dense.
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(
-    ["nn.functional.embedding_bag", "max_pool2d_with_indices_backward", "nextafter"],
-    limit=6, spread=True,
-    skip=lambda a, kw: kw.get("max_norm") is not None or kw.get("sparse")))
+@pytest.mark.parametrize(
+    "fn,args,kwargs",
+    sample_params(
+        ["nn.functional.embedding_bag", "max_pool2d_with_indices_backward", "nextafter"],
+        limit=6,
+        spread=True,
+        skip=lambda a, kw: kw.get("max_norm") is not None or kw.get("sparse"),
+    ),
+)
 def test_nn_kernel_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
@@ -51,5 +56,6 @@ def test_rrelu_in_training_uses_the_slopes_it_drew():
 def test_fractional_max_pool2d_with_given_samples():
     x = torch.randn(2, 3, 7, 7, dtype=F64)
     samples = torch.rand(2, 3, 2, dtype=F64)
-    check_vjp(lambda x: F.fractional_max_pool2d(x, 3, output_size=(4, 4),
-                                                _random_samples=samples), x)
+    check_vjp(
+        lambda x: F.fractional_max_pool2d(x, 3, output_size=(4, 4), _random_samples=samples), x
+    )

@@ -34,15 +34,45 @@ def _randn(*shape, seed=0, dtype=F64):
     return torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
 
 
-# --- OpInfo ----------------------------------------------------------------------------------
+# --- OpInfo ---------------------------------------------------------------------------------------
 
 REDUCTION_OPINFO = [
-    "sum", "mean", "prod", "amax", "amin", "var", ("var", "unbiased"), "std", ("std", "unbiased"),
-    "var_mean", ("var_mean", "unbiased"), "std_mean", ("std_mean", "unbiased"), "logsumexp",
-    "cumsum", "cumprod", ("max", "reduction_with_dim"), ("max", "reduction_no_dim"),
-    ("min", "reduction_with_dim"), ("min", "reduction_no_dim"), "sort", "msort", "topk",
-    "kthvalue", "median", "mode", "linalg.vector_norm", "norm", ("norm", "fro"), ("norm", "inf"),
-    "nansum", "nanmean", "argmax", "argmin", "any", "all",
+    "sum",
+    "mean",
+    "prod",
+    "amax",
+    "amin",
+    "var",
+    ("var", "unbiased"),
+    "std",
+    ("std", "unbiased"),
+    "var_mean",
+    ("var_mean", "unbiased"),
+    "std_mean",
+    ("std_mean", "unbiased"),
+    "logsumexp",
+    "cumsum",
+    "cumprod",
+    ("max", "reduction_with_dim"),
+    ("max", "reduction_no_dim"),
+    ("min", "reduction_with_dim"),
+    ("min", "reduction_no_dim"),
+    "sort",
+    "msort",
+    "topk",
+    "kthvalue",
+    "median",
+    "mode",
+    "linalg.vector_norm",
+    "norm",
+    ("norm", "fro"),
+    ("norm", "inf"),
+    "nansum",
+    "nanmean",
+    "argmax",
+    "argmin",
+    "any",
+    "all",
 ]
 
 
@@ -51,7 +81,7 @@ def test_reduction_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
-# --- keepdim, negative dims, empty dim lists, 0-dim ------------------------------------------
+# --- keepdim, negative dims, empty dim lists, 0-dim -----------------------------------------------
 
 REDUCE = [
     ("sum", lambda x, d, k: x.sum(d, keepdim=k)),
@@ -82,7 +112,9 @@ DIMS = [([1], False), ([1], True), ([-1], False), ([-3], True), ([0, 2], False),
 SINGLE_DIM = {"prod", "max_dim", "min_dim", "median_dim", "kthvalue", "mode"}
 REDUCE_DIMS = [
     pytest.param(fn, dim, keepdim, id=f"{name}-{dim}-{'keep' if keepdim else 'drop'}")
-    for name, fn in REDUCE for dim, keepdim in DIMS if len(dim) == 1 or name not in SINGLE_DIM
+    for name, fn in REDUCE
+    for dim, keepdim in DIMS
+    if len(dim) == 1 or name not in SINGLE_DIM
 ]
 
 
@@ -92,40 +124,110 @@ def test_reduce_dims(fn, dim, keepdim):
 
 
 def test_empty_dim_list_reduces_everything():
-    check_each_output(lambda x: [x.sum([]), x.mean([]), x.amax([]), x.amin(()), torch.linalg.vector_norm(x, dim=[]),
-                         x.sum(None), x.mean(None)], _randn(3, 4))
+    check_each_output(
+        lambda x: [
+            x.sum([]),
+            x.mean([]),
+            x.amax([]),
+            x.amin(()),
+            torch.linalg.vector_norm(x, dim=[]),
+            x.sum(None),
+            x.mean(None),
+        ],
+        _randn(3, 4),
+    )
 
 
 def test_zero_dim_inputs():
     x = torch.tensor(0.7, dtype=F64)
-    check_each_output(lambda a: [a.sum(), a.sum(0), a.mean(), a.mean(0), a.prod(), a.prod(0), a.amax(), a.amax(0),
-                         a.amin(-1), a.max(), a.min(), a.max(0).values, a.min(0, keepdim=True).values,
-                         a.sort().values, a.topk(1).values, a.cumsum(0), a.cumprod(0), a.logsumexp(0),
-                         torch.linalg.vector_norm(a), a.norm(p=3), a.kthvalue(1).values, a.median(),
-                         a.median(0).values], x)
-    check_each_output(lambda a: [a.var(), a.std(), a.var(correction=0), a.var(0), torch.var_mean(a, correction=0)], x)
+    check_each_output(
+        lambda a: [
+            a.sum(),
+            a.sum(0),
+            a.mean(),
+            a.mean(0),
+            a.prod(),
+            a.prod(0),
+            a.amax(),
+            a.amax(0),
+            a.amin(-1),
+            a.max(),
+            a.min(),
+            a.max(0).values,
+            a.min(0, keepdim=True).values,
+            a.sort().values,
+            a.topk(1).values,
+            a.cumsum(0),
+            a.cumprod(0),
+            a.logsumexp(0),
+            torch.linalg.vector_norm(a),
+            a.norm(p=3),
+            a.kthvalue(1).values,
+            a.median(),
+            a.median(0).values,
+        ],
+        x,
+    )
+    check_each_output(
+        lambda a: [
+            a.var(),
+            a.std(),
+            a.var(correction=0),
+            a.var(0),
+            torch.var_mean(a, correction=0),
+        ],
+        x,
+    )
 
 
 def test_float32_inputs_with_dtype_float64():
     # the reduction runs in float64; the gradient comes back in float32
     x = _randn(3, 4).float() + 2
-    check_vjp(lambda x: [x.sum(1, dtype=F64), x.sum(dtype=F64), x.mean(0, dtype=F64), x.mean(dtype=F64),
-                         x.prod(1, dtype=F64), x.prod(dtype=F64), x.cumsum(0, dtype=F64),
-                         x.cumprod(1, dtype=F64), torch.linalg.vector_norm(x, 3, dtype=F64)],
-              x, rtol=1e-6, atol=1e-6)
+    check_vjp(
+        lambda x: [
+            x.sum(1, dtype=F64),
+            x.sum(dtype=F64),
+            x.mean(0, dtype=F64),
+            x.mean(dtype=F64),
+            x.prod(1, dtype=F64),
+            x.prod(dtype=F64),
+            x.cumsum(0, dtype=F64),
+            x.cumprod(1, dtype=F64),
+            torch.linalg.vector_norm(x, 3, dtype=F64),
+        ],
+        x,
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
-# --- ties ------------------------------------------------------------------------------------
+# --- ties -----------------------------------------------------------------------------------------
 
 TIES = _t([[1.0, 3.0, 3.0, -3.0], [2.0, 2.0, 2.0, 2.0], [0.0, -1.0, 0.0, 1.0]])
 
 
 def test_ties_follow_autograd():
-    check_each_output(lambda a: [a.amax(1), a.amin(0), a.amax(), a.max(), a.min(), a.median(), a.max(1).values,
-                         a.min(0, keepdim=True).values, a.median(1).values, a.sort(1).values,
-                         a.sort(dim=0, descending=True, stable=True).values, a.topk(2, dim=1).values,
-                         torch.linalg.vector_norm(a, INF, dim=1), torch.linalg.vector_norm(a, -INF),
-                         a.kthvalue(2, 1).values, a.mode(1).values], TIES)
+    check_each_output(
+        lambda a: [
+            a.amax(1),
+            a.amin(0),
+            a.amax(),
+            a.max(),
+            a.min(),
+            a.median(),
+            a.max(1).values,
+            a.min(0, keepdim=True).values,
+            a.median(1).values,
+            a.sort(1).values,
+            a.sort(dim=0, descending=True, stable=True).values,
+            a.topk(2, dim=1).values,
+            torch.linalg.vector_norm(a, INF, dim=1),
+            torch.linalg.vector_norm(a, -INF),
+            a.kthvalue(2, 1).values,
+            a.mode(1).values,
+        ],
+        TIES,
+    )
 
 
 def test_amax_splits_ties_evenly_and_max_dim_picks_one():
@@ -142,13 +244,18 @@ def test_max_of_nan_goes_to_the_nans():
     check_each_output(lambda a: [a.max(), a.min(), a.median()], x)
 
 
-# --- prod and cumprod with zeros -----------------------------------------------------------------
+# --- prod and cumprod with zeros ------------------------------------------------------------------
 
-@pytest.mark.parametrize("x", [
-    _t([[0.5, 2.0, 3.0], [1.5, 0.0, 2.0]]),  # one zero in all
-    _t([[0.5, 2.0, 0.0], [1.5, 0.0, 2.0]]),  # two zeros
-    _t([[0.0, 2.0, 3.0], [0.0, 0.0, 2.0], [1.0, 2.0, 3.0], [4.0, 0.0, 5.0]]),  # per-row mix
-], ids=["one_zero", "two_zeros", "mixed"])
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        _t([[0.5, 2.0, 3.0], [1.5, 0.0, 2.0]]),  # one zero in all
+        _t([[0.5, 2.0, 0.0], [1.5, 0.0, 2.0]]),  # two zeros
+        _t([[0.0, 2.0, 3.0], [0.0, 0.0, 2.0], [1.0, 2.0, 3.0], [4.0, 0.0, 5.0]]),  # per-row mix
+    ],
+    ids=["one_zero", "two_zeros", "mixed"],
+)
 def test_prod_with_zeros(x):
     check_each_output(lambda a: [a.prod(), a.prod(1), a.prod(0, keepdim=True), a.prod(-1)], x)
 
@@ -164,20 +271,38 @@ def test_cumprod_with_zeros():
     check_each_output(lambda a: [a.cumprod(1), a.cumprod(0), a.cumprod(-1)], x)
 
 
-# --- variance: corrections and degenerate cases ----------------------------------------------------
+# --- variance: corrections and degenerate cases ---------------------------------------------------
+
 
 def test_var_std_corrections():
     x = _randn(3, 4)
-    check_each_output(lambda a: [a.var(1, correction=0), a.var(correction=2), a.std(0, correction=2),
-                         torch.var(a, 1, unbiased=False), torch.std(a, unbiased=False),
-                         torch.var_mean(a, 1, correction=0, keepdim=True), torch.std_mean(a, -1),
-                         aten.var.dim(a, [1], False), aten.std.dim(a, [0], True, True)], x)
+    check_each_output(
+        lambda a: [
+            a.var(1, correction=0),
+            a.var(correction=2),
+            a.std(0, correction=2),
+            torch.var(a, 1, unbiased=False),
+            torch.std(a, unbiased=False),
+            torch.var_mean(a, 1, correction=0, keepdim=True),
+            torch.std_mean(a, -1),
+            aten.var.dim(a, [1], False),
+            aten.std.dim(a, [0], True, True),
+        ],
+        x,
+    )
 
 
 def test_var_without_degrees_of_freedom():
     x = _randn(3, 4)
-    check_each_output(lambda a: [a.var(0, correction=3), a.var(correction=12), a.std(correction=12),
-                         a.var(0, correction=5)], x)
+    check_each_output(
+        lambda a: [
+            a.var(0, correction=3),
+            a.var(correction=12),
+            a.std(correction=12),
+            a.var(0, correction=5),
+        ],
+        x,
+    )
 
 
 def test_std_of_constant_rows_is_flat():
@@ -190,7 +315,8 @@ def test_only_one_output_of_var_mean_used():
     check_vjp(lambda a: torch.std_mean(a, 0)[1].exp(), x)
 
 
-# --- logsumexp and norms at the edges ----------------------------------------------------------
+# --- logsumexp and norms at the edges -------------------------------------------------------------
+
 
 def test_logsumexp_with_infinities():
     check_vjp(lambda a: torch.logsumexp(a, 1), _t([[-INF, 0.0], [-INF, -INF], [INF, 1.0]]))
@@ -198,38 +324,64 @@ def test_logsumexp_with_infinities():
 
 @pytest.mark.parametrize("ord", [1, 2, 3, 0.5, 1.5, INF, -INF, 0])
 def test_vector_norm_of_zero_vectors(ord):
-    check_vjp(lambda a: torch.linalg.vector_norm(a, ord, dim=1), _t([[0.0, 0.0, 0.0], [1.0, -2.0, 0.0]]))
+    check_vjp(
+        lambda a: torch.linalg.vector_norm(a, ord, dim=1), _t([[0.0, 0.0, 0.0], [1.0, -2.0, 0.0]])
+    )
 
 
 def test_norm_entry_points():
     x = _randn(3, 4)
-    check_each_output(lambda a: [a.norm(), a.norm(dim=1), a.norm(p=3, dim=0), torch.norm(a, p=1),
-                         torch.linalg.norm(a, dim=1), torch.nn.functional.normalize(a, dim=1)], x)
+    check_each_output(
+        lambda a: [
+            a.norm(),
+            a.norm(dim=1),
+            a.norm(p=3, dim=0),
+            torch.norm(a, p=1),
+            torch.linalg.norm(a, dim=1),
+            torch.nn.functional.normalize(a, dim=1),
+        ],
+        x,
+    )
 
 
-# --- scans -----------------------------------------------------------------------------------
+# --- scans ----------------------------------------------------------------------------------------
+
 
 def test_cumsum_dims():
     x = _randn(2, 3, 4)
-    check_each_output(lambda a: [a.cumsum(0), a.cumsum(-1), a.cumsum(1), torch.cumsum(a[0, 0], 0)], x)
+    check_each_output(
+        lambda a: [a.cumsum(0), a.cumsum(-1), a.cumsum(1), torch.cumsum(a[0, 0], 0)], x
+    )
 
 
-# --- nondifferentiable reductions --------------------------------------------------------------
+# --- nondifferentiable reductions -----------------------------------------------------------------
+
 
 def test_index_and_boolean_reductions_carry_no_gradient():
     x = _randn(3, 4)
-    check_vjp(lambda a: a * a.argmax(1, keepdim=True) + a * a.argmin() + torch.where(a.any(), a, -a)
-              + a * (a > 0).all(1, keepdim=True) + a * torch.count_nonzero(a > 0, 1).unsqueeze(1), x)
+    check_vjp(
+        lambda a: (
+            a * a.argmax(1, keepdim=True)
+            + a * a.argmin()
+            + torch.where(a.any(), a, -a)
+            + a * (a > 0).all(1, keepdim=True)
+            + a * torch.count_nonzero(a > 0, 1).unsqueeze(1)
+        ),
+        x,
+    )
 
 
-# --- dot-product test against forward mode -------------------------------------------------------
+# --- dot-product test against forward mode --------------------------------------------------------
 
 DOT = [
     ("sums", lambda a: a.sum(1) * a.mean(0).sum() + a.prod(1) + a.amax(0).sum()),
     ("moments", lambda a: a.var(1) + a.std(0).sum() + torch.var_mean(a, 1)[1]),
     ("lse_norm", lambda a: a.logsumexp(1) + torch.linalg.vector_norm(a, 3, dim=1)),
     ("scans", lambda a: (a.cumsum(1) * a.cumprod(1)).sum(1)),
-    ("selecting", lambda a: a.sort(1).values[:, 0] + a.topk(2, dim=1).values.sum(1) + a.max(1).values),
+    (
+        "selecting",
+        lambda a: a.sort(1).values[:, 0] + a.topk(2, dim=1).values.sum(1) + a.max(1).values,
+    ),
 ]
 
 
@@ -242,16 +394,36 @@ def test_vjp_is_the_transpose_of_forward_mode(name, fn):
     torch.testing.assert_close((ju * v).sum(), (u * g).sum(), rtol=1e-10, atol=1e-10)
 
 
-# --- every op of the brief has a rule --------------------------------------------------------------
+# --- every op of the brief has a rule -------------------------------------------------------------
 
 COVERED = [
-    aten.sum.default, aten.sum.dim_IntList, aten.mean.default, aten.mean.dim, aten.prod.default,
-    aten.prod.dim_int, aten.amax.default, aten.amin.default, aten.var.correction,
-    aten.std.correction, aten.var_mean.correction, aten.std_mean.correction,
-    aten.logsumexp.default, aten.cumsum.default, aten.cumprod.default, aten.max.default,
-    aten.min.default, aten.max.dim, aten.min.dim, aten.sort.default, aten.sort.stable,
-    aten.topk.default, aten.linalg_vector_norm.default, aten.any.default, aten.all.default,
-    aten.argmax.default, aten.argmin.default,
+    aten.sum.default,
+    aten.sum.dim_IntList,
+    aten.mean.default,
+    aten.mean.dim,
+    aten.prod.default,
+    aten.prod.dim_int,
+    aten.amax.default,
+    aten.amin.default,
+    aten.var.correction,
+    aten.std.correction,
+    aten.var_mean.correction,
+    aten.std_mean.correction,
+    aten.logsumexp.default,
+    aten.cumsum.default,
+    aten.cumprod.default,
+    aten.max.default,
+    aten.min.default,
+    aten.max.dim,
+    aten.min.dim,
+    aten.sort.default,
+    aten.sort.stable,
+    aten.topk.default,
+    aten.linalg_vector_norm.default,
+    aten.any.default,
+    aten.all.default,
+    aten.argmax.default,
+    aten.argmin.default,
 ]
 
 

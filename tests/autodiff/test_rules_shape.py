@@ -18,23 +18,62 @@ from tests.helpers import check_vjp
 F64 = torch.float64
 
 
-
 def _has_bool_index(args) -> bool:
-    return any(isinstance(x, torch.Tensor) and x.dtype == torch.bool for x in pytree.tree_leaves(args))
+    return any(
+        isinstance(x, torch.Tensor) and x.dtype == torch.bool for x in pytree.tree_leaves(args)
+    )
 
 
 SHAPE_OPS = [
-    "view", "reshape", "reshape_as", "view_as", "flatten", "unflatten", "permute", "movedim",
-    "transpose", "t", "squeeze", ("squeeze", "multiple"), "unsqueeze", "expand", "expand_as",
-    "flip", "fliplr", "roll", "repeat", "unfold", "narrow", "select", "diagonal",
-    ("nn.functional.pad", "constant"), "tril", "triu",
-    "cat", "stack", "hstack", "split", ("split", "list_args"), "split_with_sizes", "unbind",
-    "chunk", "tensor_split", ("as_strided", ""),
+    "view",
+    "reshape",
+    "reshape_as",
+    "view_as",
+    "flatten",
+    "unflatten",
+    "permute",
+    "movedim",
+    "transpose",
+    "t",
+    "squeeze",
+    ("squeeze", "multiple"),
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "flip",
+    "fliplr",
+    "roll",
+    "repeat",
+    "unfold",
+    "narrow",
+    "select",
+    "diagonal",
+    ("nn.functional.pad", "constant"),
+    "tril",
+    "triu",
+    "cat",
+    "stack",
+    "hstack",
+    "split",
+    ("split", "list_args"),
+    "split_with_sizes",
+    "unbind",
+    "chunk",
+    "tensor_split",
+    ("as_strided", ""),
 ]
 
 INDEX_OPS = [
-    "gather", "take_along_dim", "scatter_add", "index_select", "index_add", "index_fill",
-    "__getitem__", "select_scatter", "slice_scatter", "diagonal_scatter",
+    "gather",
+    "take_along_dim",
+    "scatter_add",
+    "index_select",
+    "index_add",
+    "index_fill",
+    "__getitem__",
+    "select_scatter",
+    "slice_scatter",
+    "diagonal_scatter",
 ]
 
 
@@ -50,17 +89,22 @@ def test_indexing_opinfo(fn, args, kwargs):
 
 # torch.autograd has no derivative for scatter with reduce=...; boolean-mask indices give
 # data-dependent shapes that the rules' shape functions (meta tensors) cannot compute.
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(["scatter"], limit=8, skip=lambda a, kw: "reduce" in kw))
+@pytest.mark.parametrize(
+    "fn,args,kwargs", sample_params(["scatter"], limit=8, skip=lambda a, kw: "reduce" in kw)
+)
 def test_scatter_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(["index_put"], limit=8, skip=lambda a, kw: _has_bool_index(a)))
+@pytest.mark.parametrize(
+    "fn,args,kwargs", sample_params(["index_put"], limit=8, skip=lambda a, kw: _has_bool_index(a))
+)
 def test_index_put_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
 # --- advanced indexing -------------------------------------------------------------------
+
 
 def test_advanced_indexing_with_repeated_indices_accumulates():
     x = torch.randn(5, 4, dtype=F64)
@@ -90,36 +134,50 @@ def test_index_put_values_and_self():
     check_vjp(lambda x, v: x.index_put((uniq,), v), x, v)
     # values broadcast over the indexed rows: its gradient sums over them
     check_vjp(lambda x, v: x.index_put((uniq,), v[:1]), x, v)
-    check_vjp(lambda x, s: x.index_put((uniq, torch.tensor([0, 1, 2, 0])), s), x, torch.randn((), dtype=F64))
+    check_vjp(
+        lambda x, s: x.index_put((uniq, torch.tensor([0, 1, 2, 0])), s),
+        x,
+        torch.randn((), dtype=F64),
+    )
 
 
 def test_setitem_is_functionalized_and_differentiated():
     def f(x, v):
         y = x * 1.0
-        y[1:3] = v[:2]          # slice_scatter
-        y[:, 0] = v[2, 0] * 2   # select_scatter
+        y[1:3] = v[:2]  # slice_scatter
+        y[:, 0] = v[2, 0] * 2  # select_scatter
         y[torch.tensor([0, 4])] += v[3:5]  # index_put through __setitem__
         y.diagonal().mul_(3.0)  # diagonal_scatter
         return y
 
     x, v = torch.randn(5, 3, dtype=F64), torch.randn(5, 3, dtype=F64)
-    ops = {b.sym.id for top in tv.trace(f, x.requires_grad_(), v.requires_grad_()).bound_symbols
-           for b in top.walk()}
-    assert {"aten.slice_scatter.default", "aten.select_scatter.default",
-            "aten.diagonal_scatter.default"} <= ops
+    ops = {
+        b.sym.id
+        for top in tv.trace(f, x.requires_grad_(), v.requires_grad_()).bound_symbols
+        for b in top.walk()
+    }
+    assert {
+        "aten.slice_scatter.default",
+        "aten.select_scatter.default",
+        "aten.diagonal_scatter.default",
+    } <= ops
     check_vjp(f, x.detach(), v.detach())
 
 
 def test_as_strided_overlapping_reads_sum():
     x = torch.randn(6, dtype=F64)
-    check_vjp(lambda x: x.as_strided((3, 3), (1, 1)), x)   # sliding windows share elements
+    check_vjp(lambda x: x.as_strided((3, 3), (1, 1)), x)  # sliding windows share elements
     check_vjp(lambda x: x.view(2, 3).as_strided((2, 2), (1, 2), 1), x)
 
 
 # The third partial_views sample reads storage past the input's own elements; capture runs
 # the program on a copy of the input that holds only those elements, so it cannot be traced.
-@pytest.mark.parametrize("fn,args,kwargs", sample_params(
-    [("as_strided", "partial_views")], skip=lambda a, kw: kw.get("storage_offset", 0) >= 10))
+@pytest.mark.parametrize(
+    "fn,args,kwargs",
+    sample_params(
+        [("as_strided", "partial_views")], skip=lambda a, kw: kw.get("storage_offset", 0) >= 10
+    ),
+)
 def test_as_strided_on_a_view_with_a_storage_offset_opinfo(fn, args, kwargs):
     """The offset counts from the storage, not the view (x is x_base[5:15])."""
     check_vjp(fn, *args, **kwargs)
@@ -150,8 +208,11 @@ def test_as_strided_scatter_through_a_strided_write():
         return y
 
     x, s = torch.randn(3, 3, dtype=F64), torch.randn(2, 2, dtype=F64)
-    ops = {b.sym.id for top in tv.trace(f, x.requires_grad_(), s.requires_grad_()).bound_symbols
-           for b in top.walk()}
+    ops = {
+        b.sym.id
+        for top in tv.trace(f, x.requires_grad_(), s.requires_grad_()).bound_symbols
+        for b in top.walk()
+    }
     assert "aten.as_strided_scatter.default" in ops
     check_vjp(f, x.detach(), s.detach())
 
@@ -170,6 +231,7 @@ def test_as_strided_scatter_against_finite_differences():
 
 
 # --- joining and splitting -----------------------------------------------------------------
+
 
 def test_unused_split_pieces_get_zero_cotangents():
     x = torch.randn(4, 6, dtype=F64)
@@ -218,7 +280,11 @@ def test_gather_and_scatter_with_repeated_indices():
 def test_scatter_from_a_bigger_src_reads_only_index_shape():
     """scatter reads src[:index.shape]; the rest of src gets zero gradient. (torch.autograd
     rejects this case: its gather-shaped gradient does not fit src.)"""
-    x, src, ct = torch.randn(3, 5, dtype=F64), torch.randn(4, 4, dtype=F64), torch.randn(3, 5, dtype=F64)
+    x, src, ct = (
+        torch.randn(3, 5, dtype=F64),
+        torch.randn(4, 4, dtype=F64),
+        torch.randn(3, 5, dtype=F64),
+    )
     uniq = torch.tensor([[0, 1], [4, 2], [3, 0]])
     out, (gx, gs) = tv.vjp(lambda x, s: torch.scatter(x, 1, uniq, s))((x, src), ct)
     torch.testing.assert_close(out, torch.scatter(x, 1, uniq, src))
@@ -237,6 +303,7 @@ def test_slices_with_steps_and_negative_bounds():
 
 
 # --- what the rules save -------------------------------------------------------------------
+
 
 def _saved(fn, *args):
     args = [a.requires_grad_() if a.is_floating_point() else a for a in args]

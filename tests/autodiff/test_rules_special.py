@@ -10,11 +10,25 @@ from tests.autodiff.opinfo_samples import sample_params
 from tests.helpers import check_vjp
 
 SPECIAL_OPS = [
-    "lgamma", "digamma", ("polygamma", "polygamma_n_0"), ("polygamma", "polygamma_n_1"),
-    ("polygamma", "polygamma_n_2"), ("polygamma", "polygamma_n_3"),
-    ("polygamma", "polygamma_n_4"), ("mvlgamma", "mvlgamma_p_1"), ("mvlgamma", "mvlgamma_p_3"),
-    ("mvlgamma", "mvlgamma_p_5"), "i0", "special.i0e", "special.i1", "special.i1e",
-    "special.erfcx", "special.ndtri", "special.log_ndtr", "frexp", "angle",
+    "lgamma",
+    "digamma",
+    ("polygamma", "polygamma_n_0"),
+    ("polygamma", "polygamma_n_1"),
+    ("polygamma", "polygamma_n_2"),
+    ("polygamma", "polygamma_n_3"),
+    ("polygamma", "polygamma_n_4"),
+    ("mvlgamma", "mvlgamma_p_1"),
+    ("mvlgamma", "mvlgamma_p_3"),
+    ("mvlgamma", "mvlgamma_p_5"),
+    "i0",
+    "special.i0e",
+    "special.i1",
+    "special.i1e",
+    "special.erfcx",
+    "special.ndtri",
+    "special.log_ndtr",
+    "frexp",
+    "angle",
 ]
 
 

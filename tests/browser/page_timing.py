@@ -116,8 +116,10 @@ def click_during_layout(page: Any, busy_pane: str, toggle_id: str, click_pane: s
     """Open/close `toggle_id` in `busy_pane`, then select a node in `click_pane` while that
     layout runs; returns answeredMs (to the frame showing the selection), layingOut (when
     clicked) and stillLayingOut (when answered)."""
-    result = page.evaluate(_CLICK_DURING_LAYOUT, {"busyPane": busy_pane, "toggleId": toggle_id,
-                                                  "clickPane": click_pane})
+    result = page.evaluate(
+        _CLICK_DURING_LAYOUT,
+        {"busyPane": busy_pane, "toggleId": toggle_id, "clickPane": click_pane},
+    )
     if "error" in result:
         raise RuntimeError(result["error"])
     return result

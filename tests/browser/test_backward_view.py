@@ -53,12 +53,18 @@ def ready(page):
 
 def open_everything(page, doc):
     """Every module of the forward, opened with its ▸ in each pane (each has its own)."""
-    paths = sorted({op["module_path"] for op in doc["traces"]["forward"]["ops"] if op["module_path"]},
-                   key=lambda p: p.count("."))
+    paths = sorted(
+        {op["module_path"] for op in doc["traces"]["forward"]["ops"] if op["module_path"]},
+        key=lambda p: p.count("."),
+    )
     for path in paths:
-        for prefix in [".".join(path.split(".")[:i + 1]) for i in range(path.count(".") + 1)]:
+        for prefix in [".".join(path.split(".")[: i + 1]) for i in range(path.count(".") + 1)]:
             for kind in ("forward", "backward"):
-                if pane(page, kind).locator(f'g.node[data-tv-id="module:{prefix}"] .tv-toggle').count():
+                if (
+                    pane(page, kind)
+                    .locator(f'g.node[data-tv-id="module:{prefix}"] .tv-toggle')
+                    .count()
+                ):
                     toggle(pane(page, kind), f"module:{prefix}")
                     ready(page)
 
@@ -100,17 +106,28 @@ def test_no_edge_label_has_a_question_mark(page, gpt2_export):
 def test_a_saved_tensor_is_a_stub_at_its_reader_that_leads_to_its_producer(page, gpt2_export):
     _, doc = gpt2_export
     backward = pane(page, "backward")
-    assert backward.locator('g.node[data-tv-type="op"][data-tv-id="backward:0"]').count() == 0  # no unpack hub
+    assert (
+        backward.locator('g.node[data-tv-type="op"][data-tv-id="backward:0"]').count() == 0
+    )  # no unpack hub
     saved = {s["name"]: s for s in doc["saved"]}
     stubs = backward.locator('g.node[data-tv-type="saved"]')
     expect(stubs.first).to_be_visible()
     # a stub for one tensor whose forward op is drawn as a node of its own in the forward
-    forward_ids = set(pane(page, "forward").locator("g.node").evaluate_all(
-        "els => els.map(e => e.getAttribute('data-tv-id'))"))
-    candidates = [i for i in stubs.evaluate_all("els => els.map(e => e.getAttribute('data-tv-id'))")
-                  if i.split("@")[0].removeprefix("saved:") in saved]
-    name = next(c.split("@")[0].removeprefix("saved:") for c in candidates
-                if saved[c.split("@")[0].removeprefix("saved:")]["fwd_op"] in forward_ids)
+    forward_ids = set(
+        pane(page, "forward")
+        .locator("g.node")
+        .evaluate_all("els => els.map(e => e.getAttribute('data-tv-id'))")
+    )
+    candidates = [
+        i
+        for i in stubs.evaluate_all("els => els.map(e => e.getAttribute('data-tv-id'))")
+        if i.split("@")[0].removeprefix("saved:") in saved
+    ]
+    name = next(
+        c.split("@")[0].removeprefix("saved:")
+        for c in candidates
+        if saved[c.split("@")[0].removeprefix("saved:")]["fwd_op"] in forward_ids
+    )
     stub = backward.locator(f'g.node[data-tv-id^="saved:{name}@"]').first
     expect(stub).to_contain_text(name)
     click_node(stub)
@@ -150,5 +167,10 @@ def test_gradient_flow_colours_the_backward_too_with_a_rank_scale(page, gpt2_exp
     box = legend.bounding_box()
     assert box["y"] >= canvas["y"] + canvas["height"] - 1
     # saved stubs carry forward values, not gradients: not coloured
-    assert backward.locator('g.node[data-tv-type="saved"] > path[style*="fill"], '
-                            'g.node[data-tv-type="saved"] > polygon[style*="fill"]').count() == 0
+    assert (
+        backward.locator(
+            'g.node[data-tv-type="saved"] > path[style*="fill"], '
+            'g.node[data-tv-type="saved"] > polygon[style*="fill"]'
+        ).count()
+        == 0
+    )

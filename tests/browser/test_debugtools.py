@@ -52,7 +52,9 @@ def test_the_ledger_and_interventions_tab_in_an_exported_page(browser_context, t
         row.click()
         expect(row).to_have_class(SELECTED)
         page.locator('button[data-tv-tab="forward_backward"]').click()
-        node = page.locator(f'.tv-graph-pane[data-tv-graph="backward"] g.node[data-tv-id="{healed.op_id}"]')
+        node = page.locator(
+            f'.tv-graph-pane[data-tv-graph="backward"] g.node[data-tv-id="{healed.op_id}"]'
+        )
         expect(node).to_have_class(SELECTED, timeout=TIMEOUT)
         assert not errors, errors
     finally:
@@ -61,7 +63,9 @@ def test_the_ledger_and_interventions_tab_in_an_exported_page(browser_context, t
 
 def _stroke(page, pane: str, op_id: str) -> str:
     shape = f'.tv-graph-pane[data-tv-graph="{pane}"] g.node[data-tv-id="{op_id}"] > :is(polygon, path, ellipse)'
-    return page.locator(shape).first.evaluate("el => getComputedStyle(el).stroke + ' ' + getComputedStyle(el).strokeDasharray")
+    return page.locator(shape).first.evaluate(
+        "el => getComputedStyle(el).stroke + ' ' + getComputedStyle(el).strokeDasharray"
+    )
 
 
 def test_the_ledger_marks_born_and_healed_ops_on_both_graphs(browser_context, tmp_path):
@@ -76,14 +80,27 @@ def test_the_ledger_marks_born_and_healed_ops_on_both_graphs(browser_context, tm
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
         page.goto(path.resolve().as_uri())
-        for pane, entry_ids in (("backward", (born.op_id, healed.op_id)), ("forward", (born.forward_op_id, healed.forward_op_id))):
+        for pane, entry_ids in (
+            ("backward", (born.op_id, healed.op_id)),
+            ("forward", (born.forward_op_id, healed.forward_op_id)),
+        ):
             for entry_id, status in zip(entry_ids, ("born", "healed")):
-                node = page.locator(f'.tv-graph-pane[data-tv-graph="{pane}"] g.node[data-tv-id="{entry_id}"]')
+                node = page.locator(
+                    f'.tv-graph-pane[data-tv-graph="{pane}"] g.node[data-tv-id="{entry_id}"]'
+                )
                 expect(node).to_have_class(re.compile(rf"\btv-ledger-{status}\b"), timeout=TIMEOUT)
+
         # drawn differently from each other and from an unmarked op
-        drawn = lambda e: page.locator(f'.tv-graph-pane[data-tv-graph="backward"] g.node[data-tv-id="{e.op_id}"]').count() > 0  # noqa: E731
+        def drawn(e):
+            pane = '.tv-graph-pane[data-tv-graph="backward"]'
+            return page.locator(f'{pane} g.node[data-tv-id="{e.op_id}"]').count() > 0
+
         clean = next(e for e in ledger if e.status == "clean" and drawn(e))
-        looks = {_stroke(page, "backward", born.op_id), _stroke(page, "backward", healed.op_id), _stroke(page, "backward", clean.op_id)}
+        looks = {
+            _stroke(page, "backward", born.op_id),
+            _stroke(page, "backward", healed.op_id),
+            _stroke(page, "backward", clean.op_id),
+        }
         assert len(looks) == 3, looks
         key = page.locator('.tv-graph-pane[data-tv-graph="backward"] [data-tv-graph-action="key"]')
         key.locator("summary").click()
@@ -91,7 +108,9 @@ def test_the_ledger_marks_born_and_healed_ops_on_both_graphs(browser_context, tm
         expect(key).to_contain_text("NaN/Inf healed here")
         # the exported picture keeps the marks (its own style block: the page's CSS stays behind)
         with page.expect_download() as info:
-            page.locator('.tv-graph-pane[data-tv-graph="backward"] [data-tv-graph-action="export-svg"]').click()
+            page.locator(
+                '.tv-graph-pane[data-tv-graph="backward"] [data-tv-graph-action="export-svg"]'
+            ).click()
         info.value.save_as(tmp_path / "b.svg")
         text = (tmp_path / "b.svg").read_text()
         assert re.search(r"\.tv-ledger-born (>|&gt;) [^{]*\{ stroke: #c026d3", text), text[:2000]

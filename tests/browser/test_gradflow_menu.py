@@ -49,8 +49,11 @@ def pane(page, kind):
 
 
 def top_coloured(p) -> int:
-    return p.evaluate("""(el, top) => [...el.querySelectorAll('g.node > :is(polygon, path, ellipse):first-of-type')]
-        .filter((s) => s.style.fill && getComputedStyle(s).fill === top).length""", TOP)
+    return p.evaluate(
+        """(el, top) => [...el.querySelectorAll('g.node > :is(polygon, path, ellipse):first-of-type')]
+        .filter((s) => s.style.fill && getComputedStyle(s).fill === top).length""",
+        TOP,
+    )
 
 
 def test_norms_on_nodes_and_the_per_module_scale(page):
@@ -70,7 +73,9 @@ def test_norms_on_nodes_and_the_per_module_scale(page):
     assert below
     log_top = top_coloured(forward)
     forward.locator('[data-tv-graph-action="grad-scale"]').select_option("module")
-    expect(forward.locator(".tv-legend")).to_contain_text("relative to the largest in its open module")
+    expect(forward.locator(".tv-legend")).to_contain_text(
+        "relative to the largest in its open module"
+    )
     module_top = top_coloured(forward)
     # every open module's largest norm takes the top colour, not only the graph's largest
     assert module_top > log_top and module_top >= 2, (log_top, module_top)
@@ -137,7 +142,11 @@ def test_the_menu_zeroes_a_module_in_a_live_widget(thunderviz_lab, lab_page, lab
     page = lab_page.page
     folder, relative = lab_dir
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells.append(nbformat.v4.new_code_cell(LIVE))
     nbformat.write(nb, str(folder / "live.ipynb"))
     panel = lab_page.open(f"{relative}/live.ipynb")
@@ -146,7 +155,10 @@ def test_the_menu_zeroes_a_module_in_a_live_widget(thunderviz_lab, lab_page, lab
     widget = widget_output(panel)
     backward = widget.locator('.tv-graph-pane[data-tv-graph="backward"]')
     expect(backward).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
-    assert python(page, "import json; print(json.dumps(float(w.session.grads()['block_0_weight'].abs().sum()) > 0))")
+    assert python(
+        page,
+        "import json; print(json.dumps(float(w.session.grads()['block_0_weight'].abs().sum()) > 0))",
+    )
     target = backward.locator('[data-tv-id="module:out"] > text').first
     target.scroll_into_view_if_needed()
     box = target.bounding_box()
@@ -158,9 +170,12 @@ def test_the_menu_zeroes_a_module_in_a_live_widget(thunderviz_lab, lab_page, lab
     expect(menu).to_be_hidden()
     # the kernel re-ran the backward with out's grad_input zeroed: block's gradients are zero
     wait_idle(page)
-    facts = python(page, "import json; print(json.dumps([len(w.session.interventions), "
-                         "w.session.interventions[0].target, "
-                         "float(w.session.grads()['block_0_weight'].abs().sum())]))")
+    facts = python(
+        page,
+        "import json; print(json.dumps([len(w.session.interventions), "
+        "w.session.interventions[0].target, "
+        "float(w.session.grads()['block_0_weight'].abs().sum())]))",
+    )
     assert facts == [1, "module out", 0.0], facts
     # the redrawn view has grad flow on, and shows the zeroed gradients in their own look
     backward = widget.locator('.tv-graph-pane[data-tv-graph="backward"]')

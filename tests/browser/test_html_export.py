@@ -22,8 +22,6 @@ GRAPH_READY = '.tv-graph-pane[data-tv-ready="true"]'
 TIMEOUT = 30_000
 
 
-
-
 class OfflinePage:
     """A page of the test's Chromium that records every request it makes and every dialog."""
 
@@ -88,7 +86,8 @@ def test_the_exported_page_works_offline(offline, tmp_path):
         step.click()
         expect(page.locator(".tv-status")).to_contain_text(f"step {i} / {n}")
     expect(backward.locator("g.node.tv-current-step").first).to_have_attribute(
-        "data-tv-id", doc["steps"][2]["op"])
+        "data-tv-id", doc["steps"][2]["op"]
+    )
     page.locator('[data-tv-action="back"]').click()
     expect(page.locator(".tv-status")).to_contain_text(f"step 2 / {n}")
     screenshot(page, "html-export-stepped")

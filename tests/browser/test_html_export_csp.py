@@ -29,7 +29,9 @@ def test_the_page_runs_under_a_strict_policy(browser_context, tmp_path):
     path = export_html(Session(model, x, target), tmp_path / "mlp.html")
     text = path.read_text(encoding="utf-8")
     policy = content_security_policy()
-    assert f'<meta http-equiv="Content-Security-Policy" content="{policy}">' in text.replace("&#x27;", "'")
+    assert f'<meta http-equiv="Content-Security-Policy" content="{policy}">' in text.replace(
+        "&#x27;", "'"
+    )
     for directive in ("default-src 'none'", "connect-src 'none'"):
         assert directive in policy
     assert "'unsafe-inline'" not in policy.split("script-src", 1)[1].split(";", 1)[0]

@@ -51,8 +51,14 @@ def ready(page):
 
 def collapsed_in_both(page):
     """Module ids drawn as a closed node in both panes."""
-    ids = [set(pane(page, k).locator('g.node[data-tv-type="module"]').evaluate_all(
-        "els => els.map(e => e.getAttribute('data-tv-id'))")) for k in ("forward", "backward")]
+    ids = [
+        set(
+            pane(page, k)
+            .locator('g.node[data-tv-type="module"]')
+            .evaluate_all("els => els.map(e => e.getAttribute('data-tv-id'))")
+        )
+        for k in ("forward", "backward")
+    ]
     return sorted(ids[0] & ids[1])
 
 
@@ -72,7 +78,8 @@ def test_each_pane_opens_and_collapses_on_its_own(page):
     expect(forward.locator(f'g.cluster[data-tv-id="{module}"]')).to_have_count(1)  # untouched
     # the trait is the union: what Python reads still says the forward's module is open
     assert module.removeprefix("module:") in page.evaluate(
-        "() => window.thunderviz.handle.model.get('expanded')")
+        "() => window.thunderviz.handle.model.get('expanded')"
+    )
 
 
 def test_follow_selection_opens_the_linked_region_in_the_other_pane(page):
@@ -83,19 +90,33 @@ def test_follow_selection_opens_the_linked_region_in_the_other_pane(page):
     click_node(forward.locator(f'g.node[data-tv-id="{module}"]'))
     ready(page)
     expect(backward.locator(f'g.cluster[data-tv-id="{module}"]')).to_have_count(1)
-    expect(forward.locator(f'g.node[data-tv-id="{module}"]')).to_have_class(SELECTED)  # not opened here
+    expect(forward.locator(f'g.node[data-tv-id="{module}"]')).to_have_class(
+        SELECTED
+    )  # not opened here
     screenshot(page, "follow-forward-to-backward")
 
     # and the reverse: a backward op of a module closed in the forward opens it there
     doc = page.evaluate("() => window.thunderviz.handle.model.get('document')")
     fwd_module = {o["id"]: o["module_path"] for o in doc["traces"]["forward"]["ops"]}
-    closed = [m.removeprefix("module:") for m in pane(page, "forward").locator(
-        'g.node[data-tv-type="module"]').evaluate_all("els => els.map(e => e.getAttribute('data-tv-id'))")]
-    drawn = set(backward.locator('g.node[data-tv-type="op"]').evaluate_all(
-        "els => els.map(e => e.getAttribute('data-tv-id'))"))
-    target, path = next((o["id"], m) for o in doc["traces"]["backward"]["ops"] if o["id"] in drawn
-                        for m in closed if (fwd_module.get(o["fwd_op"]) or "") == m
-                        or (fwd_module.get(o["fwd_op"]) or "").startswith(m + "."))
+    closed = [
+        m.removeprefix("module:")
+        for m in pane(page, "forward")
+        .locator('g.node[data-tv-type="module"]')
+        .evaluate_all("els => els.map(e => e.getAttribute('data-tv-id'))")
+    ]
+    drawn = set(
+        backward.locator('g.node[data-tv-type="op"]').evaluate_all(
+            "els => els.map(e => e.getAttribute('data-tv-id'))"
+        )
+    )
+    target, path = next(
+        (o["id"], m)
+        for o in doc["traces"]["backward"]["ops"]
+        if o["id"] in drawn
+        for m in closed
+        if (fwd_module.get(o["fwd_op"]) or "") == m
+        or (fwd_module.get(o["fwd_op"]) or "").startswith(m + ".")
+    )
     click_node(backward.locator(f'g.node[data-tv-id="{target}"]'))
     ready(page)
     expect(forward.locator(f'g.cluster[data-tv-id="module:{path}"]')).to_have_count(1)

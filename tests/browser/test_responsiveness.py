@@ -33,19 +33,27 @@ def gpt12_page(tmp_path_factory):
     torch.manual_seed(0)
     model = GPT(GPT12)
     idx = torch.randint(0, GPT12.vocab_size, (2, 64))
-    return export_html(Session(model, idx, idx, record_transforms=False), tmp_path_factory.mktemp("gpt12") / "gpt12.html")
+    return export_html(
+        Session(model, idx, idx, record_transforms=False),
+        tmp_path_factory.mktemp("gpt12") / "gpt12.html",
+    )
 
 
-def test_opening_every_module_of_the_12_layer_gpt_never_blocks_the_page(browser_context, gpt12_page):
+def test_opening_every_module_of_the_12_layer_gpt_never_blocks_the_page(
+    browser_context, gpt12_page
+):
     page = browser_context.new_page()
     page.set_viewport_size({"width": 1400, "height": 900})
     install_long_task_observer(page)
     page.goto(gpt12_page.resolve().as_uri())
     for kind in ("forward", "backward"):
         expect(page.locator(f'.tv-graph-pane[data-tv-graph="{kind}"]')).to_have_attribute(
-            "data-tv-ready", "true", timeout=60_000)
+            "data-tv-ready", "true", timeout=60_000
+        )
     long_tasks(page)  # the browser reports long tasks (raises if it cannot)
-    assert page.evaluate("() => window.__tvLongScripts") is not None, "no long-animation-frame entries"
+    assert page.evaluate("() => window.__tvLongScripts") is not None, (
+        "no long-animation-frame entries"
+    )
 
     opened = page.evaluate("() => window.thunderviz.handle.model.get('expanded')")
     plan = [f"blocks.{i}" for i in range(GPT12.n_layer) if f"blocks.{i}" not in opened]
@@ -56,15 +64,21 @@ def test_opening_every_module_of_the_12_layer_gpt_never_blocks_the_page(browser_
     # every pane was laid out in its worker, and everything was drawn open
     backward = steps[plan[-1]]["panes"]["backward"]
     assert backward["nodes"] > 300, backward
-    report = {m: ([round(t) for t in s["longTasks"] if t >= LONG_MS],
-                  [(i, round(d)) for i, d in s["scripts"] if d >= LONG_MS]) for m, s in steps.items()}
+    report = {
+        m: (
+            [round(t) for t in s["longTasks"] if t >= LONG_MS],
+            [(i, round(d)) for i, d in s["scripts"] if d >= LONG_MS],
+        )
+        for m, s in steps.items()
+    }
     report = {m: r for m, r in report.items() if r[0] or r[1]}
     freezes = {m: tasks for m, (tasks, _) in report.items() if tasks and max(tasks) >= FREEZE_MS}
     assert not freezes, f"the page froze while opening modules: {freezes}"
     long_runs = {m: runs for m, (_, runs) in report.items() if runs}
     assert not long_runs, (
         f"the viewer's code ran {LONG_MS} ms or more at once while opening modules: {long_runs} "
-        f"(long tasks ≥ {LONG_MS} ms per step: { {m: t for m, (t, _) in report.items()} })")
+        f"(long tasks ≥ {LONG_MS} ms per step: { {m: t for m, (t, _) in report.items()} })"
+    )
 
 
 def test_layout_runs_in_a_worker(browser_context, gpt12_page):

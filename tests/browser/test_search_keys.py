@@ -63,10 +63,12 @@ def search_and_choose(page, query, result_id):
 def in_view(page, kind, locator):
     """Some element of `locator` is drawn inside the visible part of pane `kind`."""
     expect(locator.first).to_be_attached()
-    return page.evaluate("""([els, canvas]) => { const c = canvas.getBoundingClientRect();
+    return page.evaluate(
+        """([els, canvas]) => { const c = canvas.getBoundingClientRect();
         return els.some((e) => { const r = e.getBoundingClientRect();
             return r.right > c.left && r.left < c.right && r.bottom > c.top && r.top < c.bottom; }); }""",
-        [locator.element_handles(), pane(page, kind).locator(".tv-graph-canvas").element_handle()])
+        [locator.element_handles(), pane(page, kind).locator(".tv-graph-canvas").element_handle()],
+    )
 
 
 def test_search_reveals_a_tensor_a_module_and_a_source_line_in_both_panes(page, export):
@@ -76,8 +78,13 @@ def test_search_reveals_a_tensor_a_module_and_a_source_line_in_both_panes(page, 
     assert "blocks.1.attn" not in expanded  # hidden at first
 
     # a tensor saved for backward by an op inside blocks.1.attn
-    tensor = next(s for s in doc["saved"] if s["fwd_op"] and ops[s["fwd_op"]]["module_path"].startswith("blocks.1.attn")
-                  and ops[s["fwd_op"]]["parent"] is None)
+    tensor = next(
+        s
+        for s in doc["saved"]
+        if s["fwd_op"]
+        and ops[s["fwd_op"]]["module_path"].startswith("blocks.1.attn")
+        and ops[s["fwd_op"]]["parent"] is None
+    )
     search_and_choose(page, tensor["name"], tensor["name"])
     fwd_node = pane(page, "forward").locator(f'g.node[data-tv-id="{tensor["fwd_op"]}"]')
     expect(fwd_node).to_have_class(HIGHLIGHT)
@@ -95,9 +102,12 @@ def test_search_reveals_a_tensor_a_module_and_a_source_line_in_both_panes(page, 
         assert in_view(page, kind, node), kind
 
     # a source line: the attention's projection in block 1
-    op = next(o for o in doc["traces"]["forward"]["ops"]
-              if o["module_path"] == "blocks.1.attn.proj" and o["source"] and o["parent"] is None)
-    line = f'{op["source"]["file"].split("/")[-1]}:{op["source"]["line"]}'
+    op = next(
+        o
+        for o in doc["traces"]["forward"]["ops"]
+        if o["module_path"] == "blocks.1.attn.proj" and o["source"] and o["parent"] is None
+    )
+    line = f"{op['source']['file'].split('/')[-1]}:{op['source']['line']}"
     box = page.locator("input[type=search][data-tv-search]")
     box.fill(line)
     first = page.locator(".tv-search-results li").first
@@ -134,7 +144,9 @@ def test_keyboard_steps_searches_opens_and_clears(page, export):
     expect(module).to_have_class(SELECTED)
     page.keyboard.press("Enter")
     ready(page)
-    expect(pane(page, "forward").locator('g.cluster[data-tv-id="module:blocks.0.attn"]')).to_have_count(1)
+    expect(
+        pane(page, "forward").locator('g.cluster[data-tv-id="module:blocks.0.attn"]')
+    ).to_have_count(1)
     page.locator(".tv-graph-pane .tv-graph-canvas").first.focus()
     page.keyboard.press("Escape")
     assert page.evaluate("() => window.thunderviz.handle.model.get('selected')") == ""

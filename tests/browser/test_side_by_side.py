@@ -60,17 +60,21 @@ def test_two_runs_side_by_side(browser_context, tmp_path):
         left = page.locator('.tv-sbs-pane[data-tv-side="0"]')
         right = page.locator('.tv-sbs-pane[data-tv-side="1"]')
         for pane in (left, right):
-            expect(pane.locator('.tv-graph-pane[data-tv-graph="forward"][data-tv-ready="true"]')
-                   ).to_be_visible(timeout=TIMEOUT)
+            expect(
+                pane.locator('.tv-graph-pane[data-tv-graph="forward"][data-tv-ready="true"]')
+            ).to_be_visible(timeout=TIMEOUT)
 
         first = page.locator(".tv-sbs-divergences li").first
         expect(first).to_contain_text("first forward difference")
         expect(first).to_contain_text("blocks.1.mlp.1")
         expect(first).to_contain_text("models.py:")
         # the collapsed module holding the swapped layer is coloured as differing
-        block = left.locator('.tv-graph-pane[data-tv-graph="forward"] g.node[data-tv-id="module:blocks.1.mlp"]')
+        block = left.locator(
+            '.tv-graph-pane[data-tv-graph="forward"] g.node[data-tv-id="module:blocks.1.mlp"]'
+        )
         fill = block.locator(":scope > :is(polygon, path, ellipse)").first.evaluate(
-            "el => getComputedStyle(el).fill")
+            "el => getComputedStyle(el).fill"
+        )
         assert fill not in ("", "none") and fill != "rgb(187, 247, 208)", fill  # not "same"
         screenshot(page, "side-by-side")
 
@@ -78,22 +82,33 @@ def test_two_runs_side_by_side(browser_context, tmp_path):
         counterpart = {m["ops"][0]: m["ops"][1] for m in comparison["matches"]}
         left_forward = left.locator('.tv-graph-pane[data-tv-graph="forward"]')
         ids = left_forward.locator("g.node[data-tv-type='op']").evaluate_all(
-            "els => els.map(e => e.getAttribute('data-tv-id'))")
+            "els => els.map(e => e.getAttribute('data-tv-id'))"
+        )
         op = next(i for i in ids if counterpart.get(i, i) != i)
         click_node(left_forward.locator(f'g.node[data-tv-id="{op}"]'))
-        expect(left_forward.locator(f'g.node[data-tv-id="{op}"]')).to_have_class(re.compile(r"\btv-selected\b"))
-        right_node = right.locator(f'.tv-graph-pane[data-tv-graph="forward"] g.node[data-tv-id="{counterpart[op]}"]')
+        expect(left_forward.locator(f'g.node[data-tv-id="{op}"]')).to_have_class(
+            re.compile(r"\btv-selected\b")
+        )
+        right_node = right.locator(
+            f'.tv-graph-pane[data-tv-graph="forward"] g.node[data-tv-id="{counterpart[op]}"]'
+        )
         expect(right_node).to_have_class(re.compile(r"\btv-selected\b"), timeout=TIMEOUT)
         expect(page.locator(".tv-sbs-selection")).to_contain_text(f"a: {op} ↔ b: {counterpart[op]}")
 
         # "show" on the divergence selects the swapped op on both sides (drawn inside its
         # collapsed module, which carries the selection)
         first.locator("button").click()
-        selected = page.evaluate("() => window.thunderviz.handle.models.map(m => m.get('selected'))")
+        selected = page.evaluate(
+            "() => window.thunderviz.handle.models.map(m => m.get('selected'))"
+        )
         assert selected == comparison["divergences"][0]["ops"]
         for pane in (left, right):
-            expect(pane.locator('.tv-graph-pane[data-tv-graph="forward"] '
-                                'g.node.tv-selected[data-tv-id="module:blocks.1.mlp"]')).to_have_count(1)
+            expect(
+                pane.locator(
+                    '.tv-graph-pane[data-tv-graph="forward"] '
+                    'g.node.tv-selected[data-tv-id="module:blocks.1.mlp"]'
+                )
+            ).to_have_count(1)
         screenshot(page, "side-by-side-divergence")
         assert not errors, errors
     finally:
@@ -101,8 +116,9 @@ def test_two_runs_side_by_side(browser_context, tmp_path):
 
 
 def test_ranks_side_by_side(browser_context, tmp_path):
-    ranks = launch(debug_checks.save_sessions, str(tmp_path), world_size=2, timeout=60,
-                        run_timeout=150)
+    ranks = launch(
+        debug_checks.save_sessions, str(tmp_path), world_size=2, timeout=60, run_timeout=150
+    )
     path = export_html([r["scaled_loss"] for r in ranks], tmp_path / "ranks.html")
     page = browser_context.new_page()
     errors: list[str] = []
@@ -110,25 +126,37 @@ def test_ranks_side_by_side(browser_context, tmp_path):
     try:
         page.goto(path.resolve().as_uri())
         for side in (0, 1):
-            expect(page.locator(f'.tv-sbs-pane[data-tv-side="{side}"] .tv-graph-pane'
-                                '[data-tv-graph="forward"][data-tv-ready="true"]')).to_be_visible(timeout=TIMEOUT)
+            expect(
+                page.locator(
+                    f'.tv-sbs-pane[data-tv-side="{side}"] .tv-graph-pane'
+                    '[data-tv-graph="forward"][data-tv-ready="true"]'
+                )
+            ).to_be_visible(timeout=TIMEOUT)
         first = page.locator(".tv-sbs-divergences li").first
         expect(first).to_contain_text("first desync")
         expect(first).to_contain_text(debug_checks.SCALED_LOSS_LINE)
         expect(first).to_contain_text("rank 0 vs rank 1")
         table = page.locator(".tv-sbs-ranks table")
-        expect(table.locator("th")).to_have_text(["op (norm of its first output)", "rank 0", "rank 1"])
+        expect(table.locator("th")).to_have_text(
+            ["op (norm of its first output)", "rank 0", "rank 1"]
+        )
         expect(table.locator("tr.tv-sbs-collective").first).to_be_visible()
         # a row of the table selects that op on every rank
         row = table.locator("tbody tr.tv-sbs-collective").first
         op = row.get_attribute("data-tv-id")
         row.click()
         expect(row).to_have_class(re.compile(r"\btv-selected\b"))
-        selected = page.evaluate("() => window.thunderviz.handle.models.map(m => m.get('selected'))")
+        selected = page.evaluate(
+            "() => window.thunderviz.handle.models.map(m => m.get('selected'))"
+        )
         assert selected[0] == op and selected[1].split(":")[0] == op.split(":")[0]
         trace = op.split(":")[0]
-        expect(page.locator(f'.tv-sbs-pane[data-tv-side="1"] .tv-graph-pane[data-tv-graph="{trace}"] '
-                            f'g.node.tv-selected[data-tv-id="{selected[1]}"]')).to_have_count(1)
+        expect(
+            page.locator(
+                f'.tv-sbs-pane[data-tv-side="1"] .tv-graph-pane[data-tv-graph="{trace}"] '
+                f'g.node.tv-selected[data-tv-id="{selected[1]}"]'
+            )
+        ).to_have_count(1)
         screenshot(page, "side-by-side-ranks")
         assert not errors, errors
     finally:

@@ -27,8 +27,10 @@ def export(tmp_path_factory):
     torch.manual_seed(0)
     model = GPT(CFG)
     idx = torch.randint(0, CFG.vocab_size, (2, 16))
-    return export_html(Session(model, idx, idx, record_transforms=False),
-                       tmp_path_factory.mktemp("toolbar") / "gpt.html")
+    return export_html(
+        Session(model, idx, idx, record_transforms=False),
+        tmp_path_factory.mktemp("toolbar") / "gpt.html",
+    )
 
 
 @pytest.fixture
@@ -90,7 +92,10 @@ def test_double_click_opens_a_module_without_selecting_it(page):
 
 
 def test_the_viewer_height_can_be_dragged(page):
-    assert pane(page, "forward").evaluate("p => getComputedStyle(p.closest('.tv-root')).resize") == "vertical"
+    assert (
+        pane(page, "forward").evaluate("p => getComputedStyle(p.closest('.tv-root')).resize")
+        == "vertical"
+    )
 
 
 def test_a_fake_trace_says_why_there_is_no_backward(browser_context, tmp_path):
@@ -115,5 +120,7 @@ def test_the_overview_of_a_graph_bigger_than_its_pane_moves_the_view(page):
     assert canvas.evaluate("c => c.scrollTop") > 100
     # zoomed to fit, the graph needs no overview
     backward.locator('[data-tv-graph-action="fit"]').click()
-    assert canvas.evaluate("c => c.scrollHeight <= c.clientHeight + 4 && c.scrollWidth <= c.clientWidth + 4")
+    assert canvas.evaluate(
+        "c => c.scrollHeight <= c.clientHeight + 4 && c.scrollWidth <= c.clientWidth + 4"
+    )
     expect(minimap).to_be_hidden()

@@ -33,7 +33,9 @@ GRAPH_READY = '.tv-graph-pane[data-tv-ready="true"]'
 
 def run_all(page) -> None:
     """Run every cell of the current notebook and wait until the kernel is done."""
-    page.evaluate("async () => { await window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    page.evaluate(
+        "async () => { await window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
+    )
     wait_idle(page)
 
 
@@ -96,8 +98,6 @@ def widget_output(panel):
     )
 
 
-
-
 def shot(lab_page, locator, tag: str) -> None:
     """A screenshot with `locator` scrolled into view (the notebook scrolls inside itself)."""
     locator.scroll_into_view_if_needed()
@@ -131,13 +131,18 @@ def test_thunder_magic_in_jupyterlab(thunderviz_lab, lab_page, lab_dir):
     twin = panel.locator('.jp-OutputArea-child[data-tv-twin-hidden="true"]')
     expect(twin).to_have_count(1)
     expect(twin).to_be_hidden()
-    expect(widget.locator('button[data-tv-tab="forward_backward"]')).to_have_class(re.compile("tv-active"))
+    expect(widget.locator('button[data-tv-tab="forward_backward"]')).to_have_class(
+        re.compile("tv-active")
+    )
 
     # Start from a clean position (the notebook stepped and selected from Python).
-    facts = python(page, "w.reset(); w.select(None)\nimport json\n"
-                         "print(json.dumps({'n': len(w.steps), 'linked': [o['id'] for o in "
-                         "w.document['traces']['backward']['ops'] if o['fwd_op'] == 'forward:2'], "
-                         "'name': w.document['traces']['forward']['ops'][0]['name']}))")
+    facts = python(
+        page,
+        "w.reset(); w.select(None)\nimport json\n"
+        "print(json.dumps({'n': len(w.steps), 'linked': [o['id'] for o in "
+        "w.document['traces']['backward']['ops'] if o['fwd_op'] == 'forward:2'], "
+        "'name': w.document['traces']['forward']['ops'][0]['name']}))",
+    )
     n, linked = facts["n"], set(facts["linked"])
     assert linked, facts
     expect(widget.locator(".tv-status")).to_contain_text(f"step 0 / {n}")
@@ -159,7 +164,9 @@ def test_thunder_magic_in_jupyterlab(thunderviz_lab, lab_page, lab_dir):
 
     # Python sees the real BoundSymbol the browser selected.
     assert python(page, "import json; print(json.dumps([w.selected.sym.id, w.selected_id]))") == [
-        "torch.nn.functional.linear", "forward:2"]
+        "torch.nn.functional.linear",
+        "forward:2",
+    ]
 
     # Step the backward three times from the browser: the kernel runs each op.
     step = widget.locator('[data-tv-action="step"]')
@@ -168,8 +175,10 @@ def test_thunder_magic_in_jupyterlab(thunderviz_lab, lab_page, lab_dir):
         expect(widget.locator(".tv-status")).to_contain_text(f"step {i} / {n}", timeout=15_000)
     current = backward.locator("g.node.tv-current-step")
     expect(current.first).to_have_attribute("data-tv-id", "backward:2")
-    assert python(page, "import json; print(json.dumps([w.stepper.index, w.current_step, "
-                        "w.history[-1].op_id]))") == [3, 2, "backward:2"]
+    assert python(
+        page,
+        "import json; print(json.dumps([w.stepper.index, w.current_step, w.history[-1].op_id]))",
+    ) == [3, 2, "backward:2"]
     shot(lab_page, widget, "stepped")
 
     # Collapse and expand a module; Python sees the expansion (what is open in any pane:
@@ -207,11 +216,12 @@ def test_thunder_magic_in_jupyterlab(thunderviz_lab, lab_page, lab_dir):
     click_node(view.first.locator('g.node[data-tv-id="forward:2"]'))
     expect(view.first.locator(".tv-details")).to_contain_text("forward:2")
     expect(reopened.locator(".jp-OutputArea-output.jupyter-widgets")).to_contain_text(
-        "model not found")
+        "model not found"
+    )
     shot(lab_page, view.first, "reopened")
 
 
-HOSTILE = f'''\
+HOSTILE = f"""\
 %load_ext thunderviz.widgets
 import torch
 import torch.nn as nn
@@ -234,7 +244,7 @@ model = Hostile()
 x = torch.randn(2, 4)
 w = %thunder model(x)
 w
-'''
+"""
 
 
 def test_a_hostile_module_name_shows_as_text_in_jupyterlab(thunderviz_lab, lab_page, lab_dir):
@@ -243,7 +253,11 @@ def test_a_hostile_module_name_shows_as_text_in_jupyterlab(thunderviz_lab, lab_p
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     folder, relative = lab_dir
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells.append(nbformat.v4.new_code_cell(HOSTILE))
     nbformat.write(nb, str(folder / "hostile.ipynb"))
     panel = lab_page.open(f"{relative}/hostile.ipynb")

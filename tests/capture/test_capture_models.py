@@ -27,7 +27,11 @@ def leaves_are_core(trace: tv.Trace) -> list[str]:
             if b is top or b.subsymbols:
                 continue
             op = b.sym.fn
-            if isinstance(op, torch._ops.OpOverload) and not is_core_aten(op) and BsymTag.NON_CORE not in b.tags:
+            if (
+                isinstance(op, torch._ops.OpOverload)
+                and not is_core_aten(op)
+                and BsymTag.NON_CORE not in b.tags
+            ):
                 bad.append(b.sym.id)
     return bad
 
@@ -42,8 +46,16 @@ def test_mlp_forward_is_bit_exact_and_prints_runnable_python():
     namespace: dict = {}
     exec(compile(str(tr), "<trace>", "exec"), namespace)
     assert torch.equal(namespace["forward"](x, y, *m.parameters()), m(x, y))
-    assert [p.name for p in tr.args] == ["x", "target", "fc1_weight", "fc1_bias", "fc2_weight",
-                                         "fc2_bias", "head_weight", "head_bias"]
+    assert [p.name for p in tr.args] == [
+        "x",
+        "target",
+        "fc1_weight",
+        "fc1_bias",
+        "fc2_weight",
+        "fc2_bias",
+        "head_weight",
+        "head_bias",
+    ]
     linear = tr.bound_symbols[0]
     assert linear.sym.id == "torch.nn.functional.linear"
     assert linear.module_path == "fc1"
@@ -58,7 +70,7 @@ def test_print_depth_controls_nested_subsymbol_comments():
     tr = tv.trace(m, torch.randn(2, 8))
     shallow, deep = tr.python(print_depth=0), tr.python(print_depth=2)
     assert "aten.addmm" not in shallow and "# t" in deep and "aten.addmm" in deep
-    assert 'cpu f32[2, 16]' in shallow  # a shape comment on every line
+    assert "cpu f32[2, 16]" in shallow  # a shape comment on every line
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -71,11 +83,16 @@ def test_cnn_with_batchnorm_matches_eager_including_running_stats(training):
     ref = eager(x, y)
     got = run_trace(tr, model, x, y)  # runs on `model`'s own buffers, as eager would
     assert torch.equal(got, ref)
-    for (name, b_ours), (_, b_ref) in zip(model.named_buffers(), eager.named_buffers(), strict=True):
+    for (name, b_ours), (_, b_ref) in zip(
+        model.named_buffers(), eager.named_buffers(), strict=True
+    ):
         assert torch.equal(b_ours, b_ref), name
     ops = {b.sym.id for b in tr.walk()}
-    assert {"torch.nn.functional.max_pool2d", "torch.nn.functional.avg_pool2d",
-            "torch.nn.functional.conv2d"} <= ops
+    assert {
+        "torch.nn.functional.max_pool2d",
+        "torch.nn.functional.avg_pool2d",
+        "torch.nn.functional.conv2d",
+    } <= ops
     assert not leaves_are_core(tr)
 
 
@@ -97,14 +114,30 @@ def test_gpt_with_sdpa_and_causal_mask_is_bit_exact():
 def _hf_models():
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
-    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=100, n_positions=32, n_embd=32, n_layer=2, n_head=2))
-    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32))
-    bert = transformers.BertForMaskedLM(transformers.BertConfig(
-        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=32))
+    gpt2 = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=32, n_layer=2, n_head=2)
+    )
+    llama = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=100,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=32,
+        )
+    )
+    bert = transformers.BertForMaskedLM(
+        transformers.BertConfig(
+            vocab_size=100,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=32,
+        )
+    )
     return {"gpt2": gpt2, "llama": llama, "bert": bert}
 
 
@@ -130,7 +163,9 @@ def test_tracing_has_no_side_effects():
     x, y = torch.randn(2, 3, 8, 8), torch.tensor([0, 1])
     model(x, y).backward()
     before = copy.deepcopy(model.state_dict())
-    grads = {n: (p.grad.clone() if p.grad is not None else None) for n, p in model.named_parameters()}
+    grads = {
+        n: (p.grad.clone() if p.grad is not None else None) for n, p in model.named_parameters()
+    }
     flags = {n: p.requires_grad for n, p in model.named_parameters()}
     rng = torch.random.get_rng_state()
     x_before = x.clone()

@@ -20,8 +20,19 @@ def program_text(trace: tv.Trace) -> str:
 
 
 def fingerprint(trace: tv.Trace) -> list[tuple]:
-    return [(b.sym.id, repr(b.args), repr(b.kwargs), repr(b.output), repr(b.source),
-             b.module_path, sorted(t.name for t in b.tags), b.header) for b in trace.walk()]
+    return [
+        (
+            b.sym.id,
+            repr(b.args),
+            repr(b.kwargs),
+            repr(b.output),
+            repr(b.source),
+            b.module_path,
+            sorted(t.name for t in b.tags),
+            b.header,
+        )
+        for b in trace.walk()
+    ]
 
 
 def assert_same_as_full_conversion(monkeypatch, fn, *args, **kwargs):
@@ -33,8 +44,9 @@ def assert_same_as_full_conversion(monkeypatch, fn, *args, **kwargs):
         full = tv.trace(fn, *args, fake=True, **kwargs)
     assert program_text(fast) == program_text(full)
     assert fingerprint(fast) == fingerprint(full)
-    assert [(p.name, p.shape, p.dtype, p.device, p.requires_grad) for p in fast.args] == \
-        [(p.name, p.shape, p.dtype, p.device, p.requires_grad) for p in full.args]
+    assert [(p.name, p.shape, p.dtype, p.device, p.requires_grad) for p in fast.args] == [
+        (p.name, p.shape, p.dtype, p.device, p.requires_grad) for p in full.args
+    ]
 
 
 def tiny_gpt2():
@@ -43,15 +55,25 @@ def tiny_gpt2():
 
 
 def tiny_llama():
-    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2)
+    cfg = transformers.LlamaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     return transformers.LlamaForCausalLM(cfg), torch.randint(0, 100, (2, 16))
 
 
 def tiny_bert():
-    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=2, num_attention_heads=4)
+    cfg = transformers.BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+    )
     return transformers.BertModel(cfg), torch.randint(0, 100, (2, 16))
 
 
@@ -64,8 +86,9 @@ def test_hf_models(monkeypatch, make):
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train_with_dropout"])
 def test_our_gpt(monkeypatch, training):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=100, block_size=16, n_layer=2, n_head=4, d_model=32,
-                          dropout=0.1)).train(training)
+    model = GPT(
+        GPTConfig(vocab_size=100, block_size=16, n_layer=2, n_head=4, d_model=32, dropout=0.1)
+    ).train(training)
     idx = torch.randint(0, 100, (2, 16))
     assert_same_as_full_conversion(monkeypatch, model, idx, idx)
 
@@ -99,6 +122,11 @@ def test_which_tensors_take_the_cheap_way():
     for t in (plain, base[::2], other, alias, torch.randn(4, 3).t()):
         fake = convert(t)
         assert isinstance(fake, torch._subclasses.FakeTensor)
-        assert (fake.shape, fake.stride(), fake.dtype, fake.device, fake.storage_offset()) == \
-            (t.shape, t.stride(), t.dtype, t.device, t.storage_offset())
+        assert (fake.shape, fake.stride(), fake.dtype, fake.device, fake.storage_offset()) == (
+            t.shape,
+            t.stride(),
+            t.dtype,
+            t.device,
+            t.storage_offset(),
+        )
         assert not fake.requires_grad

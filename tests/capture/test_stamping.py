@@ -20,8 +20,19 @@ def program_text(trace: tv.Trace) -> str:
 
 
 def fingerprint(trace: tv.Trace) -> list[tuple]:
-    return [(b.sym.id, repr(b.args), repr(b.kwargs), repr(b.output), repr(b.source),
-             b.module_path, sorted(t.name for t in b.tags), b.header) for b in trace.walk()]
+    return [
+        (
+            b.sym.id,
+            repr(b.args),
+            repr(b.kwargs),
+            repr(b.output),
+            repr(b.source),
+            b.module_path,
+            sorted(t.name for t in b.tags),
+            b.header,
+        )
+        for b in trace.walk()
+    ]
 
 
 def stamped_and_recorded(monkeypatch, fn, *args, **kwargs) -> tuple[list[str], tv.Trace, tv.Trace]:
@@ -53,30 +64,46 @@ def ids(vocab=100):
 
 
 def hf_gpt2(use_cache):
-    cfg = transformers.GPT2Config(n_layer=5, n_embd=32, n_head=4, vocab_size=100, n_positions=16,
-                                  use_cache=use_cache)
+    cfg = transformers.GPT2Config(
+        n_layer=5, n_embd=32, n_head=4, vocab_size=100, n_positions=16, use_cache=use_cache
+    )
     return transformers.GPT2LMHeadModel(cfg).eval()
 
 
 def hf_llama():
-    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=5, num_attention_heads=4,
-                                   num_key_value_heads=2, use_cache=False)
+    cfg = transformers.LlamaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=5,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        use_cache=False,
+    )
     return transformers.LlamaForCausalLM(cfg)
 
 
 def hf_bert(training):
-    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=5, num_attention_heads=4)
+    cfg = transformers.BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=5,
+        num_attention_heads=4,
+    )
     return transformers.BertModel(cfg).train(training)
 
 
-@pytest.mark.parametrize("make, prefix", [
-    (lambda: hf_gpt2(False), "transformer.h."),
-    (hf_llama, "model.layers."),
-    (lambda: hf_bert(False), "encoder.layer."),
-    (lambda: hf_bert(True), "encoder.layer."),  # dropout: random ops, training mode
-], ids=["gpt2", "llama", "bert_eval", "bert_train"])
+@pytest.mark.parametrize(
+    "make, prefix",
+    [
+        (lambda: hf_gpt2(False), "transformer.h."),
+        (hf_llama, "model.layers."),
+        (lambda: hf_bert(False), "encoder.layer."),
+        (lambda: hf_bert(True), "encoder.layer."),  # dropout: random ops, training mode
+    ],
+    ids=["gpt2", "llama", "bert_eval", "bert_train"],
+)
 def test_hf_models_stamped_identically(monkeypatch, make, prefix):
     torch.manual_seed(0)
     model = make()
@@ -90,13 +117,15 @@ def test_hf_models_stamped_identically(monkeypatch, make, prefix):
 @pytest.mark.parametrize("training, dropout", [(False, 0.0), (True, 0.0), (True, 0.1)])
 def test_our_gpt_stamped_identically(monkeypatch, training, dropout):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=100, block_size=16, n_layer=6, n_head=4, d_model=32,
-                          dropout=dropout)).train(training)
+    model = GPT(
+        GPTConfig(vocab_size=100, block_size=16, n_layer=6, n_head=4, d_model=32, dropout=dropout)
+    ).train(training)
     idx = ids()
     stamped, trace, _ = stamped_and_recorded(monkeypatch, model, idx, idx)
     assert stamped == ["blocks.3", "blocks.4", "blocks.5"]
-    assert {b.module_path.split(".")[1] for b in trace.walk() if b.module_path.startswith("blocks.")} \
-        == {str(i) for i in range(6)}
+    assert {
+        b.module_path.split(".")[1] for b in trace.walk() if b.module_path.startswith("blocks.")
+    } == {str(i) for i in range(6)}
 
 
 def test_a_kv_cache_argument_is_not_stamped(monkeypatch):
@@ -258,6 +287,7 @@ def test_a_block_returning_a_view_is_recorded(monkeypatch):
 
     def run(x):
         return [block(x) for block in model]
+
     stamped, _, _ = stamped_and_recorded(monkeypatch, run, torch.randn(2, 8))
     assert stamped == []  # a function, not a module: nothing is stamped
     wrapper = Stack([ReturnsView(4) for _ in range(4)])
@@ -269,8 +299,7 @@ def test_forward_is_restored_and_real_traces_are_never_stamped(monkeypatch):
     model = Stack([Block(8) for _ in range(5)])
     x = torch.randn(2, 8)
     stamped: list[str] = []
-    monkeypatch.setattr(stamping._Stamper, "_stamp",
-                        lambda self, r, c: stamped.append(c.path))
+    monkeypatch.setattr(stamping._Stamper, "_stamp", lambda self, r, c: stamped.append(c.path))
     tv.trace(model, x)
     assert stamped == []
     assert all("forward" not in b.__dict__ for b in model.blocks)

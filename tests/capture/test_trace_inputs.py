@@ -25,13 +25,26 @@ def test_inputs_and_binding_follow_the_trace_order():
     extra = {"a": torch.randn(2)}
     forward = tv.trace(m, x, pair, bias=bias, extra=extra)
     assert forward.inputs == [
-        TraceInput(InputKind.POSITIONAL, "x"), TraceInput(InputKind.POSITIONAL, "pair", 0),
-        TraceInput(InputKind.POSITIONAL, "pair", 1), TraceInput(InputKind.PARAMETER, "fc.weight"),
-        TraceInput(InputKind.PARAMETER, "fc.bias"), TraceInput(InputKind.BUFFER, "scale"),
-        TraceInput(InputKind.KEYWORD, "bias"), TraceInput(InputKind.KEYWORD, "extra")]
+        TraceInput(InputKind.POSITIONAL, "x"),
+        TraceInput(InputKind.POSITIONAL, "pair", 0),
+        TraceInput(InputKind.POSITIONAL, "pair", 1),
+        TraceInput(InputKind.PARAMETER, "fc.weight"),
+        TraceInput(InputKind.PARAMETER, "fc.bias"),
+        TraceInput(InputKind.BUFFER, "scale"),
+        TraceInput(InputKind.KEYWORD, "bias"),
+        TraceInput(InputKind.KEYWORD, "extra"),
+    ]
     assert len(forward.inputs) == len(forward.flat_args)
     pos, kw = forward.bind_inputs(m, (x, pair), {"bias": bias, "extra": extra})
-    assert [id(v) for v in pos] == [id(x), id(pair[0]), id(pair[1]), id(m.fc.weight),
-                                    id(m.fc.bias), id(m.scale)]
+    assert [id(v) for v in pos] == [
+        id(x),
+        id(pair[0]),
+        id(pair[1]),
+        id(m.fc.weight),
+        id(m.fc.bias),
+        id(m.scale),
+    ]
     assert list(kw) == list(forward.kwargs) and kw[next(iter(forward.kwargs))] is bias
-    torch.testing.assert_close(forward.python_callable()(*pos, **kw), m(x, pair, bias=bias, extra=extra))
+    torch.testing.assert_close(
+        forward.python_callable()(*pos, **kw), m(x, pair, bias=bias, extra=extra)
+    )

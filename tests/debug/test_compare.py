@@ -42,7 +42,7 @@ def test_fp32_against_bf16_names_the_first_op_above_tolerance(gpt_runs):
     c = tv.compare(a, tv.Session(low, idx, idx), rtol=1e-3)
     first = c.first_forward
     assert first is not None and first.forward > 1e-3
-    assert all(r.forward is None or r.forward <= 1e-3 for r in c.rows[:c.rows.index(first)])
+    assert all(r.forward is None or r.forward <= 1e-3 for r in c.rows[: c.rows.index(first)])
     # the reference: bf16 rounds the token embedding table; eager agrees on how much
     assert (first.op, first.module) == ("torch.nn.functional.embedding", "wte")
     expected = _relative(low.wte(idx), model.wte(idx))
@@ -66,11 +66,13 @@ def test_a_swapped_activation_is_found_at_its_layer(gpt_runs):
         m.blocks[1].mlp[1].register_forward_hook(lambda mod, i, o, n=name: seen.__setitem__(n, o))
         m(idx, idx)
     assert first.forward == pytest.approx(_relative(seen["b"], seen["a"]), rel=1e-6)
-    before = c.rows[:c.rows.index(first)]
+    before = c.rows[: c.rows.index(first)]
     assert all(r.forward in (None, 0.0) for r in before)  # nothing before that layer moved
     table = c.table(only_above=True).splitlines()
-    assert any(line.startswith(first.op_a + " ") and "blocks.1.mlp.1" in line and "relu" in line
-               for line in table)
+    assert any(
+        line.startswith(first.op_a + " ") and "blocks.1.mlp.1" in line and "relu" in line
+        for line in table
+    )
 
 
 def _program(x, w):
@@ -108,7 +110,10 @@ def test_tvz_files_are_compared_by_their_statistics(gpt_runs, tmp_path):
     assert c.measure == "norms" and not c.same
     # a norms' difference never exceeds the values' (triangle inequality)
     by_values = {r.op_a: r.forward for r in tv.compare(a, low).rows}
-    assert all(r.forward <= by_values[r.op_a] + 1e-12 for r in c.rows
-               if r.forward is not None and by_values[r.op_a] is not None)
+    assert all(
+        r.forward <= by_values[r.op_a] + 1e-12
+        for r in c.rows
+        if r.forward is not None and by_values[r.op_a] is not None
+    )
     json_rows = c.to_json()["rows"]
     assert len(json_rows) == len(c.rows)

@@ -73,8 +73,13 @@ def test_cotangent_of_every_forward_tensor_matches_autograd(which):
         if ref is None:
             continue
         assert name in mapping, f"no cotangent found for {name}"
-        torch.testing.assert_close(stepper.value(mapping[name]), ref, rtol=1e-9, atol=1e-12,
-                                   msg=lambda msg, n=name: f"gradient of {n}: {msg}")
+        torch.testing.assert_close(
+            stepper.value(mapping[name]),
+            ref,
+            rtol=1e-9,
+            atol=1e-12,
+            msg=lambda msg, n=name: f"gradient of {n}: {msg}",
+        )
         checked += 1
     assert checked > len(forward.flat_args)  # intermediates too, not just parameters
     flow = grad_flow(result, stepper)
@@ -134,8 +139,9 @@ def test_grad_flow_from_given_gradients_and_inf():
     torch.manual_seed(0)
     m = ResidualMLP()
     result = tv.autodiff(tv.trace(m, torch.randn(2, 8)))
-    flow = grad_flow(result, {"fc1_weight": torch.full((16, 8), float("inf")),
-                              "fc2_weight": torch.zeros(16, 16)})
+    flow = grad_flow(
+        result, {"fc1_weight": torch.full((16, 8), float("inf")), "fc2_weight": torch.zeros(16, 16)}
+    )
     assert flow["fc1_weight"] == {"norm": "inf", "status": "inf"}
     assert flow["fc2_weight"] == {"norm": 0.0, "status": "zero"}
     assert flow["head_weight"]["status"] == "unused"  # nothing given for it

@@ -40,8 +40,10 @@ def user_rules_for_sinh_and_cosh():
 
 def _inputs():
     gen = torch.Generator().manual_seed(0)
-    return (torch.randn(3, 4, generator=gen, dtype=torch.float64) * 0.5,
-            torch.randn(4, 2, generator=gen, dtype=torch.float64, requires_grad=True))
+    return (
+        torch.randn(3, 4, generator=gen, dtype=torch.float64) * 0.5,
+        torch.randn(4, 2, generator=gen, dtype=torch.float64, requires_grad=True),
+    )
 
 
 def test_a_wrong_user_rule_is_flagged_and_a_right_one_passes(user_rules_for_sinh_and_cosh):
@@ -85,15 +87,22 @@ def test_gpt_in_float32_agrees_everywhere():
     assert torch.equal(torch.random.get_rng_state(), state)
     assert report.ok, report
     ops = {c.op for c in report.checks}
-    assert {"torch.nn.functional.layer_norm", "torch.nn.functional.scaled_dot_product_attention",
-            "torch.nn.functional.cross_entropy", "torch.nn.functional.gelu"} <= ops
+    assert {
+        "torch.nn.functional.layer_norm",
+        "torch.nn.functional.scaled_dot_product_attention",
+        "torch.nn.functional.cross_entropy",
+        "torch.nn.functional.gelu",
+    } <= ops
 
 
 def test_an_op_that_draws_random_numbers_is_skipped_not_failed():
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1)).double().train()
-    s = tv.Session(model, torch.randn(6, 4, dtype=torch.float64),
-                   cotangents=torch.ones(6, 1, dtype=torch.float64))
+    s = tv.Session(
+        model,
+        torch.randn(6, 4, dtype=torch.float64),
+        cotangents=torch.ones(6, 1, dtype=torch.float64),
+    )
     report = s.check_gradients()
     dropout = [c for c in report.checks if c.module == "1"]
     assert dropout and all(c.ok is None and "random" in c.skipped for c in dropout)

@@ -23,15 +23,24 @@ def _clip(g: torch.Tensor, max_norm: float) -> torch.Tensor:
     return g * min(1.0, max_norm / (float(g.norm()) + 1e-6))
 
 
-EDITS = [("zero", torch.zeros_like), (("scale", 3.0), lambda g: 3.0 * g),
-         (("clip", 0.01), lambda g: _clip(g, 0.01)), (("clamp", -1e-3, 2e-3), lambda g: g.clamp(-1e-3, 2e-3))]
+EDITS = [
+    ("zero", torch.zeros_like),
+    (("scale", 3.0), lambda g: 3.0 * g),
+    (("clip", 0.01), lambda g: _clip(g, 0.01)),
+    (("clamp", -1e-3, 2e-3), lambda g: g.clamp(-1e-3, 2e-3)),
+]
 
 
-def _eager_module_hook(model: nn.Module, args: tuple, path: str | None, fn) -> dict[str, torch.Tensor]:
+def _eager_module_hook(
+    model: nn.Module, args: tuple, path: str | None, fn
+) -> dict[str, torch.Tensor]:
     m = copy.deepcopy(model)
     if path is not None:
         m.get_submodule(path).register_full_backward_hook(
-            lambda mod, grad_input, grad_output: tuple(None if g is None else fn(g) for g in grad_input))
+            lambda mod, grad_input, grad_output: tuple(
+                None if g is None else fn(g) for g in grad_input
+            )
+        )
     return autograd_reference(m, *args)[1]
 
 
@@ -40,8 +49,9 @@ def _assert_same(ours: dict, reference: dict) -> None:
         if ref is None:
             assert ours[name] is None or not torch.any(ours[name] != 0), name
         else:
-            torch.testing.assert_close(ours[name], ref, rtol=1e-10, atol=1e-13,
-                                       msg=lambda m, n=name: f"{n}: {m}")
+            torch.testing.assert_close(
+                ours[name], ref, rtol=1e-10, atol=1e-13, msg=lambda m, n=name: f"{n}: {m}"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +107,10 @@ def _program(x, w1, w2, hooks=None):
 @pytest.fixture(scope="module")
 def program_session():
     gen = torch.Generator().manual_seed(3)
-    values = [torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True)
-              for shape in ((3, 4), (4, 5), (5, 2))]
+    values = [
+        torch.randn(*shape, generator=gen, dtype=torch.float64, requires_grad=True)
+        for shape in ((3, 4), (4, 5), (5, 2))
+    ]
     return values, tv.Session(_program, *values)
 
 
@@ -113,8 +125,10 @@ def _op(session, op_id: str, k: int = 0):
 
 
 @pytest.mark.parametrize("spec,fn", EDITS, ids=["zero", "scale", "clip", "clamp"])
-@pytest.mark.parametrize("hook,op_id,k", [("h", "torch.tanh", 0), ("s", "torch.Tensor.add", 0),
-                                          ("yy", "torch.Tensor.mul", 1)])
+@pytest.mark.parametrize(
+    "hook,op_id,k",
+    [("h", "torch.tanh", 0), ("s", "torch.Tensor.add", 0), ("yy", "torch.Tensor.mul", 1)],
+)
 def test_forward_op_intervention_equals_tensor_hook(program_session, hook, op_id, k, spec, fn):
     values, s = program_session
     s.clear_interventions()
@@ -132,9 +146,20 @@ def test_interventions_compose_in_order_and_clear(program_session):
     s.intervene(_op(s, "torch.Tensor.mul", 1), ("scale", 0.5))
     s.intervene(tanh, ("clamp", -1.0, 1.0))
     s.intervene("w1", lambda g: g + 1.0)  # a forward argument: its final gradient
-    assert [iv.edit.describe() for iv in s.interventions] == ["scale(2)", "scale(0.5)", "clamp(-1, 1)", "<lambda>"]
-    expected = _eager_tensor_hooks(values, {"h": lambda g: (2.0 * g).clamp(-1.0, 1.0),
-                                            "yy": lambda g: 0.5 * g, "w1": lambda g: g + 1.0})
+    assert [iv.edit.describe() for iv in s.interventions] == [
+        "scale(2)",
+        "scale(0.5)",
+        "clamp(-1, 1)",
+        "<lambda>",
+    ]
+    expected = _eager_tensor_hooks(
+        values,
+        {
+            "h": lambda g: (2.0 * g).clamp(-1.0, 1.0),
+            "yy": lambda g: 0.5 * g,
+            "w1": lambda g: g + 1.0,
+        },
+    )
     _assert_same(s.grads(), expected)
     s.stepper.finish()  # the interactive stepper runs with the same edits
     _assert_same(s.stepper.grads, expected)
@@ -149,8 +174,11 @@ def test_backward_op_target_edits_its_output_for_every_reader():
     model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 1)).double()
     x = torch.randn(5, 4, dtype=torch.float64)
     s = tv.Session(model, x, cotangents=torch.ones(5, 1, dtype=torch.float64))
-    relu_backward = [b for b in s.backward.bound_symbols if b.fwd_bsym is not None
-                     and b.fwd_bsym.module_path == "1"]
+    relu_backward = [
+        b
+        for b in s.backward.bound_symbols
+        if b.fwd_bsym is not None and b.fwd_bsym.module_path == "1"
+    ]
     assert len(relu_backward) == 1
     s.intervene(relu_backward[0], ("scale", -0.5))
     # the relu's backward output is what nn.ReLU's full backward hook sees as grad_input
@@ -173,6 +201,7 @@ def test_noise_is_seeded_and_leaves_the_global_rng_alone(program_session):
     def noisy(g):
         gen = torch.Generator().manual_seed(7)
         return g + 0.1 * torch.randn(g.shape, generator=gen, dtype=torch.float64)
+
     _assert_same(first, _eager_tensor_hooks(values, {"h": noisy}))
     s.clear_interventions()
 

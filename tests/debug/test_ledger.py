@@ -56,9 +56,12 @@ def test_sqrt_of_relu_is_born_at_sqrt_and_healed_at_relu():
     assert healed[0].source.lineno == line_of(SqrtOfRelu.forward, "torch.relu")
     # between birth and healing the infinity only travels inside sqrt's and relu's backward
     first, last = ledger.index(born[0]), ledger.index(healed[-1])
-    assert all(e.forward_op in ("torch.sqrt", "torch.relu") for e in ledger[first:last + 1]
-               if e.status != "clean")
-    assert all(e.status == "clean" for e in ledger[last + 1:])
+    assert all(
+        e.forward_op in ("torch.sqrt", "torch.relu")
+        for e in ledger[first : last + 1]
+        if e.status != "clean"
+    )
+    assert all(e.status == "clean" for e in ledger[last + 1 :])
 
     record = s.first_nan()
     assert record is not None and record.index == born[0].index
@@ -98,7 +101,8 @@ def test_a_nan_that_poisons_a_weight_is_propagated_to_it():
     grads = s.grads()
     assert torch.isnan(grads["fc_weight"]).any() and grads["fc_weight"] is not None
     assert s.result.cotangent_of["fc_weight"] in reaching or any(
-        e.status == "propagated" and e.forward_op == "torch.nn.functional.linear" for e in ledger)
+        e.status == "propagated" and e.forward_op == "torch.nn.functional.linear" for e in ledger
+    )
     record = s.first_nan()
     assert "reaches the gradients of" in record.note and "fc_weight" in record.note
 
@@ -106,8 +110,11 @@ def test_a_nan_that_poisons_a_weight_is_propagated_to_it():
 def test_a_clean_backward_has_a_clean_ledger_and_no_first_nan():
     torch.manual_seed(2)
     model = nn.Sequential(nn.Linear(3, 3), nn.Tanh()).double()
-    s = tv.Session(model, torch.randn(4, 3, dtype=torch.float64),
-                   cotangents=torch.ones(4, 3, dtype=torch.float64))
+    s = tv.Session(
+        model,
+        torch.randn(4, 3, dtype=torch.float64),
+        cotangents=torch.ones(4, 3, dtype=torch.float64),
+    )
     assert {e.status for e in s.nan_ledger()} == {"clean"}
     assert s.first_nan() is None
 

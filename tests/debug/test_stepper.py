@@ -29,7 +29,9 @@ def _assert_matches(ours: dict, reference: dict) -> None:
             assert got is None or not torch.any(got != 0), name
             continue
         assert got is not None, f"{name}: autograd has a gradient, the stepper none"
-        torch.testing.assert_close(got, ref, rtol=1e-10, atol=1e-12, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(
+            got, ref, rtol=1e-10, atol=1e-12, msg=lambda m, n=name: f"{n}: {m}"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -155,16 +157,21 @@ def test_breakpoint_on_an_op_fires_after_it_runs(mlp_case):
     fwd_id = f"forward:{s.result.forward.bound_symbols.index(linear)}"
     assert s.breakpoints["ops"] == [fwd_id]
     s.reset()
-    s.set_breakpoints({"ops": [f"backward:{first + 1}"], "modules": [], "nan_inf": False,
-                       "grad_norm_above": None})
+    s.set_breakpoints(
+        {"ops": [f"backward:{first + 1}"], "modules": [], "nan_inf": False, "grad_norm_above": None}
+    )
     assert s.continue_().index == first + 1
 
 
 def test_breakpoints_read_back_what_they_write(mlp_case):
     m, args = mlp_case
     s = _stepper(m, *args)
-    spec = {"ops": ["backward:2", "forward:1"], "modules": ["fc1"], "nan_inf": True,
-            "grad_norm_above": 3.0}
+    spec = {
+        "ops": ["backward:2", "forward:1"],
+        "modules": ["fc1"],
+        "nan_inf": True,
+        "grad_norm_above": 3.0,
+    }
     s.set_breakpoints({**spec, "modules": ["module:fc1"]})  # the viewer's module ids too
     assert s.breakpoints == spec
     s.set_breakpoints({"grad_norm_above": True})  # not a number: off, like the rest
@@ -240,7 +247,7 @@ def test_first_nan_reports_the_users_sqrt_line():
     assert all(not r.has_nan_or_inf for r in s.history[:-1])
     # torch.autograd sees the same infinity flowing through the sqrt
     h = torch.relu(m.fc(x)).detach().requires_grad_(True)
-    g, = torch.autograd.grad(m.out(torch.sqrt(h)).sum(), h)
+    (g,) = torch.autograd.grad(m.out(torch.sqrt(h)).sum(), h)
     assert torch.isinf(g).any()
 
 

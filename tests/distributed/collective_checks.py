@@ -20,11 +20,13 @@ WORLD = None  # the default group, resolved by the collectives themselves
 
 
 def _x(rank: int, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(100 + rank),
-                       dtype=torch.float64)
+    return torch.randn(
+        *shape, generator=torch.Generator().manual_seed(100 + rank), dtype=torch.float64
+    )
 
 
 # --- the functional collectives: traced, and their VJPs against torch.autograd -------------
+
 
 def all_reduce_sum(x):
     return fc.all_reduce(x.sin(), "sum", dist.group.WORLD) * x
@@ -69,8 +71,7 @@ def reduce_scatter_avg(x):
 
 
 def reduce_scatter_avg_as_sum(x):
-    return fc.reduce_scatter_single(x * x / dist.get_world_size(), "sum", 0,
-                                    dist.group.WORLD).cos()
+    return fc.reduce_scatter_single(x * x / dist.get_world_size(), "sum", 0, dist.group.WORLD).cos()
 
 
 def broadcast_from_1(x):
@@ -95,9 +96,11 @@ def _grads(fn, x, ct, jitted: bool):
 
 
 def check_avg_and_broadcast(rank: int, world_size: int) -> None:
-    for ours, reference, shape in ((all_reduce_avg, all_reduce_avg_as_sum, (3, 4)),
-                                   (reduce_scatter_avg, reduce_scatter_avg_as_sum, (4, 3)),
-                                   (broadcast_from_1, broadcast_from_1_as_sum, (2, 5))):
+    for ours, reference, shape in (
+        (all_reduce_avg, all_reduce_avg_as_sum, (3, 4)),
+        (reduce_scatter_avg, reduce_scatter_avg_as_sum, (4, 3)),
+        (broadcast_from_1, broadcast_from_1_as_sum, (2, 5)),
+    ):
         x = _x(rank, *shape)
         ct = _x(rank + 10, *fn_shape(reference, x))
         out, grad = _grads(ours, x, ct, jitted=True)
@@ -113,11 +116,12 @@ def fn_shape(fn, x):
 
 # --- the in-place torch.distributed calls: functionalized --------------------------------
 
+
 def in_place_calls(x):
     y = x * 2.0
     dist.all_reduce(y, async_op=True).wait()  # y now holds the sum
     row = y[0]
-    dist.broadcast(row, src=0)               # a write through a view, into y
+    dist.broadcast(row, src=0)  # a write through a view, into y
     gathered = torch.empty(2 * x.shape[0], x.shape[1], dtype=x.dtype)
     dist.all_gather_single(gathered, y.tanh())
     scattered = torch.empty(x.shape[0] // 2, x.shape[1], dtype=x.dtype)
@@ -161,8 +165,12 @@ D_IN, HIDDEN, D_OUT, STEPS, LR = 6, 8, 5, 3, 0.1
 
 def full_mlp_parameters() -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(7)
-    return {"w1": torch.randn(HIDDEN, D_IN, generator=g), "b1": torch.randn(HIDDEN, generator=g),
-            "w2": torch.randn(D_OUT, HIDDEN, generator=g), "b2": torch.randn(D_OUT, generator=g)}
+    return {
+        "w1": torch.randn(HIDDEN, D_IN, generator=g),
+        "b1": torch.randn(HIDDEN, generator=g),
+        "w2": torch.randn(D_OUT, HIDDEN, generator=g),
+        "b2": torch.randn(D_OUT, generator=g),
+    }
 
 
 def mlp_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,9 +220,11 @@ def train_tensor_parallel(rank: int, world_size: int, device: str = "cpu") -> di
                 p -= LR * p.grad
         losses.append(loss.detach() * world_size)
     backward = str(tv.last_backward_traces(jm)[0])
-    return {"losses": torch.stack(losses).cpu(), "state": {k: v.detach().cpu() for k, v in
-                                                           model.state_dict().items()},
-            "backward": backward}
+    return {
+        "losses": torch.stack(losses).cpu(),
+        "state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "backward": backward,
+    }
 
 
 def train_tensor_parallel_cuda(rank: int, world_size: int) -> dict[str, object]:
@@ -238,6 +248,7 @@ def train_single_process() -> dict[str, object]:
 
 # --- what is refused, by name ---------------------------------------------------------------
 
+
 def max_all_reduce(x):
     return fc.all_reduce(x * 2.0, "max", dist.group.WORLD).sum()
 
@@ -252,10 +263,13 @@ def refusals(rank: int, world_size: int) -> dict[str, str]:
     messages = {}
     x = _x(rank, 3).requires_grad_(True)
     with torch.no_grad():  # the forward of a max all-reduce traces and runs
-        torch.testing.assert_close(tv.trace(max_all_reduce, x).python_callable()(x),
-                                   max_all_reduce(x))
-    for name, fn, error in (("max", max_all_reduce, tv.AutodiffError),
-                            ("legacy", legacy_reduce, tv.CaptureError)):
+        torch.testing.assert_close(
+            tv.trace(max_all_reduce, x).python_callable()(x), max_all_reduce(x)
+        )
+    for name, fn, error in (
+        ("max", max_all_reduce, tv.AutodiffError),
+        ("legacy", legacy_reduce, tv.CaptureError),
+    ):
         try:
             tv.vjp(fn)((x,), [torch.ones(())] if name == "max" else [torch.ones(3)])
         except error as e:

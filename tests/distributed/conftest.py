@@ -12,5 +12,4 @@ from thunderviz.distributed import launch
 @pytest.fixture(scope="session")
 def all_ranks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ranks")
-    return launch(rank_checks.run_all, str(folder), world_size=2, timeout=60,
-                  run_timeout=150)
+    return launch(rank_checks.run_all, str(folder), world_size=2, timeout=60, run_timeout=150)

@@ -53,16 +53,21 @@ def _train(model: torch.nn.Module, call, rank: int, no_sync_first: bool) -> dict
         loss = F.cross_entropy(call(x), y)
         loss.backward()
         losses.append(loss.detach())
-        grads.append({n: p.grad.clone() for n, p in model.module.named_parameters()
-                      if p.grad is not None})
+        grads.append(
+            {n: p.grad.clone() for n, p in model.module.named_parameters() if p.grad is not None}
+        )
         opt.step()
-    return {"losses": torch.stack(losses), "grads": grads,
-            "unsynced_collectives": unsynced_collectives,
-            "state": {k: v.detach().clone() for k, v in model.module.state_dict().items()}}
+    return {
+        "losses": torch.stack(losses),
+        "grads": grads,
+        "unsynced_collectives": unsynced_collectives,
+        "state": {k: v.detach().clone() for k, v in model.module.state_dict().items()},
+    }
 
 
-def train_both(rank: int, world_size: int, no_sync_first: bool = False,
-               **ddp_kwargs) -> dict[str, object]:
+def train_both(
+    rank: int, world_size: int, no_sync_first: bool = False, **ddp_kwargs
+) -> dict[str, object]:
     torch.manual_seed(0)
     base = Net(unused=ddp_kwargs.get("find_unused_parameters", False))
     eager = DDP(copy.deepcopy(base), **ddp_kwargs)
@@ -74,10 +79,13 @@ def train_both(rank: int, world_size: int, no_sync_first: bool = False,
     bsyms = backward.bound_symbols
     collectives = [i for i, b in enumerate(bsyms) if is_collective(b)]
     computes = [i for i, b in enumerate(bsyms) if not is_collective(b)]
-    return {"reference": reference, "ours": result, "backward": str(backward),
-            "n_collectives": len(collectives),
-            "first_collective_before_last_compute": bool(collectives)
-            and collectives[0] < computes[-1]}
+    return {
+        "reference": reference,
+        "ours": result,
+        "backward": str(backward),
+        "n_collectives": len(collectives),
+        "first_collective_before_last_compute": bool(collectives) and collectives[0] < computes[-1],
+    }
 
 
 def fsdp_refused(rank: int, world_size: int) -> str:

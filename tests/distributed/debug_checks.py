@@ -25,12 +25,12 @@ def _rank_generator() -> torch.Generator:
 
 def agreeing(x, w, b):
     y = fc.all_reduce(torch.tanh(x @ w), "sum", dist.group.WORLD) + b
-    return (y ** 2).mean()
+    return (y**2).mean()
 
 
 def scaled_loss(x, w, b):
     y = fc.all_reduce(torch.tanh(x @ w), "sum", dist.group.WORLD) + b
-    loss = (y ** 2).mean()
+    loss = (y**2).mean()
     loss = loss * (2.0 if dist.get_rank() == 1 else 1.0)
     return loss
 
@@ -38,11 +38,15 @@ def scaled_loss(x, w, b):
 def unsynchronized_noise(x, w, b):
     y = fc.all_reduce(torch.tanh(x @ w), "sum", dist.group.WORLD) + b
     y = y + 1e-3 * torch.randn(y.shape, generator=_rank_generator())
-    return (y ** 2).mean()
+    return (y**2).mean()
 
 
-PROGRAMS = {"agreeing": agreeing, "scaled_loss": scaled_loss, "noise": unsynchronized_noise,
-            "perturbed_parameter": agreeing}
+PROGRAMS = {
+    "agreeing": agreeing,
+    "scaled_loss": scaled_loss,
+    "noise": unsynchronized_noise,
+    "perturbed_parameter": agreeing,
+}
 
 
 def save_sessions(rank: int, world_size: int, folder: str) -> dict[str, object]:

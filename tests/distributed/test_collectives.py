@@ -18,8 +18,10 @@ def ranks(all_ranks):
 
 def test_functional_collectives_print_runnable_calls_with_their_group(ranks):
     text = ranks[0]["functional_trace"]
-    assert "t1 = torch.ops._c10d_functional.all_reduce(t0, 'sum', '0')" in text or \
-        "torch.ops._c10d_functional.all_reduce(" in text
+    assert (
+        "t1 = torch.ops._c10d_functional.all_reduce(t0, 'sum', '0')" in text
+        or "torch.ops._c10d_functional.all_reduce(" in text
+    )
     assert "process group '0' (ranks 0, 1)" in text
     assert "torch.ops._c10d_functional.wait_tensor(" in text
 

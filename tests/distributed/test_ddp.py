@@ -22,8 +22,13 @@ def _same_training(result):
     for step, (g_ours, g_ref) in enumerate(zip(ours["grads"], ref["grads"], strict=True)):
         assert g_ours.keys() == g_ref.keys(), step
         for name in g_ref:
-            torch.testing.assert_close(g_ours[name], g_ref[name], rtol=1e-6, atol=1e-6,
-                                       msg=lambda m, n=name, s=step: f"step {s}, {n}: {m}")
+            torch.testing.assert_close(
+                g_ours[name],
+                g_ref[name],
+                rtol=1e-6,
+                atol=1e-6,
+                msg=lambda m, n=name, s=step: f"step {s}, {n}: {m}",
+            )
     for name, value in ref["state"].items():  # parameters and BatchNorm's running statistics
         torch.testing.assert_close(ours["state"][name], value, rtol=1e-6, atol=1e-6)
 
@@ -40,8 +45,10 @@ def test_gradient_all_reduces_are_bucketed_in_the_backward_trace(ranks):
     # cannot share one bucket, so there are several, each where its gradients are ready
     assert result["n_collectives"] >= 3
     assert result["first_collective_before_last_compute"]
-    assert "DDP bucket 0" in result["backward"] and "process group '0' (ranks 0, 1)" in \
-        result["backward"]
+    assert (
+        "DDP bucket 0" in result["backward"]
+        and "process group '0' (ranks 0, 1)" in result["backward"]
+    )
 
 
 def test_no_sync_backward_has_no_all_reduce_and_sync_one_has(ranks):

@@ -27,8 +27,9 @@ def test_committed_notebook_has_no_outputs():
 @pytest.mark.timeout(300)
 def test_notebook_launches_two_ranks_and_finds_the_planted_desync(tmp_path):
     nb = nbformat.read(str(NOTEBOOK), as_version=4)
-    nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     text, rich = [], []
     for cell in nb.cells:
         for out in cell.get("outputs", []):

@@ -41,6 +41,7 @@ def assert_same(got, want):
 
 # --- non-tensor arguments, keyed by value ---------------------------------------------------
 
+
 @dataclasses.dataclass
 class Cfg:  # a mutable dataclass: unhashable, keyed by its fields
     scale: float
@@ -80,10 +81,16 @@ def test_a_config_mutated_in_place_retraces():
 def test_numbers_bools_and_containers_are_keyed_by_value_and_type():
     def f(x, k, opts):
         return x * k if opts["double"] else x + k
+
     x = torch.randn(3, **F64)
     jitted = tv.jit(f)
-    for k, opts in [(2, {"double": True}), (2, {"double": False}), (True, {"double": True}),
-                    (2.0, {"double": True}), (3, {"double": True})]:
+    for k, opts in [
+        (2, {"double": True}),
+        (2, {"double": False}),
+        (True, {"double": True}),
+        (2.0, {"double": True}),
+        (3, {"double": True}),
+    ]:
         torch.testing.assert_close(jitted(x, k, opts), f(x, k, opts), rtol=0, atol=0)
     assert jitted.cache_misses == 5
 
@@ -104,6 +111,7 @@ def test_an_argument_that_cannot_be_compared_is_refused_by_name():
 
 # --- the cache: bounded, and says when it retraces too often --------------------------------
 
+
 def test_cache_is_an_lru_of_the_given_size_and_warns_once_when_it_keeps_retracing():
     model = nn.Linear(4, 2).double()
     jitted = tv.jit(model, cache_size=3)
@@ -114,7 +122,9 @@ def test_cache_is_an_lru_of_the_given_size_and_warns_once_when_it_keeps_retracin
     assert sum(len(v) for v in jitted._cache.values()) == 3
     retrace = [w for w in caught if "has traced" in str(w.message)]
     assert len(retrace) == 1
-    assert "cache_size=3" in str(retrace[0].message) and "positional arguments" in str(retrace[0].message)
+    assert "cache_size=3" in str(retrace[0].message) and "positional arguments" in str(
+        retrace[0].message
+    )
     x = torch.randn(6, 4, **F64)
     jitted(x)  # the most recent shapes are still cached
     assert jitted.cache_misses == 6
@@ -123,6 +133,7 @@ def test_cache_is_an_lru_of_the_given_size_and_warns_once_when_it_keeps_retracin
 
 
 # --- values read into Python: guards checked on every call ----------------------------------
+
 
 def branchy(x, w):
     y = x @ w
@@ -158,7 +169,7 @@ def counted(x, w):
 def test_item_tolist_and_nonzero_sizes_are_guarded():
     w = torch.randn(5, **F64, requires_grad=True)
     jitted = tv.jit(counted)
-    first, more_positive, other_first = [1., -1, 2, 3, -4], [1., 1, 2, 3, -4], [2., 1, 2, 3, -4]
+    first, more_positive, other_first = [1.0, -1, 2, 3, -4], [1.0, 1, 2, 3, -4], [2.0, 1, 2, 3, -4]
     for values in (first, first, more_positive, other_first, first, more_positive):
         x = torch.tensor(values, **F64)
         assert_same(jit_grads_of(jitted, x, w), grads_of(counted, x, w))
@@ -190,13 +201,17 @@ def test_a_failed_guard_undoes_the_random_draws_of_the_attempt():
 
 # --- autocast and grad mode --------------------------------------------------------------
 
+
 def _small_net():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
 
 
-@pytest.mark.parametrize("device,dtype", [("cpu", torch.bfloat16)] + (
-    [("cuda", torch.float16), ("cuda", torch.bfloat16)] if torch.cuda.is_available() else []))
+@pytest.mark.parametrize(
+    "device,dtype",
+    [("cpu", torch.bfloat16)]
+    + ([("cuda", torch.float16), ("cuda", torch.bfloat16)] if torch.cuda.is_available() else []),
+)
 def test_autocast_training_matches_eager_for_three_steps(device, dtype):
     eager = _small_net().to(device)
     model = copy.deepcopy(eager)
@@ -239,6 +254,7 @@ def test_grad_mode_is_part_of_the_key():
 
 
 # --- module hooks and training flags ------------------------------------------------------
+
 
 def test_forward_hooks_of_the_module_run_on_every_call_as_in_eager():
     eager = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
@@ -300,6 +316,7 @@ def test_toggling_a_submodule_training_flag_retraces():
 
 # --- errors while a trace runs name the bound symbol, line and module -----------------------
 
+
 class Embedder(nn.Module):
     def __init__(self):
         super().__init__()
@@ -330,7 +347,8 @@ def test_every_statement_line_of_a_compiled_backward_maps_to_its_bound_symbol():
     for lineno in statements:
         bsym = bsym_at_line(backward, lineno)
         assert bsym is not None and lines[lineno - 1].strip().startswith(
-            ", ".join(p.name for p in bsym.flat_proxy_outs) or "_")
+            ", ".join(p.name for p in bsym.flat_proxy_outs) or "_"
+        )
         assert bsym.fwd_bsym is not None and bsym.fwd_bsym.source is not None
 
 

@@ -33,8 +33,9 @@ def _train(model: nn.Module, loss_of, steps: int = 3) -> list[dict[str, torch.Te
         x = torch.randn(5, 6, generator=torch.Generator().manual_seed(step))
         opt.zero_grad(set_to_none=True)
         loss_of(*model(x)).backward()
-        grads.append({n: None if p.grad is None else p.grad.clone()
-                      for n, p in model.named_parameters()})
+        grads.append(
+            {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+        )
         opt.step()
     return grads
 

@@ -11,8 +11,19 @@ import torch
 from torch import nn
 
 # Everything Python's tokenizer or str.splitlines() treats as a line break.
-LINE_BREAKS = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
-               "\u2029"]
+LINE_BREAKS = [
+    "\n",
+    "\r",
+    "\r\n",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x1d",
+    "\x1e",
+    "\x85",
+    "\u2028",
+    "\u2029",
+]
 
 
 def payload(canary: Path) -> str:
@@ -41,8 +52,9 @@ class Holder(nn.Module):
     """`blocks[key]` scales its input by a parameter called `param_name`; `extra` is a
     second parameter name in the same block (to make two names collide)."""
 
-    def __init__(self, key: str = "a", param_name: str = "weight", extra: str | None = None,
-                 fn: Any = None) -> None:
+    def __init__(
+        self, key: str = "a", param_name: str = "weight", extra: str | None = None, fn: Any = None
+    ) -> None:
         super().__init__()
         block = Scale(param_name)
         if extra is not None:

@@ -11,8 +11,26 @@ from hypothesis import strategies as st
 
 from thunderviz.viz.schema import SCHEMA
 
-NAMES = ["", "x", "t0", "t1", "forward:0", "forward:1", "backward:0", "a", "a.b", ".", "a..b",
-         "constructor", "nan", "inf", "<b>x</b>", "a\ud800b", "m" * 300, "\n#"]
+NAMES = [
+    "",
+    "x",
+    "t0",
+    "t1",
+    "forward:0",
+    "forward:1",
+    "backward:0",
+    "a",
+    "a.b",
+    ".",
+    "a..b",
+    "constructor",
+    "nan",
+    "inf",
+    "<b>x</b>",
+    "a\ud800b",
+    "m" * 300,
+    "\n#",
+]
 
 
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
@@ -48,25 +66,38 @@ def _of_type(kind: str, schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.sampled_from([0, -1.5, 3.25, 1e300, -1e-300]) | st.floats(-1e6, 1e6)
     if kind == "string":
         names = st.sampled_from(NAMES)
-        return names.filter(lambda s: len(s) >= schema.get("minLength", 0)) if "minLength" in schema else names
+        return (
+            names.filter(lambda s: len(s) >= schema.get("minLength", 0))
+            if "minLength" in schema
+            else names
+        )
     if kind == "array":
         items = from_schema(schema["items"]) if "items" in schema else st.none()
-        return st.lists(items, min_size=schema.get("minItems", 0), max_size=min(schema.get("maxItems", 3), 3))
+        return st.lists(
+            items, min_size=schema.get("minItems", 0), max_size=min(schema.get("maxItems", 3), 3)
+        )
     assert kind == "object", kind
     return _object(schema)
 
 
 def _object(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     required = set(schema.get("required", ()))
-    fixed = {k: st.deferred(lambda s=s: from_schema(s)) for k, s in schema.get("properties", {}).items()}
-    base = st.fixed_dictionaries({k: v for k, v in fixed.items() if k in required},
-                                 optional={k: v for k, v in fixed.items() if k not in required})
+    fixed = {
+        k: st.deferred(lambda s=s: from_schema(s)) for k, s in schema.get("properties", {}).items()
+    }
+    base = st.fixed_dictionaries(
+        {k: v for k, v in fixed.items() if k in required},
+        optional={k: v for k, v in fixed.items() if k not in required},
+    )
     extra = schema.get("additionalProperties")
     if not isinstance(extra, dict):
         return base
-    more = st.dictionaries(st.sampled_from(NAMES + ["forward", "backward"]),
-                           st.deferred(lambda: from_schema(extra)),
-                           min_size=schema.get("minProperties", 0), max_size=3)
+    more = st.dictionaries(
+        st.sampled_from(NAMES + ["forward", "backward"]),
+        st.deferred(lambda: from_schema(extra)),
+        min_size=schema.get("minProperties", 0),
+        max_size=3,
+    )
     return st.tuples(base, more).map(lambda pair: {**pair[1], **pair[0]})
 
 
@@ -74,8 +105,11 @@ def _follow_rules(doc: dict[str, Any], draw_parent: Any) -> dict[str, Any]:
     """The rules beyond the schema: version 1, op ids unique ("<kind>:<i>"), parents earlier."""
     doc["version"] = 1
     views = list(doc["traces"].items())
-    views += [("before", run["trace_before"]) for run in doc.get("transforms") or ()
-              if run.get("trace_before")]
+    views += [
+        ("before", run["trace_before"])
+        for run in doc.get("transforms") or ()
+        if run.get("trace_before")
+    ]
     for kind, trace in views:
         for i, op in enumerate(trace["ops"]):
             op["id"] = f"{kind}:{i}"

@@ -44,8 +44,9 @@ def test_export_html_with_lone_surrogate_writes_valid_utf8(tmp_path, surrogate_d
     tv.export_html(surrogate_doc, path)
     text = path.read_bytes().decode("utf-8")
     start = text.index('<script type="application/json" id="tv-doc">') + len(
-        '<script type="application/json" id="tv-doc">')
-    embedded = json.loads(text[start:text.index("</script>", start)])
+        '<script type="application/json" id="tv-doc">'
+    )
+    embedded = json.loads(text[start : text.index("</script>", start)])
     assert embedded == json.loads(json.dumps(surrogate_doc))
 
 
@@ -57,6 +58,7 @@ def test_failed_write_leaves_the_old_file(tmp_path, surrogate_doc, monkeypatch, 
 
     def disk_full(fd):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(files.os, "fsync", disk_full)
     with pytest.raises(OSError, match="No space"):
         getattr(tv, writer)(surrogate_doc, path)

@@ -57,12 +57,15 @@ def test_module_name_with_line_break_never_runs(sep, tmp_path):
 @pytest.mark.parametrize("sep", ["\n", "\r", "\u2028", "\x0c"], ids=ascii)
 def test_file_name_and_source_line_with_line_break_never_run(sep, tmp_path):
     canary = tmp_path / "canary"
-    fn = function_from(f"cell{sep}{payload(canary)}{sep}#.py",
-                       f"return torch.sin(y){sep}{payload(canary)}{sep}")
+    fn = function_from(
+        f"cell{sep}{payload(canary)}{sep}#.py", f"return torch.sin(y){sep}{payload(canary)}{sep}"
+    )
     model = Holder(fn=fn)
     x = torch.randn(2, 3)
     trace = _check_trace(model, x)
-    assert any("\\" in line.text for line in trace.printed_lines()), "the line break is shown escaped"
+    assert any("\\" in line.text for line in trace.printed_lines()), (
+        "the line break is shown escaped"
+    )
     comparisons = tv.Session(model, x).compare_with_autograd()
     assert comparisons and all(c.allclose for c in comparisons)
     assert not canary.exists()
@@ -88,6 +91,7 @@ def test_parameter_names_that_are_not_python_identifiers(name):
 def test_hostile_keyword_argument_is_passed_quoted():
     def fn(x):
         return torch.nn.functional.linear(x, **{"weight": torch.eye(3)}).sum()
+
     x = torch.randn(2, 3)
     trace = tv.trace(fn, x)
     assert "weight=" in trace.python()
@@ -130,13 +134,18 @@ def test_code_line_refuses_multi_line_statements(text):
 
 
 # --- the property: random Unicode through every name, nothing ever runs -------------------
-_name_text = st.text(st.characters(blacklist_categories=(), blacklist_characters="."),
-                     max_size=12)
+_name_text = st.text(st.characters(blacklist_categories=(), blacklist_characters="."), max_size=12)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(where=st.sampled_from(["module", "parameter", "file", "source"]),
-       before=_name_text, after=_name_text, sep=st.sampled_from(LINE_BREAKS + ["", "\u202e", "\x00"]))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    where=st.sampled_from(["module", "parameter", "file", "source"]),
+    before=_name_text,
+    after=_name_text,
+    sep=st.sampled_from(LINE_BREAKS + ["", "\u202e", "\x00"]),
+)
 def test_random_unicode_names_compile_and_never_run(tmp_path, where, before, after, sep):
     canary = tmp_path / "canary"
     text = f"{before}{sep}  {payload(canary)}{sep}{after}"

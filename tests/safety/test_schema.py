@@ -32,7 +32,10 @@ REFERENCE = jsonschema.Draft202012Validator(SCHEMA)
 
 def test_the_viewer_checks_the_same_schema():
     assert (ROOT / "frontend" / "src" / "viewschema.js").read_text(encoding="utf-8") == js_twin()
-    assert json.loads((ROOT / "docs" / "view-format.schema.json").read_text(encoding="utf-8")) == SCHEMA
+    assert (
+        json.loads((ROOT / "docs" / "view-format.schema.json").read_text(encoding="utf-8"))
+        == SCHEMA
+    )
     jsonschema.Draft202012Validator.check_schema(SCHEMA)  # a valid JSON Schema itself
     assert SCHEMA_PATH.parent.name == "viz"  # shipped inside the package, for load()
 
@@ -102,11 +105,17 @@ def test_deep_nesting_is_refused_clearly():
 
 # --- fuzz: one field of a real document replaced by any JSON value ------------------------
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**60), 2**60)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
     | st.sampled_from(["nan", "inf", "forward:0", "x", ""]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=6)
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 
 def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
@@ -125,8 +134,11 @@ _BASE = json.loads(BASE_TEXT)
 _BASE_PATHS = [p for p in _paths(_BASE) if p and not (p[0] == "transforms" and len(p) > 4)]
 
 
-@settings(max_examples=int(os.environ.get("TV_FUZZ_EXAMPLES", 60)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("TV_FUZZ_EXAMPLES", 60)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(path=st.sampled_from(_BASE_PATHS), value=_json)
 def test_fuzz_one_field_then_every_consumer(path, value):
     doc = copy.deepcopy(_BASE)
@@ -143,8 +155,11 @@ def test_fuzz_one_field_then_every_consumer(path, value):
     _consumers(loaded)
 
 
-@settings(max_examples=int(os.environ.get("TV_FUZZ_EXAMPLES", 60)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=int(os.environ.get("TV_FUZZ_EXAMPLES", 60)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(documents())
 def test_documents_drawn_from_the_schema_go_through_every_consumer(doc):
     text = json.dumps(doc)

@@ -19,8 +19,9 @@ class Net(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.3), nn.Tanh(),
-                                  nn.Linear(8, 1))
+        self.body = nn.Sequential(
+            nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.3), nn.Tanh(), nn.Linear(8, 1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x).sum()
@@ -40,8 +41,11 @@ def _global_state() -> dict[str, Any]:
         "autocast_cpu": torch.is_autocast_enabled("cpu"),
         "function_modes": torch._C._len_torch_function_stack(),
         "dispatch_modes": torch._C._len_torch_dispatch_stack(),
-        "global_hooks": [len(getattr(hooks, n)) for n in dir(hooks) if n.startswith("_global_")
-                         and isinstance(getattr(hooks, n), dict)],
+        "global_hooks": [
+            len(getattr(hooks, n))
+            for n in dir(hooks)
+            if n.startswith("_global_") and isinstance(getattr(hooks, n), dict)
+        ],
         "cudnn": (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark),
     }
 
@@ -52,12 +56,29 @@ def _tensor(t: torch.Tensor | None) -> Any:
 
 def _snapshot(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
     return {
-        "params": [(n, _tensor(p), _tensor(p.grad), dict(p._backward_hooks or {}).keys())
-                   for n, p in model.named_parameters()],
+        "params": [
+            (n, _tensor(p), _tensor(p.grad), dict(p._backward_hooks or {}).keys())
+            for n, p in model.named_parameters()
+        ],
         "buffers": [(n, _tensor(b)) for n, b in model.named_buffers()],
-        "modules": [(n, m.training, tuple(len(getattr(m, h)) for h in (
-            "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-            "_state_dict_hooks", "_load_state_dict_pre_hooks"))) for n, m in model.named_modules()],
+        "modules": [
+            (
+                n,
+                m.training,
+                tuple(
+                    len(getattr(m, h))
+                    for h in (
+                        "_forward_hooks",
+                        "_forward_pre_hooks",
+                        "_backward_hooks",
+                        "_backward_pre_hooks",
+                        "_state_dict_hooks",
+                        "_load_state_dict_pre_hooks",
+                    )
+                ),
+            )
+            for n, m in model.named_modules()
+        ],
         "input": (_tensor(x), _tensor(x.grad)),
         "rng": torch.random.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,

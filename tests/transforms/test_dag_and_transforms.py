@@ -97,7 +97,9 @@ def test_visitor_replacing_tanh_by_its_exp_definition_gives_the_same_numbers():
     assert any(b.sym.id == "aten.exp.default" for b in new.bound_symbols)
     assert "Constructed by tanh as exp" in str(new)
     ref = m(x)
-    torch.testing.assert_close(new.python_callable()(x, *m.parameters()), ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        new.python_callable()(x, *m.parameters()), ref, rtol=1e-12, atol=1e-12
+    )
 
 
 def test_insert_after_and_before_keep_the_original():
@@ -113,7 +115,9 @@ def test_insert_after_and_before_keep_the_original():
 
     new = visitor_transform(tr, double_after_linear)
     assert len(new.bound_symbols) == len(tr.bound_symbols) + 3
-    assert torch.equal(new.python_callable()(x, *m.parameters()), m(x))  # unused extras change nothing
+    assert torch.equal(
+        new.python_callable()(x, *m.parameters()), m(x)
+    )  # unused extras change nothing
     assert len(dce(new).bound_symbols) == len(tr.bound_symbols)
 
 
@@ -165,7 +169,9 @@ def test_insert_and_replace_in_place():
     n = len(tr.bound_symbols)
     insert_inplace(tr, 1, lambda t: aten.neg.default(t), first.output)
     assert len(tr.bound_symbols) == n + 1 and tr.bound_symbols[1].sym.id == "aten.neg.default"
-    relu_at = next(i for i, b in enumerate(tr.bound_symbols) if b.sym.id == "torch.nn.functional.relu")
+    relu_at = next(
+        i for i, b in enumerate(tr.bound_symbols) if b.sym.id == "torch.nn.functional.relu"
+    )
     replace_inplace(tr, relu_at, lambda a, inplace=False: aten.relu.default(a))
     assert tr.bound_symbols[relu_at].sym.id == "aten.relu.default"
     assert torch.equal(tr.python_callable()(x, *m.parameters()), m(x))
@@ -178,13 +184,18 @@ def test_recorded_transforms_have_a_step_per_visit():
 
     tr = tv.trace(f, torch.randn(3))
     run_cse = record_transform(CSE(), tr)
-    assert [s.visit_type for s in run_cse.steps] == [VISIT_TYPE.NO_OP, VISIT_TYPE.NO_OP,
-                                                      VISIT_TYPE.REPLACE, VISIT_TYPE.NO_OP]
+    assert [s.visit_type for s in run_cse.steps] == [
+        VISIT_TYPE.NO_OP,
+        VISIT_TYPE.NO_OP,
+        VISIT_TYPE.REPLACE,
+        VISIT_TYPE.NO_OP,
+    ]
     run_dce = record_transform(DCE(), run_cse.after)
     removed = [s for s in run_dce.steps if s.visit_type is VISIT_TYPE.REMOVE]
     assert [s.visited.sym.id for s in removed] == ["torch.Tensor.cos"]
     # replaying: the trace at the last step is the transform's result
-    assert [b.sym.id for b in run_dce.trace_at(len(run_dce.steps) - 1).bound_symbols] == \
-        [b.sym.id for b in run_dce.after.bound_symbols]
+    assert [b.sym.id for b in run_dce.trace_at(len(run_dce.steps) - 1).bound_symbols] == [
+        b.sym.id for b in run_dce.after.bound_symbols
+    ]
     custom = record_transform(VisitorTransform(lambda b: VISIT_TYPE.NO_OP, "noop"), tr)
     assert len(custom.steps) == len(tr.bound_symbols)

@@ -10,7 +10,9 @@ from pathlib import Path
 from thunderviz.viz.static import visible_graph
 from thunderviz.viz.tvz import validate
 
-GOLDEN = Path(__file__).resolve().parents[2] / "frontend" / "test" / "fixtures" / "collapse_golden.json"
+GOLDEN = (
+    Path(__file__).resolve().parents[2] / "frontend" / "test" / "fixtures" / "collapse_golden.json"
+)
 
 
 def test_the_static_picture_opens_the_golden_document_as_the_viewer_does():

@@ -58,8 +58,11 @@ def _bsym_at(trace, op_id):
 
 
 def _traces(session):
-    return {"forward": session.forward, "augmented_forward": session.result.augmented_forward,
-            "backward": session.result.backward}
+    return {
+        "forward": session.forward,
+        "augmented_forward": session.result.augmented_forward,
+        "backward": session.result.backward,
+    }
 
 
 def test_top_level_and_strict_json(doc):
@@ -163,10 +166,13 @@ def test_line_ranges_show_each_op_in_the_printed_python(session, doc):
             if op["line"] is None:
                 assert op["level"] > 1  # deeper than print_depth 1
                 continue
-            shown = lines[op["line"] - 1: op["line_end"]]
+            shown = lines[op["line"] - 1 : op["line_end"]]
             statement = bsym_statement(b)
-            assert any(line.strip().removeprefix("# ").startswith(statement) for line in shown), \
-                (op["id"], shown, statement)
+            assert any(line.strip().removeprefix("# ").startswith(statement) for line in shown), (
+                op["id"],
+                shown,
+                statement,
+            )
 
 
 def test_source_carries_the_users_line_and_context(doc):
@@ -194,7 +200,9 @@ def test_saved_tensors(session, doc):
 
 def test_steps_grad_flow_and_stats(doc):
     bwd = doc["traces"]["backward"]
-    assert [s["op"] for s in doc["steps"]] == [op["id"] for op in bwd["ops"] if op["parent"] is None]
+    assert [s["op"] for s in doc["steps"]] == [
+        op["id"] for op in bwd["ops"] if op["parent"] is None
+    ]
     assert all(name in bwd["tensors"] for s in doc["steps"] for name in s["outputs"])
     finished = {name for s in doc["steps"] for name in s["grads"]}
     assert {"fc1_weight", "fc1_bias", "head_weight", "head_bias"} <= finished
@@ -213,7 +221,13 @@ def test_transform_runs(session, doc):
         before_ids = {op["id"] for op in r["trace_before"]["ops"]}
         for step in r["steps"]:
             assert step["visited"] is None or step["visited"] in before_ids
-            assert step["visit_type"] in {"INSERT_AFTER", "INSERT_BEFORE", "REPLACE", "NO_OP", "REMOVE"}
+            assert step["visit_type"] in {
+                "INSERT_AFTER",
+                "INSERT_BEFORE",
+                "REPLACE",
+                "NO_OP",
+                "REMOVE",
+            }
             assert step["text"] is None or isinstance(step["text"], str)
     cse = runs["cse"]
     assert cse["before"] == str(session.forward)

@@ -21,9 +21,31 @@ from thunderviz.viz.static import dot_quote, static_dot, visible_graph
 SVG_NS = "{http://www.w3.org/2000/svg}"
 SVG_ELEMENTS = {"svg", "g", "title", "polygon", "polyline", "path", "ellipse", "text", "defs"}
 SVG_ATTRIBUTES = {
-    "width", "height", "viewBox", "id", "class", "transform", "fill", "stroke", "points", "d",
-    "cx", "cy", "rx", "ry", "x", "y", "text-anchor", "font-family", "font-size", "font-weight",
-    "font-style", "stroke-dasharray", "stroke-width", "fill-opacity", "stroke-opacity",
+    "width",
+    "height",
+    "viewBox",
+    "id",
+    "class",
+    "transform",
+    "fill",
+    "stroke",
+    "points",
+    "d",
+    "cx",
+    "cy",
+    "rx",
+    "ry",
+    "x",
+    "y",
+    "text-anchor",
+    "font-family",
+    "font-size",
+    "font-weight",
+    "font-style",
+    "stroke-dasharray",
+    "stroke-width",
+    "fill-opacity",
+    "stroke-opacity",
 }
 
 
@@ -78,7 +100,7 @@ def _check_svg(svg: str) -> ET.Element:
     root = ET.fromstring(svg)  # well-formed XML
     for el in root.iter():
         assert el.tag.startswith(SVG_NS), el.tag
-        assert el.tag[len(SVG_NS):] in SVG_ELEMENTS, el.tag
+        assert el.tag[len(SVG_NS) :] in SVG_ELEMENTS, el.tag
         for attr in el.attrib:
             assert attr in SVG_ATTRIBUTES, (el.tag, attr)
             assert not attr.lower().startswith("on")
@@ -102,10 +124,22 @@ def test_hostile_names_are_escaped_text_in_dot_and_svg(hostile_doc):
         assert len(root.findall(f".//{SVG_NS}g[@class='edge']")) == len(graph.edges)
 
 
-@pytest.mark.parametrize("text", [
-    'a"b', "a\\b", "a\\N", "\\G\\E\\T", "x\\", "&amp;&lt;b&gt;", "<b>bold</b>", "<<html>>",
-    '"]; n [label="x', "tab\tand\x07bell", "ünï©ødé ✓",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'a"b',
+        "a\\b",
+        "a\\N",
+        "\\G\\E\\T",
+        "x\\",
+        "&amp;&lt;b&gt;",
+        "<b>bold</b>",
+        "<<html>>",
+        '"]; n [label="x',
+        "tab\tand\x07bell",
+        "ünï©ødé ✓",
+    ],
+)
 def test_dot_quote_shows_exactly_the_text(text):
     dot = f"digraph G {{ n0 [label={dot_quote(text)}]; }}"
     svg = graphviz.pipe("dot", "svg", dot.encode("utf-8")).decode("utf-8")
@@ -134,7 +168,9 @@ def test_a_flat_program_beyond_max_nodes_is_cut_with_a_note():
             x = torch.tanh(x) * 1.5
         return x.sum()
 
-    d = build_document(Session(many, torch.randn(3), backward=False, record_transforms=False).forward)
+    d = build_document(
+        Session(many, torch.randn(3), backward=False, record_transforms=False).forward
+    )
     g = visible_graph(d, "forward", max_nodes=10)
     ops = [n for n in g.nodes.values() if n["type"] == "op"]
     assert len(ops) == 10

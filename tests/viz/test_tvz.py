@@ -50,12 +50,16 @@ def test_a_document_with_nan_statistics_stays_strict_json(doc, tmp_path):
     with pytest.raises(TvzError, match="strict JSON"):
         save(bad, tmp_path / "m.tvz")
     with pytest.raises(TvzError, match="NaN is not JSON"):
-        loads('{"format": "thunderviz", "version": 1, "traces": {"forward": {"ops": []}}, "x": NaN}')
+        loads(
+            '{"format": "thunderviz", "version": 1, "traces": {"forward": {"ops": []}}, "x": NaN}'
+        )
 
 
 def test_malformed_json_names_the_line(tmp_path):
     p = tmp_path / "broken.tvz"
-    p.write_text('{\n  "format": "thunderviz",\n  "version": 1,\n  "traces": {,\n}', encoding="utf-8")
+    p.write_text(
+        '{\n  "format": "thunderviz",\n  "version": 1,\n  "traces": {,\n}', encoding="utf-8"
+    )
     with pytest.raises(TvzError, match=r"malformed JSON at line 4") as e:
         load(p)
     assert str(p) in str(e.value)
@@ -71,21 +75,35 @@ def test_newer_version_is_refused_with_both_versions_and_upgrade(doc, tmp_path):
     assert "format version 2" in msg and "version 1" in msg and "Upgrade" in msg
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"format": "other", "version": 1, "traces": {}}', "not a thunderviz file"),
-    ("[1, 2, 3]", "not a thunderviz file"),
-    ('{"version": 1}', "not a thunderviz file"),
-    ('{"format": "thunderviz", "traces": {"f": {"ops": []}}}', "missing key 'version'"),
-    ('{"format": "thunderviz", "version": 1}', "missing key 'traces'"),
-    ('{"format": "thunderviz", "version": "1", "traces": {"f": {"ops": []}}}', "positive integer"),
-    ('{"format": "thunderviz", "version": true, "traces": {"f": {"ops": []}}}', "positive integer"),
-    ('{"format": "thunderviz", "version": 1, "traces": {}}', "non-empty"),
-    ('{"format": "thunderviz", "version": 1, "traces": {"f": {}}}', 'missing key "ops"'),
-    ('{"format": "thunderviz", "version": 1, "traces": {"f": {"ops": [{"id": "a"}, {"id": "a"}]}}}',
-     "appears twice"),
-    ('{"format": "thunderviz", "version": 1, "traces": {"f": {"ops": []}}, "steps": {}}',
-     'steps: expected array or null, got object'),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"format": "other", "version": 1, "traces": {}}', "not a thunderviz file"),
+        ("[1, 2, 3]", "not a thunderviz file"),
+        ('{"version": 1}', "not a thunderviz file"),
+        ('{"format": "thunderviz", "traces": {"f": {"ops": []}}}', "missing key 'version'"),
+        ('{"format": "thunderviz", "version": 1}', "missing key 'traces'"),
+        (
+            '{"format": "thunderviz", "version": "1", "traces": {"f": {"ops": []}}}',
+            "positive integer",
+        ),
+        (
+            '{"format": "thunderviz", "version": true, "traces": {"f": {"ops": []}}}',
+            "positive integer",
+        ),
+        ('{"format": "thunderviz", "version": 1, "traces": {}}', "non-empty"),
+        ('{"format": "thunderviz", "version": 1, "traces": {"f": {}}}', 'missing key "ops"'),
+        (
+            '{"format": "thunderviz", "version": 1, '
+            '"traces": {"f": {"ops": [{"id": "a"}, {"id": "a"}]}}}',
+            "appears twice",
+        ),
+        (
+            '{"format": "thunderviz", "version": 1, "traces": {"f": {"ops": []}}, "steps": {}}',
+            "steps: expected array or null, got object",
+        ),
+    ],
+)
 def test_invalid_documents_are_refused_clearly(content, message, tmp_path):
     p = tmp_path / "x.tvz"
     p.write_text(content, encoding="utf-8")

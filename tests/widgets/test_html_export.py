@@ -19,8 +19,11 @@ from thunderviz.widgets.widget import viewer_bundle
 
 # Namespace names, not references: the viewer creates SVG elements in this namespace and its
 # sanitizer names the SVG DTD.
-ALLOWED_URLS = ("http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink",
-                "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd")
+ALLOWED_URLS = (
+    "http://www.w3.org/2000/svg",
+    "http://www.w3.org/1999/xlink",
+    "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd",
+)
 
 DOC_RE = re.compile(r'<script type="application/json" id="tv-doc">(.*?)</script>', re.S)
 BUNDLE_RE = re.compile(r'<script type="text/plain" id="tv-bundle">(.*?)</script>', re.S)
@@ -89,7 +92,11 @@ def test_a_hostile_module_name_is_only_ever_data(tmp_path):
 def test_json_for_script_cannot_end_the_tag():
     text = json_for_script({"a": "</script><script>alert(1)</script>", "b": "\u2028<!--", "c": "&"})
     assert "</" not in text and "<!--" not in text and "\u2028" not in text and "&" not in text
-    assert json.loads(text) == {"a": "</script><script>alert(1)</script>", "b": "\u2028<!--", "c": "&"}
+    assert json.loads(text) == {
+        "a": "</script><script>alert(1)</script>",
+        "b": "\u2028<!--",
+        "c": "&",
+    }
     with pytest.raises(ValueError):
         json_for_script({"x": float("nan")})
 
@@ -113,7 +120,7 @@ def test_every_kind_of_source_exports(tmp_path):
     from_tvz = export_html(tvz, tmp_path / "tvz.html", tab="backward")
     assert '"tab":"backward"' in from_tvz.read_text()
     assert export_html(session.document(), tmp_path / "doc.html", static=False).is_file()
-    assert "<noscript><div class=\"tvx-static\"><p>" in (tmp_path / "doc.html").read_text()
+    assert '<noscript><div class="tvx-static"><p>' in (tmp_path / "doc.html").read_text()
     with pytest.raises(TypeError):
         export_html(w, tmp_path / "x.html", x)
 

@@ -51,17 +51,20 @@ def test_arguments_are_expressions_in_the_user_namespace(ip):
     assert tuple(w.session.args[0].shape) == (3, 8)
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ("", "needs a call"),
-    ("model", "expects one call"),
-    ("model(x) + 1", "expects one call"),
-    ("model(x, target); calls.append(1)", "cannot parse"),
-    ("model(x, target) if True else calls.append(1)", "expects one call"),
-    ("import os", "cannot parse"),
-    ("--depth model(x)", "--depth takes a whole number"),
-    ("--depth -1 model(x)", "--depth must be 0 or more"),
-    ("--bogus model(x)", "unrecognized arguments"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("", "needs a call"),
+        ("model", "expects one call"),
+        ("model(x) + 1", "expects one call"),
+        ("model(x, target); calls.append(1)", "cannot parse"),
+        ("model(x, target) if True else calls.append(1)", "expects one call"),
+        ("import os", "cannot parse"),
+        ("--depth model(x)", "--depth takes a whole number"),
+        ("--depth -1 model(x)", "--depth must be 0 or more"),
+        ("--bogus model(x)", "unrecognized arguments"),
+    ],
+)
 def test_bad_lines_are_usage_errors_and_run_nothing(ip, line, message):
     with pytest.raises(UsageError, match=message) as err:
         ip.run_line_magic("thunder", line)
@@ -83,12 +86,15 @@ def test_cell_magic_runs_the_setup_then_debugs_the_last_call(ip):
     assert w.session.args[0] is ip.user_ns["x"]
 
 
-@pytest.mark.parametrize(("cell", "message"), [
-    ("y = model(x, target)", "last line must be the call"),
-    ("model(x, target)\nz = 1", "last line must be the call"),
-    ("def f(:\n", "does not parse"),
-    ("# only a comment\n", "cell is empty"),
-])
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("y = model(x, target)", "last line must be the call"),
+        ("model(x, target)\nz = 1", "last line must be the call"),
+        ("def f(:\n", "does not parse"),
+        ("# only a comment\n", "cell is empty"),
+    ],
+)
 def test_bad_cells_are_usage_errors(ip, cell, message):
     with pytest.raises(UsageError, match=message):
         ip.run_cell_magic("thunder", "", cell)
@@ -110,7 +116,10 @@ def test_the_parsers():
     assert call.source == "f(a, *b, k=c, **d)"
     fn, args, kwargs = call.evaluate({"f": len, "a": 1, "b": [2, 3], "c": 4, "d": {"e": 5}})
     assert fn is len and args == [1, 2, 3] and kwargs == {"k": 4, "e": 5}
-    assert split_options("--depth 2 --fake model(x, y)") == (["--depth", "2", "--fake"], "model(x, y)")
+    assert split_options("--depth 2 --fake model(x, y)") == (
+        ["--depth", "2", "--fake"],
+        "model(x, y)",
+    )
     assert split_options("model(-x)") == ([], "model(-x)")
     options = parse_options(["--no-backward"])
     assert options.backward is False and options.depth == 1 and not options.fake

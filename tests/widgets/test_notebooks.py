@@ -18,8 +18,9 @@ NOTEBOOKS = ["quickstart.ipynb", "find_the_nan.ipynb", "custom_transform.ipynb"]
 
 def run(name: str, tmp_path: Path) -> nbformat.NotebookNode:
     nb = nbformat.read(str(EXAMPLES / name), as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
     return nb
 
@@ -57,7 +58,9 @@ def assert_shows_the_debugger(rich: list[dict]) -> None:
 @pytest.mark.slow
 def test_quickstart_runs(tmp_path):
     text, rich = outputs(run("quickstart.ipynb", tmp_path))
-    assert "def forward(x, target," in text and "def backward(saved_for_backward, cotangents)" in text
+    assert (
+        "def forward(x, target," in text and "def backward(saved_for_backward, cotangents)" in text
+    )
     assert "saved for backward:" in text
     assert "selected: torch.nn.functional.linear in module 'block.0'" in text
     assert "after 3 steps: <step 2:" in text

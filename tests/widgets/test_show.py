@@ -64,8 +64,9 @@ def test_a_jit_function_shows_its_last_traces(mlp):
     assert not w.live
     assert set(w.document["traces"]) == {"forward", "augmented_forward", "backward"}
     fwd = thunderviz.last_traces(jitted)[0]
-    assert len([o for o in w.document["traces"]["forward"]["ops"] if o["parent"] is None]) == \
-        len(fwd.bound_symbols)
+    assert len([o for o in w.document["traces"]["forward"]["ops"] if o["parent"] is None]) == len(
+        fwd.bound_symbols
+    )
     traced_again = show(jitted, x, target)  # with inputs: a Session, so it can step
     assert traced_again.live and traced_again.session.fn is model
 

@@ -42,8 +42,10 @@ def test_the_document_holds_both_runs_and_the_comparisons_pairs(runs, doc):
     ids_a = {op["id"] for t in doc["traces"].values() for op in t["ops"]}
     assert all(m["ops"][0] in ids_a and m["ops"][1] in ids_b for m in comparison["matches"])
     # each backward pair comes from one matched forward pair, on both sides
-    fwd_of = [{op["id"]: op.get("fwd_op") for t in d["traces"].values() for op in t["ops"]}
-              for d in (doc, comparison["documents"][0])]
+    fwd_of = [
+        {op["id"]: op.get("fwd_op") for t in d["traces"].values() for op in t["ops"]}
+        for d in (doc, comparison["documents"][0])
+    ]
     pairs = {tuple(p) for p in forward_pairs}
     backward = [m["ops"] for m in comparison["matches"] if m["ops"][0].startswith("backward:")]
     assert backward and all((fwd_of[0][x], fwd_of[1][y]) in pairs for x, y in backward)
@@ -62,9 +64,14 @@ def test_malformed_comparisons_are_refused(doc):
         (lambda c: c.pop("matches"), "comparison"),
         (lambda c: c["matches"].append({"ops": [3]}), "comparison.matches"),
         (lambda c: c["documents"][0].pop("traces"), "comparison.documents[0]"),
-        (lambda c: c["documents"][0]["traces"]["forward"]["ops"][0].update(parent="forward:999"),
-         "comparison.documents[0].traces.forward.ops[0].parent"),
-        (lambda c: c["documents"][0].update(comparison=copy.deepcopy(c)), "comparison.documents[0]"),
+        (
+            lambda c: c["documents"][0]["traces"]["forward"]["ops"][0].update(parent="forward:999"),
+            "comparison.documents[0].traces.forward.ops[0].parent",
+        ),
+        (
+            lambda c: c["documents"][0].update(comparison=copy.deepcopy(c)),
+            "comparison.documents[0]",
+        ),
     ]:
         broken = copy.deepcopy(doc)
         breakage(broken["comparison"])
@@ -81,7 +88,9 @@ def test_what_counts_as_a_side_by_side_request(runs):
 def test_show_and_export_html_open_two_runs_side_by_side(runs, tmp_path):
     widget = tv.show(*runs)
     assert widget.document["comparison"]["kind"] == "runs" and widget.live is False
-    assert tv.show(runs).document["comparison"]["matches"] == widget.document["comparison"]["matches"]
+    assert (
+        tv.show(runs).document["comparison"]["matches"] == widget.document["comparison"]["matches"]
+    )
     path = tv.export_html(runs, tmp_path / "compare.html")
     assert '"comparison"' in path.read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="two of them"):

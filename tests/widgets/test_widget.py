@@ -21,8 +21,16 @@ from thunderviz.widgets.widget import (
     viewer_bundle,
 )
 
-VIEWER_TRAITS = {"document", "selected", "highlight", "current_step", "steps", "tab", "expanded",
-                 "live"}
+VIEWER_TRAITS = {
+    "document",
+    "selected",
+    "highlight",
+    "current_step",
+    "steps",
+    "tab",
+    "expanded",
+    "live",
+}
 
 
 def fresh_widget(**options):
@@ -143,9 +151,17 @@ def test_stepping_from_python_drives_the_stepper_and_pushes_steps():
     assert [r.index for r in records] == [0, 1, 2]
     assert w.stepper.index == 3 and w.current_step == 2
     assert len(w.steps) == n
-    assert [s["op"] for s in w.steps[:4]] == ["backward:0", "backward:1", "backward:2", "backward:3"]
+    assert [s["op"] for s in w.steps[:4]] == [
+        "backward:0",
+        "backward:1",
+        "backward:2",
+        "backward:3",
+    ]
     assert w.steps[2]["outputs"], "an executed step carries its statistics"
-    assert w.steps[2] == {**records[2].to_json(), **({"note": w.steps[2]["note"]} if "note" in w.steps[2] else {})}
+    assert w.steps[2] == {
+        **records[2].to_json(),
+        **({"note": w.steps[2]["note"]} if "note" in w.steps[2] else {}),
+    }
     assert w.steps[3]["outputs"] == {} and w.steps[3]["grads"] == {}  # not run yet
     name = next(iter(records[2].outputs))
     assert torch.is_tensor(w.value(name))
@@ -175,9 +191,19 @@ def test_messages_from_the_browser_step_the_backward():
     assert w.history[-1].module_path == "head"
     assert "reached module head" in w.steps[w.current_step]["note"]
     # breakpoints from the viewer's panel
-    w._handle_message(w, {"type": "breakpoints", "breakpoints": {
-        "ops": ["backward:5", "t0_not_a_thing"], "modules": ["block"], "nan_inf": False,
-        "grad_norm_above": 100.0}}, [])
+    w._handle_message(
+        w,
+        {
+            "type": "breakpoints",
+            "breakpoints": {
+                "ops": ["backward:5", "t0_not_a_thing"],
+                "modules": ["block"],
+                "nan_inf": False,
+                "grad_norm_above": 100.0,
+            },
+        },
+        [],
+    )
     assert w.stepper.breakpoints["ops"] == ["backward:5"]
     assert w.stepper.breakpoints["modules"] == ["block"]
     assert w.stepper.breakpoints["grad_norm_above"] == 100.0
@@ -228,7 +254,7 @@ def test_continue_stops_at_the_first_nan_by_default():
         def forward(self, x):
             h = self.proj(x)
             d = h[:, None, :] - h[None, :, :]
-            return torch.sqrt((d ** 2).sum(-1)).mean()
+            return torch.sqrt((d**2).sum(-1)).mean()
 
     torch.manual_seed(0)
     w = DebuggerWidget(Session(Dist(), torch.randn(4, 3)))
@@ -275,13 +301,16 @@ class _Kernel:
 
 def test_in_a_kernel_the_static_twin_comes_first(monkeypatch, mlp_session):
     shown = []
-    monkeypatch.setattr(widget_module, "display",
-                        lambda data, raw=False, metadata=None: shown.append(data))
+    monkeypatch.setattr(
+        widget_module, "display", lambda data, raw=False, metadata=None: shown.append(data)
+    )
     w = DebuggerWidget(mlp_session)
     monkeypatch.setattr(widget_module, "get_ipython", lambda: _Kernel())
     w._ipython_display_()
-    assert [set(d) for d in shown] == [{VIEW_MIME, "image/svg+xml", "text/plain"},
-                                       {WIDGET_MIME, "text/plain"}]
+    assert [set(d) for d in shown] == [
+        {VIEW_MIME, "image/svg+xml", "text/plain"},
+        {WIDGET_MIME, "text/plain"},
+    ]
     shown.clear()
     w.static_twin = False
     w._ipython_display_()
@@ -318,8 +347,9 @@ def test_options_reach_the_traits(mlp_session):
 
 def test_a_closed_widget_still_shows_its_picture(monkeypatch, mlp_session):
     shown = []
-    monkeypatch.setattr(widget_module, "display",
-                        lambda data, raw=False, metadata=None: shown.append(data))
+    monkeypatch.setattr(
+        widget_module, "display", lambda data, raw=False, metadata=None: shown.append(data)
+    )
     w = DebuggerWidget(mlp_session)
     w.close()
     w._ipython_display_()

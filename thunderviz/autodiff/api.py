@@ -35,21 +35,27 @@ def active_rules() -> RuleSet:
 def differentiate(forward: Trace, **kwargs: Any) -> AutodiffResult:
     """Forward trace -> augmented forward, backward and saved-for-backward (see AutodiffResult)."""
     if not isinstance(forward, Trace):
-        raise TypeError(f"thunderviz.autodiff expects a Trace (from thunderviz.trace), got {type(forward).__name__}")
+        raise TypeError(
+            "thunderviz.autodiff expects a Trace (from thunderviz.trace), "
+            f"got {type(forward).__name__}"
+        )
     return autodiff(forward, active_rules(), **kwargs)
 
 
 def _with_grad(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Float tensors become leaves that require grad, so the trace differentiates them."""
+
     def leaf(x: Any) -> Any:
         if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
             return x.detach().requires_grad_(True)
         return x
+
     return pytree.tree_map(leaf, args)
 
 
-def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-         ) -> tuple[AutodiffResult, Any, Any, list[torch.Tensor]]:
+def _run(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[AutodiffResult, Any, Any, list[torch.Tensor]]:
     forward = trace(fn, *_with_grad(args), **kwargs)
     result = differentiate(forward)
     pos, kw = forward.bind_inputs(fn, args, kwargs)
@@ -60,6 +66,7 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 def vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, Any]]:
     """`vjp(fn)(primals, cotangents) -> (outputs, grads)`; `grads` has one entry per leaf of
     `primals` (None where no gradient flows)."""
+
     @functools.wraps(fn)
     def wrapped(primals: Any, cotangents: Any, **kwargs: Any) -> tuple[Any, Any]:
         primals = tuple(primals) if isinstance(primals, (tuple, list)) else (primals,)
@@ -72,23 +79,32 @@ def vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, Any]]:
         grads = run_attributed(result.backward, tuple(saved), tuple(ordered))
         n_leaves = len(pytree.tree_leaves(primals))
         return out, tuple(grads[:n_leaves])
+
     return wrapped
 
 
 def value_and_grad(fn: Callable[..., Any]) -> Callable[..., tuple[Any, tuple[Any, ...]]]:
     """`value_and_grad(fn)(*args) -> (value, grads)` for a scalar-valued `fn`; one gradient
     per leaf of `args` (for a module: the inputs, then its parameters and buffers)."""
+
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, tuple[Any, ...]]:
         result, out, saved, values = _run(fn, args, kwargs)
         leaves = [p for p in result.forward.flat_outputs if isinstance(p, TensorProxy)]
         if len(leaves) != 1 or leaves[0].numel != 1:
-            raise ValueError("value_and_grad needs a function returning one scalar tensor; "
-                             f"this one returns {[p.type_string() for p in leaves]}. Use vjp.")
+            raise ValueError(
+                "value_and_grad needs a function returning one scalar tensor; "
+                f"this one returns {[p.type_string() for p in leaves]}. Use vjp."
+            )
         cts = tuple(torch.ones_like(pytree.tree_leaves(out)[0]) for _ in result.cotangent_outputs)
         grads = run_attributed(result.backward, tuple(saved), cts)
-        n = len(result.forward.args) if isinstance(fn, torch.nn.Module) else len(pytree.tree_leaves(args))
+        n = (
+            len(result.forward.args)
+            if isinstance(fn, torch.nn.Module)
+            else len(pytree.tree_leaves(args))
+        )
         return out, tuple(grads[:n])
+
     return wrapped
 
 
@@ -99,4 +115,5 @@ def grad(fn: Callable[..., Any]) -> Callable[..., tuple[Any, ...]]:
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
         return vg(*args, **kwargs)[1]
+
     return wrapped

@@ -64,8 +64,9 @@ def get_grad(out: Any, *, none_if_absent: bool = False) -> TensorProxy | None:
         return None
     ph = run.placeholders.get(out.name)
     if ph is None:
-        ph = TensorProxy(name=run.backward.names.fresh("ct"), shape=out.shape, dtype=out.dtype,
-                         device=out.device)
+        ph = TensorProxy(
+            name=run.backward.names.fresh("ct"), shape=out.shape, dtype=out.dtype, device=out.device
+        )
         run.placeholders[out.name] = ph
     if none_if_absent:
         run.none_if_absent.add(ph.name)
@@ -88,11 +89,20 @@ def requires_grad(x: Any) -> bool:
     return isinstance(x, TensorProxy) and _current("requires_grad").needs_grad(x)
 
 
-def run_joint(rule: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-              names: NameGenerator, needs_grad: Callable[[Proxy], bool],
-              module_path: str = "", source: Any = None) -> JointRun:
-    run = JointRun(TraceBuilder(names, module_path, source), TraceBuilder(names, module_path, source),
-                   needs_grad)
+def run_joint(
+    rule: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    names: NameGenerator,
+    needs_grad: Callable[[Proxy], bool],
+    module_path: str = "",
+    source: Any = None,
+) -> JointRun:
+    run = JointRun(
+        TraceBuilder(names, module_path, source),
+        TraceBuilder(names, module_path, source),
+        needs_grad,
+    )
     token = _runs.set((*_runs.get(), run))
     push_builder(run.forward)
     try:

@@ -49,11 +49,15 @@ def symbol_id(op: Any) -> str:
     if isinstance(op, torch._ops.OpOverload):
         return op_id(op)
     if isinstance(op, torch._ops.OpOverloadPacket):
-        raise TypeError(f"register a rule for one overload of {op} (e.g. {op}.default), not the packet")
+        raise TypeError(
+            f"register a rule for one overload of {op} (e.g. {op}.default), not the packet"
+        )
     sym = torch_symbol(op) if callable(op) else None  # a torch-level function
     if sym is None:
-        raise TypeError(f"cannot key a grad rule on {op!r}: pass an ATen overload, a Symbol, "
-                        "a public torch function or a symbol id string")
+        raise TypeError(
+            f"cannot key a grad rule on {op!r}: pass an ATen overload, a Symbol, "
+            "a public torch function or a symbol id string"
+        )
     return sym.id
 
 
@@ -76,8 +80,11 @@ class GradRule:
 
     def refuses_complex(self, bsym: BoundSymbol) -> bool:
         """Whether this rule would see a complex tensor in `bsym` without supporting it."""
-        return (self.differentiable and not self.supports_complex
-                and any(p.dtype.is_complex for p in (*bsym.flat_tensor_args, *bsym.flat_tensor_outs)))
+        return (
+            self.differentiable
+            and not self.supports_complex
+            and any(p.dtype.is_complex for p in (*bsym.flat_tensor_args, *bsym.flat_tensor_outs))
+        )
 
     def applies_to(self, bsym: BoundSymbol) -> bool:
         return self.applies is None or self.applies(bsym)
@@ -92,8 +99,12 @@ class RuleSet:
     rules: dict[str, GradRule] = field(default_factory=dict)
     _aug: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
-    def grad(self, *ops: Any, applies: Callable[[BoundSymbol], bool] | None = None,
-             supports_complex: bool | None = None) -> Callable[[JointFn], JointFn]:
+    def grad(
+        self,
+        *ops: Any,
+        applies: Callable[[BoundSymbol], bool] | None = None,
+        supports_complex: bool | None = None,
+    ) -> Callable[[JointFn], JointFn]:
         complex_ok = self.supports_complex if supports_complex is None else supports_complex
 
         def register(fn: JointFn) -> JointFn:
@@ -101,6 +112,7 @@ class RuleSet:
                 key = symbol_id(op)
                 self.rules[key] = GradRule(key, fn, "joint", applies, complex_ok)
             return fn
+
         return register
 
     def augmented_forward(self, *ops: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -108,10 +120,12 @@ class RuleSet:
             for op in ops:
                 self._aug[symbol_id(op)] = fn
             return fn
+
         return register
 
-    def backward(self, *ops: Any, supports_complex: bool | None = None
-                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def backward(
+        self, *ops: Any, supports_complex: bool | None = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         complex_ok = self.supports_complex if supports_complex is None else supports_complex
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -120,9 +134,14 @@ class RuleSet:
                 aug = self._aug.get(key)
                 if aug is None:
                     raise ValueError(f"register the augmented forward of {key} before its backward")
-                self.rules[key] = GradRule(key, _joint_from_pair(aug, fn), "augmented_forward/backward",
-                                           supports_complex=complex_ok)
+                self.rules[key] = GradRule(
+                    key,
+                    _joint_from_pair(aug, fn),
+                    "augmented_forward/backward",
+                    supports_complex=complex_ok,
+                )
             return fn
+
         return register
 
     def nondifferentiable(self, *ops: Any) -> None:
@@ -163,4 +182,3 @@ def _joint_from_pair(aug: Callable[..., Any], bwd: Callable[..., Any]) -> JointF
 
     joint.__name__ = f"{aug.__name__}+{bwd.__name__}"
     return joint
-

@@ -56,7 +56,9 @@ def rematerialize(result: AutodiffResult) -> AutodiffResult:
                     continue
                 saved.remove(p)
                 saved.extend(new_inputs)
-                recompute.append(bsym.with_changes(tags=bsym.tags | {BsymTag.RECOMPUTE_IN_BACKWARD}))
+                recompute.append(
+                    bsym.with_changes(tags=bsym.tags | {BsymTag.RECOMPUTE_IN_BACKWARD})
+                )
                 changed = True
                 break
         ordered = _in_forward_order(recompute, aug.bound_symbols)
@@ -71,11 +73,16 @@ def rematerialize(result: AutodiffResult) -> AutodiffResult:
     dropped = [s for s in result.saved_for_backward if s.name not in {p.name for p in saved}]
     for s in dropped:
         described.append(replace(s, recomputed=True))
-    return replace(result, augmented_forward=augmented, backward=backward, saved_for_backward=described)
+    return replace(
+        result, augmented_forward=augmented, backward=backward, saved_for_backward=described
+    )
 
 
 def _in_forward_order(bsyms: list[BoundSymbol], forward: list[BoundSymbol]) -> list[BoundSymbol]:
     position = {id(b): i for i, b in enumerate(forward)}
     by_output = {b.flat_proxy_outs[0].name: b for b in bsyms}
     originals = [b for b in forward if b.flat_proxy_outs and b.flat_proxy_outs[0].name in by_output]
-    return [by_output[b.flat_proxy_outs[0].name] for b in sorted(originals, key=lambda b: position[id(b)])]
+    return [
+        by_output[b.flat_proxy_outs[0].name]
+        for b in sorted(originals, key=lambda b: position[id(b)])
+    ]

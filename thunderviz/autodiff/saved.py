@@ -13,8 +13,14 @@ __all__ = ["SavedTensor", "describe_saved", "UNPACK"]
 
 # `(a, b) = saved_for_backward`: how the backward trace takes its inputs apart. Readers
 # recognise it by `UNPACK.id`, never by spelling the id again.
-UNPACK = Symbol(name="unpack", id="thunderviz.unpack", fn=None, kind=SymbolKind.OPERATOR,
-                operator="unpack", label="unpack")
+UNPACK = Symbol(
+    name="unpack",
+    id="thunderviz.unpack",
+    fn=None,
+    kind=SymbolKind.OPERATOR,
+    operator="unpack",
+    label="unpack",
+)
 
 
 @dataclass
@@ -57,5 +63,9 @@ class SavedTensor:
 def describe_saved(saved: list[Proxy], augmented: Trace, backward: Trace) -> list[SavedTensor]:
     made_by = producers(augmented.bound_symbols)
     read_by = consumers(backward.bound_symbols)
-    return [SavedTensor(p, made_by.get(p.name), [b for b in read_by.get(p.name, []) if b.sym.id != UNPACK.id])
-            for p in saved]
+    return [
+        SavedTensor(
+            p, made_by.get(p.name), [b for b in read_by.get(p.name, []) if b.sym.id != UNPACK.id]
+        )
+        for p in saved
+    ]

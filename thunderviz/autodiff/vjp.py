@@ -73,7 +73,9 @@ class _Unit:
     rule: GradRule | None
 
 
-def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = None) -> AutodiffResult:
+def autodiff(
+    trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = None
+) -> AutodiffResult:
     timings: dict[str, float] = {}
     with timed_provenance("VJP") as prov:
         needs = {p.name for p in trace.flat_args if isinstance(p, TensorProxy) and p.requires_grad}
@@ -90,30 +92,43 @@ def autodiff(trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = No
         backward, saved_names = _backward_trace(trace, bwd_bsyms, seeds, grad_inputs)
         aug_bsyms = [b for seg in fwd_segments for b in seg]
         augmented = trace.from_trace(
-            name="augmented_forward", bound_symbols=aug_bsyms,
-            output=(trace.output, tuple(saved_names)), output_spec=None,
+            name="augmented_forward",
+            bound_symbols=aug_bsyms,
+            output=(trace.output, tuple(saved_names)),
+            output_spec=None,
             tags={TraceTag.AUGMENTED_FORWARD},
         )
         saved = describe_saved(saved_names, augmented, backward)
     timings["split"] = split_prov.result.took_ms
-    for t, provs in ((augmented, (prov.result, split_prov.result)), (backward, (prov.result, split_prov.result))):
+    for t, provs in (
+        (augmented, (prov.result, split_prov.result)),
+        (backward, (prov.result, split_prov.result)),
+    ):
         t.provenance = [*trace.provenance, *provs]
-    return AutodiffResult(trace, augmented, backward, saved, grad_inputs,
-                          [out for out, _ in seeded], recorder, timings,
-                          cotangent_of={name: ct.name for name, ct in cts.items()},
-                          applications=applications)
+    return AutodiffResult(
+        trace,
+        augmented,
+        backward,
+        saved,
+        grad_inputs,
+        [out for out, _ in seeded],
+        recorder,
+        timings,
+        cotangent_of={name: ct.name for name, ct in cts.items()},
+        applications=applications,
+    )
 
 
 def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:
     return [p for p in bsym.flat_tensor_outs if p.is_float]
 
 
-def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str],
-             units: list[_Unit]) -> None:
+def _flatten(
+    bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str], units: list[_Unit]
+) -> None:
     """Append `bsym` as units at the level rules exist, growing `needs` as grads flow."""
-    touches_grad = (
-        not (bsym.tags & {BsymTag.NO_GRAD, BsymTag.MUTATION_EPILOGUE})
-        and any(p.name in needs for p in bsym.flat_tensor_args)
+    touches_grad = not (bsym.tags & {BsymTag.NO_GRAD, BsymTag.MUTATION_EPILOGUE}) and any(
+        p.name in needs for p in bsym.flat_tensor_args
     )
     if not touches_grad:
         units.append(_Unit(bsym, top, None))
@@ -150,9 +165,18 @@ def _flatten(bsym: BoundSymbol, top: BoundSymbol, rules: RuleSet, needs: set[str
     raise AutodiffError.no_rule(bsym, top)
 
 
-def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepRecorder | None,
-           applications: list[RuleApplication]) -> tuple[list[list[BoundSymbol]], list[BoundSymbol], dict[str, Proxy],
-                      list[tuple[TensorProxy, TensorProxy]]]:
+def _sweep(
+    trace: Trace,
+    units: list[_Unit],
+    needs: set[str],
+    recorder: StepRecorder | None,
+    applications: list[RuleApplication],
+) -> tuple[
+    list[list[BoundSymbol]],
+    list[BoundSymbol],
+    dict[str, Proxy],
+    list[tuple[TensorProxy, TensorProxy]],
+]:
     names = trace.names
     cts: dict[str, Proxy] = {}
     seeds: list[tuple[TensorProxy, TensorProxy]] = []  # (forward output, its cotangent)
@@ -170,8 +194,15 @@ def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepReco
         if unit.rule is None or not any(v is not None for v in out_cts.values()):
             fwd_segments[i] = [b]
             continue
-        run = run_joint(unit.rule.joint, b.args, b.kwargs, names, lambda p: p.name in needs,
-                        b.module_path, b.source)
+        run = run_joint(
+            unit.rule.joint,
+            b.args,
+            b.kwargs,
+            names,
+            lambda p: p.name in needs,
+            b.module_path,
+            b.source,
+        )
         forward, backward = _place(run, b, out_cts, names)
         fwd_segments[i] = [_tagged(x, unit) for x in forward]
         emitted = [_tagged(x, unit) for x in backward]
@@ -181,13 +212,22 @@ def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepReco
             for x, g in run.grads:
                 old = cts.get(x.name)
                 cts[x.name] = g if old is None else aten.add.Tensor(old, g)
-                added.append(Contribution(x.name, g.name, None if old is None else old.name,
-                                          cts[x.name].name))
+                added.append(
+                    Contribution(
+                        x.name, g.name, None if old is None else old.name, cts[x.name].name
+                    )
+                )
         emitted += [_tagged(x, unit) for x in accumulate.bound_symbols]
         bwd.extend(emitted)
-        applications.append(RuleApplication(
-            unit.top, b, tuple(p.name for e in emitted for p in e.flat_proxy_outs),
-            {name: ct.name for name, ct in out_cts.items() if ct is not None}, tuple(added)))
+        applications.append(
+            RuleApplication(
+                unit.top,
+                b,
+                tuple(p.name for e in emitted for p in e.flat_proxy_outs),
+                {name: ct.name for name, ct in out_cts.items() if ct is not None},
+                tuple(added),
+            )
+        )
         if recorder is not None:
             recorder.step(unit.top, VISIT_TYPE.INSERT_AFTER, bwd, inserted=emitted)
     return fwd_segments, bwd, cts, seeds
@@ -195,12 +235,14 @@ def _sweep(trace: Trace, units: list[_Unit], needs: set[str], recorder: StepReco
 
 def _tagged(bsym: BoundSymbol, unit: _Unit) -> BoundSymbol:
     """Link a bound symbol a rule produced to the forward op it came from (for the UI)."""
-    return bsym.with_changes(fwd_bsym=unit.top, module_path=unit.bsym.module_path,
-                             source=unit.bsym.source)
+    return bsym.with_changes(
+        fwd_bsym=unit.top, module_path=unit.bsym.module_path, source=unit.bsym.source
+    )
 
 
-def _place(run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None],
-           names: Any) -> tuple[list[BoundSymbol], list[BoundSymbol]]:
+def _place(
+    run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None], names: Any
+) -> tuple[list[BoundSymbol], list[BoundSymbol]]:
     """Give the rule's outputs the forward op's names, connect its cotangent placeholders to
     the accumulated cotangents (zeros where none flows), and keep the original bound symbol
     (with its subsymbols) when the rule's forward code is just that op again."""
@@ -209,9 +251,12 @@ def _place(run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None],
     if len(rule_outs) != len(orig_outs):
         raise AutodiffError(
             f"the grad rule for {b.sym.id} returned {len(rule_outs)} outputs; the op has "
-            f"{len(orig_outs)}. A joint rule must return the op's outputs.", bsym=b)
-    renames: dict[str, Proxy] = {r.name: o for r, o in zip(rule_outs, orig_outs, strict=True)
-                                 if r.name != o.name}
+            f"{len(orig_outs)}. A joint rule must return the op's outputs.",
+            bsym=b,
+        )
+    renames: dict[str, Proxy] = {
+        r.name: o for r, o in zip(rule_outs, orig_outs, strict=True) if r.name != o.name
+    }
     zeros: list[BoundSymbol] = []
     for rule_out_name, ph in run.placeholders.items():
         orig = renames.get(rule_out_name)
@@ -255,15 +300,26 @@ def _call_values(bsym: BoundSymbol) -> Any:
     return values
 
 
-def _backward_trace(trace: Trace, bwd_bsyms: list[BoundSymbol], seeds: list[TensorProxy],
-                    grad_inputs: list[Proxy | None]) -> tuple[Trace, list[Proxy]]:
+def _backward_trace(
+    trace: Trace,
+    bwd_bsyms: list[BoundSymbol],
+    seeds: list[TensorProxy],
+    grad_inputs: list[Proxy | None],
+) -> tuple[Trace, list[Proxy]]:
     """The backward trace, and the forward values it reads (saved for backward, in order)."""
     names = trace.names
     saved_arg = Proxy(names.claim("saved_for_backward"))
     cts_arg = Proxy(names.claim("cotangents"))
-    draft = trace.from_trace(name="backward", args=[], kwargs={}, bound_symbols=list(bwd_bsyms),
-                             output=tuple(grad_inputs), tags={TraceTag.BACKWARD}, constants={},
-                             output_spec=None)
+    draft = trace.from_trace(
+        name="backward",
+        args=[],
+        kwargs={},
+        bound_symbols=list(bwd_bsyms),
+        output=tuple(grad_inputs),
+        tags={TraceTag.BACKWARD},
+        constants={},
+        output_spec=None,
+    )
     draft = dce(draft)
     produced: set[str] = set()
     reads: list[Proxy] = []
@@ -276,7 +332,12 @@ def _backward_trace(trace: Trace, bwd_bsyms: list[BoundSymbol], seeds: list[Tens
                 reads.append(p)
         produced.update(p.name for p in bsym.flat_proxy_outs)
     for g in grad_inputs:  # a gradient that is a forward value passed straight through
-        if g is not None and g.name not in produced and g.name not in seed_names and g.name not in seen:
+        if (
+            g is not None
+            and g.name not in produced
+            and g.name not in seed_names
+            and g.name not in seen
+        ):
             seen.add(g.name)
             reads.append(g)
     constants = {p.name: trace.constants[p.name] for p in reads if p.name in trace.constants}
@@ -285,7 +346,7 @@ def _backward_trace(trace: Trace, bwd_bsyms: list[BoundSymbol], seeds: list[Tens
         BoundSymbol(sym=UNPACK, args=(saved_arg,), kwargs={}, output=tuple(saved)),
         BoundSymbol(sym=UNPACK, args=(cts_arg,), kwargs={}, output=tuple(seeds)),
     ]
-    backward = draft.from_trace(args=[saved_arg, cts_arg],
-                                bound_symbols=unpack + draft.bound_symbols, constants=constants)
+    backward = draft.from_trace(
+        args=[saved_arg, cts_arg], bound_symbols=unpack + draft.bound_symbols, constants=constants
+    )
     return backward, saved
-

@@ -25,8 +25,9 @@ from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 
 __all__ = ["trace", "trace_without_own_hooks", "CaptureError"]
 
-_COPY_BACK = Symbol(name="copy_", id="torch.Tensor.copy_", fn=torch.Tensor.copy_,
-                    kind=SymbolKind.METHOD)
+_COPY_BACK = Symbol(
+    name="copy_", id="torch.Tensor.copy_", fn=torch.Tensor.copy_, kind=SymbolKind.METHOD
+)
 
 
 def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any) -> Trace:
@@ -43,7 +44,9 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
     `.grad`, the inputs and the global RNG state are as they were.
     """
     if not callable(fn):
-        raise TypeError(f"thunderviz.trace expects a function or an nn.Module, got {type(fn).__name__}")
+        raise TypeError(
+            f"thunderviz.trace expects a function or an nn.Module, got {type(fn).__name__}"
+        )
     if not isinstance(fake, bool):
         raise TypeError(f"fake must be True or False, got {fake!r}")
     module = fn if isinstance(fn, torch.nn.Module) else None
@@ -53,8 +56,9 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
     return result
 
 
-def trace_without_own_hooks(fn: Callable[..., Any], args: tuple[Any, ...],
-                            kwargs: dict[str, Any]) -> Trace:
+def trace_without_own_hooks(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Trace:
     """`trace(fn, *args, **kwargs)`, except that a module's own forward hooks and pre-hooks
     (and the global ones, as they apply to it) are not run: `jit` runs them around each call,
     as eager does. Hooks of its submodules are traced as usual."""
@@ -65,34 +69,60 @@ def trace_without_own_hooks(fn: Callable[..., Any], args: tuple[Any, ...],
     return result
 
 
-def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[Any, ...],
-           kwargs: dict[str, Any], fake: bool, own_hooks: bool = True) -> Trace:
+def _trace(
+    fn: Callable[..., Any],
+    module: torch.nn.Module | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    fake: bool,
+    own_hooks: bool = True,
+) -> Trace:
     names = NameGenerator()
     module_names = {}
     if module is not None:
         for path, m in module.named_modules(remove_duplicate=False):
             module_names.setdefault(id(m), path)
     recorder = Recorder(names, module_names)
-    state = [] if module is None else [
-        *((path, t, InputKind.PARAMETER) for path, t in module.named_parameters()),
-        *((path, t, InputKind.BUFFER) for path, t in module.named_buffers())]
+    state = (
+        []
+        if module is None
+        else [
+            *((path, t, InputKind.PARAMETER) for path, t in module.named_parameters()),
+            *((path, t, InputKind.BUFFER) for path, t in module.named_buffers()),
+        ]
+    )
     with preserved_rng(), _fake_mode(fake) as fake_mode:
-        convert = _converter(fake_mode, [*pytree.tree_leaves((args, kwargs)), *(t for _, t, _ in state)])
+        convert = _converter(
+            fake_mode, [*pytree.tree_leaves((args, kwargs)), *(t for _, t, _ in state)]
+        )
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
         trace_kwargs: dict[str, Proxy] = {}
         inputs: list[TraceInput] = []
         # (the tensor the program runs on, its proxy): what may need a write-back at the end
         originals: list[tuple[torch.Tensor, Proxy]] = []
-        run_args = [_proxy_input(recorder, names, a, n, convert, trace_args, originals,
-                                 inputs, InputKind.POSITIONAL)
-                    for a, n in zip(args, pos_names, strict=True)]
+        run_args = [
+            _proxy_input(
+                recorder, names, a, n, convert, trace_args, originals, inputs, InputKind.POSITIONAL
+            )
+            for a, n in zip(args, pos_names, strict=True)
+        ]
         run_kwargs = {}
         holder: list[Proxy] = []
         keyword_inputs: list[TraceInput] = []  # after the state, though bound before it
         for key, value in kwargs.items():
-            run_kwargs[key] = _proxy_input(recorder, names, value, kw_names[key], convert, holder,
-                                           originals, keyword_inputs, InputKind.KEYWORD, key)
+            run_kwargs[key] = _proxy_input(
+                recorder,
+                names,
+                value,
+                kw_names[key],
+                convert,
+                holder,
+                originals,
+                keyword_inputs,
+                InputKind.KEYWORD,
+                key,
+            )
         trace_kwargs.update({p.name: p for p in holder})
         run_state: dict[str, torch.Tensor] = {}
         for path, tensor, kind in state:
@@ -124,23 +154,40 @@ def _trace(fn: Callable[..., Any], module: torch.nn.Module | None, args: tuple[A
         tags={TraceTag.FORWARD},
         constants=dict(recorder.constants),
         names=names,
-        meta={"fake": fake, "dropped_outputs": dropped, "module_class": type(module).__name__ if module is not None else None,
-              "function": getattr(fn, "__name__", type(fn).__name__)},
+        meta={
+            "fake": fake,
+            "dropped_outputs": dropped,
+            "module_class": type(module).__name__ if module is not None else None,
+            "function": getattr(fn, "__name__", type(fn).__name__),
+        },
     )
 
 
-def _run(fn: Callable[..., Any], module: torch.nn.Module | None, args: list[Any],
-         kwargs: dict[str, Any], state: dict[str, torch.Tensor], recorder: Recorder,
-         own_hooks: bool = True, stamp: bool = False) -> Any:
-    with _module_hooks(recorder), recorder.function_mode, recorder.dispatch_mode, \
-            intercepting_function_apply(recorder), stamping_blocks(recorder, module, stamp):
+def _run(
+    fn: Callable[..., Any],
+    module: torch.nn.Module | None,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    state: dict[str, torch.Tensor],
+    recorder: Recorder,
+    own_hooks: bool = True,
+    stamp: bool = False,
+) -> Any:
+    with (
+        _module_hooks(recorder),
+        recorder.function_mode,
+        recorder.dispatch_mode,
+        intercepting_function_apply(recorder),
+        stamping_blocks(recorder, module, stamp),
+    ):
         if module is None:
             return fn(*args, **kwargs)
         if not own_hooks:  # forward itself: the module's own hooks are the caller's
             with _reparametrize_module(module, state, tie_weights=True, strict=False):
                 return module.forward(*args, **kwargs)
-        return torch.func.functional_call(module, state, tuple(args), kwargs,
-                                          tie_weights=True, strict=False)
+        return torch.func.functional_call(
+            module, state, tuple(args), kwargs, tie_weights=True, strict=False
+        )
 
 
 @contextlib.contextmanager
@@ -158,8 +205,10 @@ def _module_hooks(recorder: Recorder) -> Iterator[None]:
         if threading.get_ident() == owner:
             recorder.exit_module(module)
 
-    handles = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
-               torch.nn.modules.module.register_module_forward_hook(post)]
+    handles = [
+        torch.nn.modules.module.register_module_forward_pre_hook(pre),
+        torch.nn.modules.module.register_module_forward_hook(post),
+    ]
     try:
         yield
     finally:
@@ -167,23 +216,40 @@ def _module_hooks(recorder: Recorder) -> Iterator[None]:
             handle.remove()
 
 
-def _write_backs(recorder: Recorder, originals: list[tuple[torch.Tensor, Proxy]]) -> list[BoundSymbol]:
+def _write_backs(
+    recorder: Recorder, originals: list[tuple[torch.Tensor, Proxy]]
+) -> list[BoundSymbol]:
     """Inputs the program mutated (BatchNorm's running statistics, an in-place update of an
     argument) get their new value copied back at the end, as eager would leave them."""
     out = []
     for tensor, original in originals:
         final = recorder.proxy_of(tensor)
         if final.name != original.name:
-            out.append(BoundSymbol(sym=_COPY_BACK, args=(original, final), kwargs={}, output=None,
-                                   tags={BsymTag.MUTATION_EPILOGUE},
-                                   header=f"write the new value of {original.name} back into it"))
+            out.append(
+                BoundSymbol(
+                    sym=_COPY_BACK,
+                    args=(original, final),
+                    kwargs={},
+                    output=None,
+                    tags={BsymTag.MUTATION_EPILOGUE},
+                    header=f"write the new value of {original.name} back into it",
+                )
+            )
     return out
 
 
-def _proxy_input(recorder: Recorder, names: NameGenerator, value: Any, name: str,
-                 convert: Callable[[torch.Tensor], torch.Tensor], out: list[Proxy],
-                 originals: list[tuple[torch.Tensor, Proxy]], inputs: list[TraceInput],
-                 kind: InputKind, path: str | None = None) -> Any:
+def _proxy_input(
+    recorder: Recorder,
+    names: NameGenerator,
+    value: Any,
+    name: str,
+    convert: Callable[[torch.Tensor], torch.Tensor],
+    out: list[Proxy],
+    originals: list[tuple[torch.Tensor, Proxy]],
+    inputs: list[TraceInput],
+    kind: InputKind,
+    path: str | None = None,
+) -> Any:
     """Give each leaf of one user input a proxy (and a TraceInput); return the value the
     program runs on."""
     leaves, spec = pytree.tree_flatten(value)
@@ -198,32 +264,44 @@ def _proxy_input(recorder: Recorder, names: NameGenerator, value: Any, name: str
             run_leaves.append(copy)
             originals.append((copy, proxy))
         else:
-            proxy = NumberProxy(leaf_name, leaf) if isinstance(leaf, (int, float, bool)) else Proxy(leaf_name)
+            proxy = (
+                NumberProxy(leaf_name, leaf)
+                if isinstance(leaf, (int, float, bool))
+                else Proxy(leaf_name)
+            )
             run_leaves.append(leaf)
         out.append(proxy)
     return pytree.tree_unflatten(run_leaves, spec)
 
 
-def _input_names(fn: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+def _input_names(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[list[str], dict[str, str]]:
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
     try:
         sig = inspect.signature(target)
         bound = sig.bind(*args, **kwargs)
     except (TypeError, ValueError) as e:
         if isinstance(e, TypeError) and "argument" in str(e):
-            raise TypeError(f"thunderviz.trace: the inputs don't match "
-                            f"{getattr(target, '__qualname__', target)}{_sig(target)}: {e}") from None
+            raise TypeError(
+                f"thunderviz.trace: the inputs don't match "
+                f"{getattr(target, '__qualname__', target)}{_sig(target)}: {e}"
+            ) from None
         return [f"arg{i}" for i in range(len(args))], {k: k for k in kwargs}
     pos: list[str] = []
     for name, value in bound.arguments.items():
         param = sig.parameters[name]
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             pos += [f"{name}_{i}" for i in range(len(value))]
-        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) \
-                and name not in kwargs:
+        elif (
+            param.kind
+            in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            and name not in kwargs
+        ):
             pos.append(name)
-    return pos[: len(args)] + [f"arg{i}" for i in range(len(pos), len(args))], {k: k for k in kwargs}
+    return pos[: len(args)] + [f"arg{i}" for i in range(len(pos), len(args))], {
+        k: k for k in kwargs
+    }
 
 
 def _sig(target: Any) -> str:
@@ -269,6 +347,7 @@ def _converter(fake_mode: Any, tensors: list[Any]) -> Callable[[torch.Tensor], t
     def to_copy(t: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return _copy_with_strides(t.detach())
+
     return to_copy
 
 
@@ -286,4 +365,5 @@ def _copy_with_strides(t: torch.Tensor) -> torch.Tensor:
     span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
     flat = torch.as_strided(t, (span,), (1,), t.storage_offset()).clone()
     return torch.empty(0, dtype=t.dtype, device=t.device).set_(
-        flat.untyped_storage(), 0, t.shape, t.stride())
+        flat.untyped_storage(), 0, t.shape, t.stride()
+    )

@@ -46,8 +46,12 @@ def reading_attributes(block: torch.nn.Module) -> Iterator[dict[tuple[str, str],
     def logging_getattribute(obj: Any, name: str) -> Any:
         value = getattribute(obj, name)  # AttributeError: Python then asks __getattr__
         where = watched.get(id(obj))
-        if where is not None and name not in MODULE_INTERNALS \
-                and name in getattribute(obj, "__dict__") and threading.get_ident() == owner:
+        if (
+            where is not None
+            and name not in MODULE_INTERNALS
+            and name in getattribute(obj, "__dict__")
+            and threading.get_ident() == owner
+        ):
             reads.setdefault((where, name), value_signature(value))
         return value
 

@@ -45,7 +45,7 @@ def hoist_autocast_casts(bsym: BoundSymbol) -> list[BoundSymbol]:
         casts.append(sub)
     if not casts:
         return []
-    rest = bsym.subsymbols[len(casts):]
+    rest = bsym.subsymbols[len(casts) :]
     replaced = {c.args[0].name for c in casts}
     if any(p.name in replaced for s in rest for b in s.walk() for p in b.flat_proxy_args):
         return []  # the call also reads an input uncast: keep it as it is

@@ -60,9 +60,14 @@ _FUNCTIONAL = torch.ops._c10d_functional
 _FUNCTIONAL_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd")
 # What an in-place `dist.*` call's `op=` becomes in a functional collective.
 _REDUCE_OP_NAMES = {
-    dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg", dist.ReduceOp.PRODUCT: "product",
-    dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max", dist.ReduceOp.BAND: "band",
-    dist.ReduceOp.BOR: "bor", dist.ReduceOp.BXOR: "bxor",
+    dist.ReduceOp.SUM: "sum",
+    dist.ReduceOp.AVG: "avg",
+    dist.ReduceOp.PRODUCT: "product",
+    dist.ReduceOp.MIN: "min",
+    dist.ReduceOp.MAX: "max",
+    dist.ReduceOp.BAND: "band",
+    dist.ReduceOp.BOR: "bor",
+    dist.ReduceOp.BXOR: "bxor",
 }
 
 
@@ -72,8 +77,14 @@ def collective_symbol(op: torch._ops.OpOverload) -> Symbol:
     (runnable as it is, unlike the `aten.`-style short names), keyed as
     `_c10d_functional.<op>.default` for grad rules, shapes from the op's meta kernel."""
     packet = op._schema.name.split("::", 1)[1]
-    return Symbol(name=f"torch.ops._c10d_functional.{packet}", id=op_id(op), fn=op, is_prim=True,
-                  meta=functools.partial(meta_outputs, op), label=packet)
+    return Symbol(
+        name=f"torch.ops._c10d_functional.{packet}",
+        id=op_id(op),
+        fn=op,
+        is_prim=True,
+        meta=functools.partial(meta_outputs, op),
+        label=packet,
+    )
 
 
 ALL_REDUCE = collective_symbol(_FUNCTIONAL.all_reduce.default)
@@ -98,8 +109,11 @@ def _namespace(func: Any) -> str | None:
 
 @functools.cache
 def _op_namespace(op: Any) -> str:
-    return op._schema.name.split("::", 1)[0] if isinstance(op, torch._ops.OpOverload) \
+    return (
+        op._schema.name.split("::", 1)[0]
+        if isinstance(op, torch._ops.OpOverload)
         else op._qualified_op_name.split("::", 1)[0]
+    )
 
 
 def is_collective_op(func: Any) -> bool:
@@ -108,7 +122,7 @@ def is_collective_op(func: Any) -> bool:
 
 
 def describe_group(group_name: str) -> str:
-    """"process group '0' (ranks 0, 1)": what a printed collective says about its group."""
+    """ "process group '0' (ranks 0, 1)": what a printed collective says about its group."""
     try:
         group = dist.distributed_c10d._resolve_process_group(group_name)
         ranks = ", ".join(str(r) for r in dist.get_process_group_ranks(group))
@@ -118,7 +132,7 @@ def describe_group(group_name: str) -> str:
 
 
 def collective_header(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
-    """"all_reduce sum over process group '0' (ranks 0, 1)": the comment printed above a
+    """ "all_reduce sum over process group '0' (ranks 0, 1)": the comment printed above a
     collective's line (empty for wait_tensor)."""
     packet = op._schema.name.split("::", 1)[1]
     if packet == "wait_tensor" or not args:
@@ -130,6 +144,7 @@ def collective_header(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
 
 
 # --- the ATen level: what the recorder's dispatch mode sees -----------------------------------
+
 
 def _at(recorder: Any) -> str:
     if recorder._source is None and not recorder.module_path:
@@ -148,8 +163,9 @@ def _running_ddp() -> bool:
     return False
 
 
-def record_collective_op(recorder: Any, func: Any, args: tuple[Any, ...],
-                         kwargs: dict[str, Any]) -> Any:
+def record_collective_op(
+    recorder: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """Run and record one collective op the dispatch mode saw; returns its real result."""
     packet = func._schema.name.split("::", 1)[1]
     if _namespace(func) == "c10d":
@@ -160,15 +176,19 @@ def record_collective_op(recorder: Any, func: Any, args: tuple[Any, ...],
             "hold: train with thunderviz.jit(ddp), which traces ddp.module and puts DDP's "
             "gradient all-reduces into the backward trace; debug one step with "
             "thunderviz.distributed.ddp_session(ddp, ...), which does the same."
-            if ddp else
-            "Call torch.distributed.all_reduce / all_gather_into_tensor / "
+            if ddp
+            else "Call torch.distributed.all_reduce / all_gather_into_tensor / "
             "reduce_scatter_tensor / broadcast, or the functional collectives "
-            "(torch.distributed._functional_collectives), which thunderviz records.")
+            "(torch.distributed._functional_collectives), which thunderviz records."
+        )
         raise CaptureError(
             f"the in-place torch.distributed op c10d.{packet} ran "
             f"{_at(recorder)} through a call thunderviz does not record (it returns a Work "
             f"object and writes into its inputs). {way_out}",
-            op=f"c10d.{packet}", source=recorder._source, module_path=recorder.module_path)
+            op=f"c10d.{packet}",
+            source=recorder._source,
+            module_path=recorder.module_path,
+        )
     if packet == "_wrap_tensor_autograd":
         packet = "wait_tensor"  # wait here, as torch does when tracing (_maybe_wrap_tensor)
     op = getattr(getattr(_FUNCTIONAL, packet, None), "default", None)
@@ -179,15 +199,23 @@ def record_collective_op(recorder: Any, func: Any, args: tuple[Any, ...],
             "records the out-of-place collectives of torch.distributed._functional_collectives "
             "(all_reduce, all_gather_tensor, reduce_scatter_tensor, broadcast, "
             "all_to_all_single). Use one of those.",
-            op=f"{_namespace(func)}.{packet}", source=recorder._source,
-            module_path=recorder.module_path)
+            op=f"{_namespace(func)}.{packet}",
+            source=recorder._source,
+            module_path=recorder.module_path,
+        )
     out = op(*args, **kwargs)
     p_args, p_kwargs = recorder.proxify((tuple(args), dict(kwargs)))
     wants_grad = recorder._wants_grad(op, p_args, p_kwargs)
     output = pytree.tree_map_only(torch.Tensor, lambda t: recorder._new_proxy(t, wants_grad), out)
-    bsym = BoundSymbol(sym=collective_symbol(op), args=tuple(p_args), kwargs=dict(p_kwargs),
-                       output=output, source=recorder._source, module_path=recorder.module_path,
-                       header=collective_header(op, tuple(args)))
+    bsym = BoundSymbol(
+        sym=collective_symbol(op),
+        args=tuple(p_args),
+        kwargs=dict(p_kwargs),
+        output=output,
+        source=recorder._source,
+        module_path=recorder.module_path,
+        header=collective_header(op, tuple(args)),
+    )
     if not torch.is_grad_enabled():
         bsym.tags.add(BsymTag.NO_GRAD)
     recorder._append(bsym)
@@ -196,35 +224,50 @@ def record_collective_op(recorder: Any, func: Any, args: tuple[Any, ...],
 
 # --- the torch level: what the recorder's function mode sees ---------------------------------
 
-def _in_place_all_reduce(tensor: torch.Tensor, op: Any = dist.ReduceOp.SUM, group: Any = None,
-                         async_op: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+
+def _in_place_all_reduce(
+    tensor: torch.Tensor, op: Any = dist.ReduceOp.SUM, group: Any = None, async_op: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     group = group or dist.group.WORLD
     return tensor, _FUNCTIONAL.all_reduce.default(tensor, _reduce_op_name(op), group.group_name)
 
 
-def _in_place_broadcast(tensor: torch.Tensor, src: int | None = None, group: Any = None,
-                        async_op: bool = False, group_src: int | None = None,
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+def _in_place_broadcast(
+    tensor: torch.Tensor,
+    src: int | None = None,
+    group: Any = None,
+    async_op: bool = False,
+    group_src: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     group = group or dist.group.WORLD
     if group_src is None:
         group_src = dist.get_group_rank(group, src)
     return tensor, _FUNCTIONAL.broadcast.default(tensor, group_src, group.group_name)
 
 
-def _in_place_all_gather(output_tensor: torch.Tensor, input_tensor: torch.Tensor,
-                         group: Any = None, async_op: bool = False,
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+def _in_place_all_gather(
+    output_tensor: torch.Tensor,
+    input_tensor: torch.Tensor,
+    group: Any = None,
+    async_op: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     group = group or dist.group.WORLD
     return output_tensor, _FUNCTIONAL.all_gather_into_tensor.default(
-        input_tensor, group.size(), group.group_name)
+        input_tensor, group.size(), group.group_name
+    )
 
 
-def _in_place_reduce_scatter(output: torch.Tensor, input: torch.Tensor,
-                             op: Any = dist.ReduceOp.SUM, group: Any = None,
-                             async_op: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def _in_place_reduce_scatter(
+    output: torch.Tensor,
+    input: torch.Tensor,
+    op: Any = dist.ReduceOp.SUM,
+    group: Any = None,
+    async_op: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     group = group or dist.group.WORLD
     return output, _FUNCTIONAL.reduce_scatter_tensor.default(
-        input, _reduce_op_name(op), group.size(), group.group_name)
+        input, _reduce_op_name(op), group.size(), group.group_name
+    )
 
 
 def _in_place_calls() -> dict[Callable[..., Any], Callable[..., tuple[torch.Tensor, torch.Tensor]]]:
@@ -233,11 +276,14 @@ def _in_place_calls() -> dict[Callable[..., Any], Callable[..., tuple[torch.Tens
     function and what it wraps (loggers, deprecation shims): the function mode sees
     whichever layer asks for torch-function handling. torch 2.13 renamed
     all_gather_into_tensor / reduce_scatter_tensor to *_single (the old names delegate)."""
-    table = {"all_reduce": _in_place_all_reduce, "broadcast": _in_place_broadcast,
-             "all_gather_into_tensor": _in_place_all_gather,
-             "all_gather_single": _in_place_all_gather,
-             "reduce_scatter_tensor": _in_place_reduce_scatter,
-             "reduce_scatter_single": _in_place_reduce_scatter}
+    table = {
+        "all_reduce": _in_place_all_reduce,
+        "broadcast": _in_place_broadcast,
+        "all_gather_into_tensor": _in_place_all_gather,
+        "all_gather_single": _in_place_all_gather,
+        "reduce_scatter_tensor": _in_place_reduce_scatter,
+        "reduce_scatter_single": _in_place_reduce_scatter,
+    }
     out = {}
     for name, functionalized in table.items():
         fn = getattr(dist, name, None)
@@ -276,8 +322,9 @@ class _CompletedWork:
         return True
 
 
-def record_collective_call(recorder: Any, func: Any, args: tuple[Any, ...],
-                           kwargs: dict[str, Any]) -> Any:
+def record_collective_call(
+    recorder: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """Record a torch-level collective call at the user's line; returns what eager returns.
 
     Functional collectives run as they are (their ops are recorded one level down, at the
@@ -294,9 +341,12 @@ def record_collective_call(recorder: Any, func: Any, args: tuple[Any, ...],
             signature = inspect.signature(in_place).bind(*args, **kwargs)
             written, result = in_place(*signature.args, **signature.kwargs)
         except (TypeError, ValueError) as e:  # arguments torch would refuse too; PREMUL_SUM
-            raise CaptureError(f"torch.distributed.{func.__name__} {_at(recorder)}: {e}",
-                               op=f"torch.distributed.{func.__name__}", source=source,
-                               module_path=recorder.module_path) from e
+            raise CaptureError(
+                f"torch.distributed.{func.__name__} {_at(recorder)}: {e}",
+                op=f"torch.distributed.{func.__name__}",
+                source=source,
+                module_path=recorder.module_path,
+            ) from e
         new = _FUNCTIONAL.wait_tensor.default(result)
         if new.shape != written.shape:  # all_gather_into_tensor into a stacked output
             new = new.view(written.shape)

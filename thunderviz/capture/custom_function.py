@@ -36,9 +36,22 @@ from torch.autograd.function import Function, FunctionCtx
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.symbol import Symbol, SymbolKind
 
-__all__ = ["APPLY_ID", "FORWARD_ID", "BACKWARD_ID", "AutogradFunctionCall", "FunctionContext",
-           "ObjectProxy", "has_backward", "run_forward", "defines_setup_context", "apply_symbol",
-           "forward_symbol", "backward_symbol", "held_tensors", "with_held"]
+__all__ = [
+    "APPLY_ID",
+    "FORWARD_ID",
+    "BACKWARD_ID",
+    "AutogradFunctionCall",
+    "FunctionContext",
+    "ObjectProxy",
+    "has_backward",
+    "run_forward",
+    "defines_setup_context",
+    "apply_symbol",
+    "forward_symbol",
+    "backward_symbol",
+    "held_tensors",
+    "with_held",
+]
 
 APPLY_ID = "torch.autograd.Function.apply"
 FORWARD_ID = "torch.autograd.Function.forward_with_ctx"
@@ -106,8 +119,15 @@ class AutogradFunctionCall:
 
     `outputs` is the call's output as recorded (proxies), `source` the user's line."""
 
-    def __init__(self, cls: type, outputs: Any, source: Any, module_path: str,
-                 dirty_inputs: tuple[int, ...] = (), held: tuple[torch.Tensor, ...] = ()) -> None:
+    def __init__(
+        self,
+        cls: type,
+        outputs: Any,
+        source: Any,
+        module_path: str,
+        dirty_inputs: tuple[int, ...] = (),
+        held: tuple[torch.Tensor, ...] = (),
+    ) -> None:
         self.cls = cls
         self.outputs = outputs
         self.source = source
@@ -127,39 +147,52 @@ class AutogradFunctionCall:
         return f"<autograd.Function {self.cls.__module__}.{self.cls.__qualname__}>"
 
     # --- the forward trace ---------------------------------------------------------------
-    def apply(self, *args: Any, reads: tuple[Any, ...] = (), held: tuple[Any, ...] = (),
-              **kwargs: Any) -> Any:
+    def apply(
+        self, *args: Any, reads: tuple[Any, ...] = (), held: tuple[Any, ...] = (), **kwargs: Any
+    ) -> Any:
         """The user's call, as written (`reads` only names what the forward reads; `held`
         are this call's values of the tensors its function arguments hold)."""
         return self.cls.apply(*self._with_held(args, held), **kwargs)
 
     # --- the augmented forward -----------------------------------------------------------
-    def forward_with_ctx(self, needs_input_grad: tuple[bool, ...], *args: Any,
-                         held: tuple[Any, ...] = (), held_needs: tuple[bool, ...] = (),
-                         **kwargs: Any) -> tuple[Any, FunctionContext]:
+    def forward_with_ctx(
+        self,
+        needs_input_grad: tuple[bool, ...],
+        *args: Any,
+        held: tuple[Any, ...] = (),
+        held_needs: tuple[bool, ...] = (),
+        **kwargs: Any,
+    ) -> tuple[Any, FunctionContext]:
         """Run the user's forward as `Function.apply` does (no_grad, a fresh ctx) and return
         its outputs and the ctx. Inputs that need a gradient reach the forward as tensors
         that require grad, as in eager (a reentrant backward detaches them and asks for
         their `.grad`); so do held tensors that need one (`held_needs`)."""
         ctx = FunctionContext(needs_input_grad)
         needs = held_needs or (False,) * len(held)
-        held = tuple(v.detach().requires_grad_(True) if need else v
-                     for v, need in zip(held, needs, strict=True))
+        held = tuple(
+            v.detach().requires_grad_(True) if need else v
+            for v, need in zip(held, needs, strict=True)
+        )
         ctx._thunderviz_held = tuple(v for v, need in zip(held, needs, strict=True) if need)
         args = self._with_held(args, held)
-        run_args = tuple(self._argument(i, a, need)
-                         for i, (a, need) in enumerate(zip(args, needs_input_grad, strict=True)))
+        run_args = tuple(
+            self._argument(i, a, need)
+            for i, (a, need) in enumerate(zip(args, needs_input_grad, strict=True))
+        )
         with torch.no_grad():
             out = run_forward(self.cls, ctx, run_args, kwargs)
         outs = out if isinstance(out, tuple) else (out,)
-        aliased = [o if any(o is t for t in ctx.dirty_tensors) else _alias_if_input(o, run_args)
-                   for o in outs]
+        aliased = [
+            o if any(o is t for t in ctx.dirty_tensors) else _alias_if_input(o, run_args)
+            for o in outs
+        ]
         out = tuple(aliased) if isinstance(out, tuple) else aliased[0]
         non_diff = {i for i, o in enumerate(outs) if any(o is t for t in ctx.non_differentiable)}
         ctx._thunderviz_call = _CallRecord(
             [_TensorMeta.of(a) if isinstance(a, torch.Tensor) else None for a in args],
             [_TensorMeta.of(o) if isinstance(o, torch.Tensor) else None for o in aliased],
-            non_diff)
+            non_diff,
+        )
         return out, ctx
 
     def _argument(self, index: int, a: Any, needs_grad: bool) -> Any:
@@ -173,8 +206,9 @@ class AutogradFunctionCall:
         return a.detach().requires_grad_(True) if needs_grad else a
 
     # --- the backward --------------------------------------------------------------------
-    def backward(self, ctx: FunctionContext, *grad_outputs: Any,
-                 accumulated: tuple[Any, ...] = ()) -> tuple[torch.Tensor, ...]:
+    def backward(
+        self, ctx: FunctionContext, *grad_outputs: Any, accumulated: tuple[Any, ...] = ()
+    ) -> tuple[torch.Tensor, ...]:
         """The user's backward on `ctx`: one gradient per input that needs one (zeros where
         it returns None), then one per tensor in `accumulated` and per held tensor that needs
         one (what the backward added to its `.grad`, zeros if nothing)."""
@@ -188,8 +222,10 @@ class AutogradFunctionCall:
                 g = meta.zeros()
             grads_in.append(g)
         accumulated = (*accumulated, *ctx._thunderviz_held)
-        leaves = [t if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else None
-                  for t in accumulated]
+        leaves = [
+            t if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else None
+            for t in accumulated
+        ]
         with _grads_collected(leaves) as collected:
             raw = _user_backward(self.cls)(ctx, *grads_in)
         raw = raw if isinstance(raw, tuple) else (raw,)
@@ -197,7 +233,8 @@ class AutogradFunctionCall:
         if len(raw) < n or any(g is not None for g in raw[n:]):
             raise RuntimeError(
                 f"{self.cls.__qualname__}.backward returned {len(raw)} gradients; its forward "
-                f"takes {n} inputs (one gradient, or None, per input)")
+                f"takes {n} inputs (one gradient, or None, per input)"
+            )
         out = []
         for i, need in enumerate(ctx.needs_input_grad):
             meta = record.inputs[i]
@@ -206,8 +243,10 @@ class AutogradFunctionCall:
                     self._warn_zeros(f"returned None as the gradient of input {i}, which needs one")
                 out.append(meta.zeros() if raw[i] is None else self._fitted(raw[i], meta, i))
         if accumulated and all(g is None for g in collected):
-            self._warn_zeros("accumulated nothing into the .grad of the tensors its forward reads "
-                             "without taking them as arguments")
+            self._warn_zeros(
+                "accumulated nothing into the .grad of the tensors its forward reads "
+                "without taking them as arguments"
+            )
         for t, g in zip(accumulated, collected, strict=True):
             out.append(g if g is not None else torch.zeros_like(t))
         return tuple(out)
@@ -215,17 +254,21 @@ class AutogradFunctionCall:
     def _warn_zeros(self, what: str) -> None:
         """A gradient eager leaves as None is zeros in a trace (a trace has no None values):
         the sums are the same, but an optimizer skips a None gradient and not a zero one."""
-        warnings.warn(f"{self.cls.__qualname__}.backward {what}: thunderviz uses zeros there, "
-                      "where eager gives no gradient (None). Return a gradient (or pass the "
-                      "tensor as an argument and return its gradient) to train it as eager does.",
-                      stacklevel=3)
+        warnings.warn(
+            f"{self.cls.__qualname__}.backward {what}: thunderviz uses zeros there, "
+            "where eager gives no gradient (None). Return a gradient (or pass the "
+            "tensor as an argument and return its gradient) to train it as eager does.",
+            stacklevel=3,
+        )
 
     def _fitted(self, g: torch.Tensor, meta: _TensorMeta, index: int) -> torch.Tensor:
         """The autograd engine's checks on a custom backward's gradient: a broadcast shape is
         summed back to the input's, dtype and device follow the input's."""
         if not isinstance(g, torch.Tensor):
-            raise RuntimeError(f"{self.cls.__qualname__}.backward returned a {type(g).__name__} "
-                               f"as the gradient of input {index}; expected a tensor or None")
+            raise RuntimeError(
+                f"{self.cls.__qualname__}.backward returned a {type(g).__name__} "
+                f"as the gradient of input {index}; expected a tensor or None"
+            )
         if tuple(g.shape) != meta.shape:
             try:
                 g = g.sum_to_size(meta.shape)
@@ -233,7 +276,8 @@ class AutogradFunctionCall:
                 raise RuntimeError(
                     f"{self.cls.__qualname__}.backward returned an invalid gradient at index "
                     f"{index} - got {list(g.shape)} but expected shape compatible with "
-                    f"{list(meta.shape)}") from None
+                    f"{list(meta.shape)}"
+                ) from None
         return g.to(dtype=meta.dtype, device=meta.device)
 
 
@@ -245,7 +289,9 @@ def _alias_if_input(o: Any, inputs: tuple[Any, ...]) -> Any:
     return o
 
 
-def run_forward(cls: type, ctx: FunctionContext, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def run_forward(
+    cls: type, ctx: FunctionContext, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     """The user's forward: `forward(ctx, *args)`, or `forward(*args)` then
     `setup_context(ctx, inputs, output)` for a Function that defines setup_context."""
     if defines_setup_context(cls):
@@ -262,8 +308,9 @@ def defines_setup_context(cls: type) -> bool:
 def _user_backward(cls: type) -> Callable[..., Any]:
     """`vjp` if the Function defines it, else `backward` (as BackwardCFunction picks)."""
     if cls.backward is not Function.backward and cls.vjp is not Function.vjp:
-        raise RuntimeError(f"{cls.__qualname__} implements both 'backward' and 'vjp'; "
-                           "implement only one of them")
+        raise RuntimeError(
+            f"{cls.__qualname__} implements both 'backward' and 'vjp'; implement only one of them"
+        )
     user_fn = cls.vjp if cls.vjp is not Function.vjp else cls.backward
     if getattr(cls, "boxed_grads_call", False):
         return lambda ctx, *grads: user_fn(ctx, list(grads))
@@ -341,9 +388,12 @@ def with_held(value: Any, replace: dict[int, Any], depth: int = 0) -> Any:
     if inspect.ismethod(value):
         return types.MethodType(again(value.__func__), value.__self__)
     if inspect.isfunction(value):
-        cells = tuple(types.CellType(c) for c in again(_cells(value))) if value.__closure__ else None
-        fn = types.FunctionType(value.__code__, value.__globals__, value.__name__,
-                                again(value.__defaults__), cells)
+        cells = (
+            tuple(types.CellType(c) for c in again(_cells(value))) if value.__closure__ else None
+        )
+        fn = types.FunctionType(
+            value.__code__, value.__globals__, value.__name__, again(value.__defaults__), cells
+        )
         fn.__kwdefaults__ = again(value.__kwdefaults__)
         fn.__qualname__ = value.__qualname__
         fn.__dict__.update(value.__dict__)
@@ -352,6 +402,7 @@ def with_held(value: Any, replace: dict[int, Any], depth: int = 0) -> Any:
 
 
 # --- symbols -----------------------------------------------------------------------------
+
 
 def _call_apply(call: AutogradFunctionCall, *args: Any, **kwargs: Any) -> Any:
     return call.apply(*args, **kwargs)
@@ -371,10 +422,22 @@ def apply_symbol(meta: Callable[..., Any] | None = None) -> Symbol:
 
 
 def forward_symbol(meta: Callable[..., Any]) -> Symbol:
-    return Symbol(name="forward_with_ctx", id=FORWARD_ID, fn=_call_forward,
-                  kind=SymbolKind.METHOD, meta=meta, label="forward")
+    return Symbol(
+        name="forward_with_ctx",
+        id=FORWARD_ID,
+        fn=_call_forward,
+        kind=SymbolKind.METHOD,
+        meta=meta,
+        label="forward",
+    )
 
 
 def backward_symbol(meta: Callable[..., Any]) -> Symbol:
-    return Symbol(name="backward", id=BACKWARD_ID, fn=_call_backward, kind=SymbolKind.METHOD,
-                  meta=meta, label="backward")
+    return Symbol(
+        name="backward",
+        id=BACKWARD_ID,
+        fn=_call_backward,
+        kind=SymbolKind.METHOD,
+        meta=meta,
+        label="backward",
+    )

@@ -19,8 +19,14 @@ def where(source: SourceLocation | None, module_path: str) -> str:
 class CaptureError(RuntimeError):
     """Tracing failed. The message names the op, the user's line, the module and a way out."""
 
-    def __init__(self, message: str, *, op: str = "", source: SourceLocation | None = None,
-                 module_path: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        op: str = "",
+        source: SourceLocation | None = None,
+        module_path: str = "",
+    ) -> None:
         super().__init__(message)
         self.op = op
         self.source = source

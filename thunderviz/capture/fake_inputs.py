@@ -22,7 +22,9 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 __all__ = ["fake_converter"]
 
 
-def fake_converter(fake_mode: Any, tensors: Iterable[Any]) -> Callable[[torch.Tensor], torch.Tensor]:
+def fake_converter(
+    fake_mode: Any, tensors: Iterable[Any]
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function turning each of `tensors` (the trace's inputs and module state; other
     values are ignored) into a FakeTensor of `fake_mode` with the same metadata, detached."""
     counts = Counter(_storage_key(t) for t in tensors if isinstance(t, torch.Tensor))
@@ -35,12 +37,16 @@ def fake_converter(fake_mode: Any, tensors: Iterable[Any]) -> Callable[[torch.Te
                 meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
                 return convert_meta.from_meta_and_device(fake_mode, meta, t.device)
             return fake_mode.from_tensor(t.detach())
+
     return to_fake
 
 
 def _storage_key(t: torch.Tensor) -> Any:
-    if t.layout != torch.strided or isinstance(t, torch._subclasses.FakeTensor) \
-            or t.device.type == "meta":
+    if (
+        t.layout != torch.strided
+        or isinstance(t, torch._subclasses.FakeTensor)
+        or t.device.type == "meta"
+    ):
         return ("object", id(t))
     if t.numel() == 0:
         return ("empty", id(t))  # no storage to share: data_ptr 0 means nothing
@@ -49,8 +55,15 @@ def _storage_key(t: torch.Tensor) -> Any:
 
 def _owns_plain_storage(t: torch.Tensor) -> bool:
     """A dense CPU tensor, neither view nor subclass, spanning exactly its own storage."""
-    return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.layout == torch.strided
-            and t.device.type == "cpu" and t._base is None and not t.is_conj()
-            and not t.is_neg() and not t.is_quantized and t.storage_offset() == 0
-            and t.is_contiguous()
-            and t.untyped_storage().nbytes() == t.numel() * t.element_size())
+    return (
+        type(t) in (torch.Tensor, torch.nn.Parameter)
+        and t.layout == torch.strided
+        and t.device.type == "cpu"
+        and t._base is None
+        and not t.is_conj()
+        and not t.is_neg()
+        and not t.is_quantized
+        and t.storage_offset() == 0
+        and t.is_contiguous()
+        and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    )

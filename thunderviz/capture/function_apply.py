@@ -72,8 +72,9 @@ def intercepting_function_apply(recorder: Any) -> Iterator[None]:
                 Function.apply = _ORIGINAL_APPLY
 
 
-def _bind_default_args(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]
-                       ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _bind_default_args(
+    cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """What `Function.apply` does for a Function with setup_context: defaults filled in."""
     if not defines_setup_context(cls):
         return args, kwargs
@@ -105,26 +106,43 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
             outs = out if isinstance(out, tuple) else (out,)
             dirty = {id(t) for t in ctx.dirty_tensors}
             # an input returned as it is (not dirty): eager returns a view of it (recorded here)
-            aliased = [o.view_as(o) if isinstance(o, torch.Tensor) and id(o) not in dirty
-                       and any(o is a for a in run_args) else o for o in outs]
+            aliased = [
+                o.view_as(o)
+                if isinstance(o, torch.Tensor)
+                and id(o) not in dirty
+                and any(o is a for a in run_args)
+                else o
+                for o in outs
+            ]
     except CaptureError:
         raise
     except Exception as e:
-        raise CaptureError(f"{name} failed at {where(source, module_path)}: {type(e).__name__}: {e}",
-                           op=name, source=source, module_path=module_path) from e
+        raise CaptureError(
+            f"{name} failed at {where(source, module_path)}: {type(e).__name__}: {e}",
+            op=name,
+            source=source,
+            module_path=module_path,
+        ) from e
     finally:
         recorder._source = outer_source
     dirty_positions = tuple(i for i, a in enumerate(run_args) if id(a) in dirty)
     written = {k for k, p in before.items() if recorder._proxies.get(k) is not p}
     allowed = {id(run_args[i]) for i in dirty_positions}
-    if len(dirty_positions) != len(dirty) or not written <= allowed \
-            or any(not any(o is run_args[i] for o in outs) for i in dirty_positions):
+    if (
+        len(dirty_positions) != len(dirty)
+        or not written <= allowed
+        or any(not any(o is run_args[i] for o in outs) for i in dirty_positions)
+    ):
         raise CaptureError(
             f"{name} at {where(source, module_path)} writes into a tensor in place that is not "
             "an argument it marks dirty and returns (ctx.mark_dirty): thunderviz records such a "
             "write only when eager's rules for it hold. Return a new tensor instead (for "
             "torch.utils.checkpoint over layers that update buffers, such as BatchNorm: "
-            "use_reentrant=False).", op=name, source=source, module_path=module_path)
+            "use_reentrant=False).",
+            op=name,
+            source=source,
+            module_path=module_path,
+        )
     differentiable = any(needs)
     non_diff = {id(t) for t in ctx.non_differentiable}
     renames: dict[str, Proxy] = {}
@@ -152,12 +170,20 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     call.traced_ops = subsymbols
     call_proxy = ObjectProxy(recorder.names.claim(cls.__name__), call)
     recorder.constants[call_proxy.name] = call
-    bsym = BoundSymbol(sym=apply_symbol(), args=(call_proxy, *p_args),
-                       kwargs={**p_kwargs, **({"reads": reads} if reads else {}),
-                               **({"held": tuple(recorder.proxy_of(t) for t in held)} if held else {})},
-                       output=output, subsymbols=subsymbols, source=source,
-                       module_path=module_path, header=f"autograd.Function {cls.__qualname__}: "
-                       f"its backward is {cls.__qualname__}.backward")
+    bsym = BoundSymbol(
+        sym=apply_symbol(),
+        args=(call_proxy, *p_args),
+        kwargs={
+            **p_kwargs,
+            **({"reads": reads} if reads else {}),
+            **({"held": tuple(recorder.proxy_of(t) for t in held)} if held else {}),
+        },
+        output=output,
+        subsymbols=subsymbols,
+        source=source,
+        module_path=module_path,
+        header=f"autograd.Function {cls.__qualname__}: its backward is {cls.__qualname__}.backward",
+    )
     if not grad_enabled:
         bsym.tags.add(BsymTag.NO_GRAD)
     recorder._append(bsym)
@@ -166,22 +192,31 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     return out
 
 
-def _refuse_stale_reads(recorder: Any, reads: tuple[TensorProxy, ...], name: str, source: Any,
-                        module_path: str) -> None:
+def _refuse_stale_reads(
+    recorder: Any, reads: tuple[TensorProxy, ...], name: str, source: Any, module_path: str
+) -> None:
     """A value the program computed, read by the forward without being an argument or held by
     a function passed to it, reaches it through some object made while tracing (an
     attribute set on a module): replayed, that object would hand it the traced value, not
     the new one. (Parameters and buffers are read through their module, as at every call.)"""
-    made = {p.name for frame in recorder._frames for top in frame.bsyms for b in top.walk()
-            for p in b.flat_proxy_outs}
+    made = {
+        p.name
+        for frame in recorder._frames
+        for top in frame.bsyms
+        for b in top.walk()
+        for p in b.flat_proxy_outs
+    }
     stale = [p.name for p in reads if p.name in made]
     if stale:
         raise CaptureError(
             f"{name} at {where(source, module_path)}: its forward reads {', '.join(stale)}, "
             "computed earlier in the program but not passed to it (kept on an object, such as "
             "an attribute set on a module): replayed, the Function would see the traced value. "
-            "Pass the tensor as an argument of the call (checkpoint(fn, x, mask)).", op=name, source=source,
-            module_path=module_path)
+            "Pass the tensor as an argument of the call (checkpoint(fn, x, mask)).",
+            op=name,
+            source=source,
+            module_path=module_path,
+        )
 
 
 def _held(recorder: Any, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
@@ -206,7 +241,10 @@ def _alias(recorder: Any, t: Any, requires_grad: bool) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
     users = any(t is c for c in recorder.constants.values())  # the user's own tensor: a copy
-    with torch.overrides._pop_mode_temporarily(), torch.utils._python_dispatch._disable_current_modes():
+    with (
+        torch.overrides._pop_mode_temporarily(),
+        torch.utils._python_dispatch._disable_current_modes(),
+    ):
         alias = (t.detach().clone() if users else t.detach()).requires_grad_(requires_grad)
     recorder.bind(alias, recorder.proxy_of(t))
     return alias
@@ -227,11 +265,16 @@ def _printable(recorder: Any, value: Any) -> Any:
         return proxy
 
 
-def _outside_reads(subsymbols: list[BoundSymbol], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> tuple[TensorProxy, ...]:
+def _outside_reads(
+    subsymbols: list[BoundSymbol], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[TensorProxy, ...]:
     """Tensors the forward's ops read that are neither its arguments nor made inside it."""
-    given = {p.name for p in BoundSymbol(sym=apply_symbol(), args=args, kwargs=kwargs,
-                                         output=None).flat_proxy_args}
+    given = {
+        p.name
+        for p in BoundSymbol(
+            sym=apply_symbol(), args=args, kwargs=kwargs, output=None
+        ).flat_proxy_args
+    }
     made: set[str] = set()
     reads: dict[str, TensorProxy] = {}
     for b in subsymbols:

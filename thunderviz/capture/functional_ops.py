@@ -28,7 +28,8 @@ def _arg_key(arg: Any) -> tuple[str, str]:
 def mutated_arg_indices(op: _OpOverload) -> tuple[int, ...]:
     """Positions of the schema arguments this op writes to (`Tensor(a!)`)."""
     return tuple(
-        i for i, a in enumerate(op._schema.arguments)
+        i
+        for i, a in enumerate(op._schema.arguments)
         if a.alias_info is not None and a.alias_info.is_write
     )
 
@@ -77,14 +78,19 @@ def is_view_op(op: _OpOverload) -> bool:
     if op._schema.is_mutable:
         return False
     rets = op._schema.returns
-    return bool(rets) and all(
-        r.alias_info is not None and not r.alias_info.is_write for r in rets
-    )
+    return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
-def scatter_into_base(view_op: _OpOverload, view_args: tuple[Any, ...], view_kwargs: dict[str, Any],
-                      output_index: int, base: Any, base_shape: tuple[int, ...], src: Any,
-                      view_meta: torch.Tensor) -> tuple[_OpOverload, tuple[Any, ...]]:
+def scatter_into_base(
+    view_op: _OpOverload,
+    view_args: tuple[Any, ...],
+    view_kwargs: dict[str, Any],
+    output_index: int,
+    base: Any,
+    base_shape: tuple[int, ...],
+    src: Any,
+    view_meta: torch.Tensor,
+) -> tuple[_OpOverload, tuple[Any, ...]]:
     """The ATen call that puts `src` (a new value of a view) back into `base`.
 
     `view_args` are the view op's arguments after its input; `view_meta` the view tensor
@@ -122,14 +128,26 @@ def scatter_into_base(view_op: _OpOverload, view_args: tuple[Any, ...], view_kwa
     if view_op in _SHAPE_ONLY_VIEWS:
         return aten.view.default, (src, list(base_shape))
     return aten.as_strided_scatter.default, (
-        base, src, list(view_meta.shape), list(view_meta.stride()), view_meta.storage_offset(),
+        base,
+        src,
+        list(view_meta.shape),
+        list(view_meta.stride()),
+        view_meta.storage_offset(),
     )
 
 
 # Views that change only the shape: writing back is a view to the base's shape.
 _SHAPE_ONLY_VIEWS = {
-    aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default, aten.squeeze.dim,
-    aten.squeeze.dims, aten.squeeze.default, aten.alias.default, aten.detach.default,
-    aten._reshape_alias.default, aten.reshape.default, aten.flatten.using_ints,
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.alias.default,
+    aten.detach.default,
+    aten._reshape_alias.default,
+    aten.reshape.default,
+    aten.flatten.using_ints,
     aten.view_as.default,
 }

@@ -18,9 +18,13 @@ __all__ = ["reads_values", "has_data_dependent_size", "VALUE_READERS"]
 
 # Torch-level calls that hand a tensor's values to Python without an ATen op the dispatch
 # mode would see (`tolist` copies in C++; `equal` returns a bool, not a tensor).
-VALUE_READERS = frozenset({
-    torch.Tensor.tolist, torch.equal, torch.Tensor.equal,
-})
+VALUE_READERS = frozenset(
+    {
+        torch.Tensor.tolist,
+        torch.equal,
+        torch.Tensor.equal,
+    }
+)
 
 _DYNAMIC = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
 _INDEX = torch.ops.aten.index.Tensor
@@ -39,6 +43,7 @@ def has_data_dependent_size(func: Any, args: tuple[Any, ...]) -> bool:
     if func is _INDEX:
         # `x[idx]` with integer indices has the indices' shape; only a mask is data-dependent
         indices = args[1] if len(args) > 1 else ()
-        return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
-                   for i in indices)
+        return any(
+            isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices
+        )
     return True

@@ -27,8 +27,12 @@ from thunderviz.core.symbol import BoundSymbol
 __all__ = ["selects_by_mask", "mask_as_positions"]
 
 aten = torch.ops.aten
-_INDEXING = {aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default,
-             aten._unsafe_index_put.default}
+_INDEXING = {
+    aten.index.Tensor,
+    aten._unsafe_index.Tensor,
+    aten.index_put.default,
+    aten._unsafe_index_put.default,
+}
 _MASKS = (torch.bool, torch.uint8)
 
 # (op, args, kwargs, output) -> the bound symbol of that call, where and in which module it
@@ -59,21 +63,31 @@ class _Positions:
         self.make, self.fresh = make, fresh
         self.bsyms: list[BoundSymbol] = []
 
-    def proxy(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> TensorProxy:
+    def proxy(
+        self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+    ) -> TensorProxy:
         return TensorProxy(name=self.fresh(), shape=shape, dtype=dtype, device=device)
 
-    def record(self, op: Any, args: tuple[Any, ...], output: Any, kwargs: dict[str, Any] | None = None
-               ) -> Any:
+    def record(
+        self, op: Any, args: tuple[Any, ...], output: Any, kwargs: dict[str, Any] | None = None
+    ) -> Any:
         self.bsyms.append(self.make(op, args, kwargs or {}, output))
         return output
 
     def columns(self, mask: torch.Tensor, p_mask: TensorProxy) -> list[TensorProxy]:
         """`nonzero(mask)` split into one index vector per mask dimension."""
         count = int(torch.count_nonzero(mask))
-        nz = self.record(aten.nonzero.default, (p_mask,),
-                         self.proxy((count, mask.ndim), torch.int64, p_mask.device))
-        return [self.record(aten.select.int, (nz, 1, d), self.proxy((count,), torch.int64, p_mask.device))
-                for d in range(mask.ndim)]
+        nz = self.record(
+            aten.nonzero.default,
+            (p_mask,),
+            self.proxy((count, mask.ndim), torch.int64, p_mask.device),
+        )
+        return [
+            self.record(
+                aten.select.int, (nz, 1, d), self.proxy((count,), torch.int64, p_mask.device)
+            )
+            for d in range(mask.ndim)
+        ]
 
     def indices(self, indices: Any, p_indices: Any) -> list[Any]:
         out: list[Any] = []
@@ -84,12 +98,20 @@ class _Positions:
     def expanded(self, p: TensorProxy, shape: tuple[int, ...]) -> TensorProxy:
         if tuple(p.shape) == shape:
             return p
-        return self.record(aten.expand.default, (p, list(shape)), self.proxy(shape, p.dtype, p.device))
+        return self.record(
+            aten.expand.default, (p, list(shape)), self.proxy(shape, p.dtype, p.device)
+        )
 
 
-def mask_as_positions(func: Any, args: tuple[Any, ...], p_args: tuple[Any, ...],
-                      p_kwargs: dict[str, Any], output: Any, make: MakeBsym,
-                      fresh: Callable[[], str]) -> list[BoundSymbol]:
+def mask_as_positions(
+    func: Any,
+    args: tuple[Any, ...],
+    p_args: tuple[Any, ...],
+    p_kwargs: dict[str, Any],
+    output: Any,
+    make: MakeBsym,
+    fresh: Callable[[], str],
+) -> list[BoundSymbol]:
     """The subsymbols of a `selects_by_mask` call: the same selection by integer positions,
     producing the call's own `output` proxy. `args` are the real tensors, `p_args` their
     proxies (the mask's values give the count; `nonzero` recomputes the positions)."""
@@ -100,7 +122,10 @@ def mask_as_positions(func: Any, args: tuple[Any, ...], p_args: tuple[Any, ...],
         p_x, p_mask = pos.expanded(p_args[0], shape), pos.expanded(p_args[1], shape)
         pos.record(aten.index.Tensor, (p_x, pos.columns(mask.expand(shape), p_mask)), output)
         return pos.bsyms
-    op = aten.index_put.default if func in (aten.index_put.default, aten._unsafe_index_put.default) \
+    op = (
+        aten.index_put.default
+        if func in (aten.index_put.default, aten._unsafe_index_put.default)
         else aten.index.Tensor
+    )
     pos.record(op, (p_args[0], pos.indices(args[1], p_args[1]), *p_args[2:]), output, p_kwargs)
     return pos.bsyms

@@ -63,11 +63,13 @@ _CORE_DECOMPS = core_aten_decompositions()
 _NON_DIFFERENTIABLE = {aten.detach.default}
 # Exceptions FakeTensors raise when Python needs a value they do not have.
 _DATA_DEPENDENT_ERRORS: tuple[type[BaseException], ...] = tuple(
-    e for e in (
+    e
+    for e in (
         getattr(torch._subclasses.fake_tensor, "DataDependentOutputException", None),
         getattr(torch._subclasses.fake_tensor, "DynamicOutputShapeException", None),
         getattr(torch.fx.experimental.symbolic_shapes, "GuardOnDataDependentSymNode", None),
-    ) if e is not None
+    )
+    if e is not None
 )
 
 
@@ -100,8 +102,9 @@ class _Decomposition:
     inputs: list[str]  # names of the tensor arguments it was recorded with, in order
     outputs: list[str]  # names of the outputs it was recorded for
 
-    def instantiate(self, inputs: list[TensorProxy], outputs: list[TensorProxy],
-                    recorder: Recorder) -> list[BoundSymbol]:
+    def instantiate(
+        self, inputs: list[TensorProxy], outputs: list[TensorProxy], recorder: Recorder
+    ) -> list[BoundSymbol]:
         mapping: dict[str, Proxy] = {}
         for old, new in zip(self.inputs, inputs, strict=True):
             mapping.setdefault(old, new)
@@ -112,16 +115,21 @@ class _Decomposition:
                 for p in b.flat_proxy_outs:
                     if p.name not in mapping:
                         mapping[p.name] = p.renamed(recorder.names.fresh())
-        return [_relocated(b.rename(mapping), recorder._source, recorder.module_path)
-                for b in self.bsyms]
+        return [
+            _relocated(b.rename(mapping), recorder._source, recorder.module_path)
+            for b in self.bsyms
+        ]
 
 
 _NO_DECOMPOSITION = object()
 
 
 def _relocated(bsym: BoundSymbol, source: SourceLocation | None, module_path: str) -> BoundSymbol:
-    return bsym.with_changes(source=source, module_path=module_path,
-                             subsymbols=[_relocated(s, source, module_path) for s in bsym.subsymbols])
+    return bsym.with_changes(
+        source=source,
+        module_path=module_path,
+        subsymbols=[_relocated(s, source, module_path) for s in bsym.subsymbols],
+    )
 
 
 def _signature(leaves: list[Any]) -> tuple[Any, ...]:
@@ -131,8 +139,16 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
     out: list[Any] = []
     for i, x in enumerate(leaves):
         if isinstance(x, torch.Tensor):
-            out.append(("T", tuple(x.shape), x.stride(), x.dtype, x.device.type,
-                        first_seen.setdefault(id(x), i)))
+            out.append(
+                (
+                    "T",
+                    tuple(x.shape),
+                    x.stride(),
+                    x.dtype,
+                    x.device.type,
+                    first_seen.setdefault(id(x), i),
+                )
+            )
         else:
             out.append((type(x).__name__, repr(x)))
     return tuple(out)
@@ -204,7 +220,9 @@ class Recorder:
 
     def _new_proxy(self, t: torch.Tensor, requires_grad: bool) -> TensorProxy:
         proxy = TensorProxy(
-            name=self.names.fresh(), shape=tuple(int(s) for s in t.shape), dtype=t.dtype,
+            name=self.names.fresh(),
+            shape=tuple(int(s) for s in t.shape),
+            dtype=t.dtype,
             device=self._device_override or t.device,
             requires_grad=requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex),
         )
@@ -238,8 +256,9 @@ class Recorder:
         self._frames[-1].bsyms.append(bsym)
 
     # --- torch level ------------------------------------------------------------------
-    def on_torch_function(self, func: Callable[..., Any], args: tuple[Any, ...],
-                          kwargs: dict[str, Any]) -> Any:
+    def on_torch_function(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         if is_property_read(func):
             return func(*args, **kwargs)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
@@ -260,13 +279,17 @@ class Recorder:
                 "tensor, and fake=True traces without values. Trace with fake=False (real "
                 "tensors), or avoid data-dependent Python control flow here "
                 "(`if x.sum() > 0`, `.item()`, boolean-mask indexing).",
-                op=_call_name(func), source=source, module_path=self.module_path,
+                op=_call_name(func),
+                source=source,
+                module_path=self.module_path,
             ) from e
         except Exception as e:
             raise CaptureError(
                 f"{_call_name(func)} failed at {where(source, self.module_path)}: "
                 f"{type(e).__name__}: {e}",
-                op=_call_name(func), source=source, module_path=self.module_path,
+                op=_call_name(func),
+                source=source,
+                module_path=self.module_path,
             ) from e
         finally:
             self._source = outer_source
@@ -276,8 +299,12 @@ class Recorder:
             return out
         sym = torch_symbol(func)
         bsym = BoundSymbol(
-            sym=sym or _opaque_symbol(func), args=p_args, kwargs=p_kwargs,
-            output=self.proxify(out), subsymbols=frame.bsyms, source=source,
+            sym=sym or _opaque_symbol(func),
+            args=p_args,
+            kwargs=p_kwargs,
+            output=self.proxify(out),
+            subsymbols=frame.bsyms,
+            source=source,
             module_path=self.module_path,
         )
         if not grad_enabled:
@@ -331,20 +358,33 @@ class Recorder:
             # inside a decomposition recorded on meta tensors: factory calls there name the
             # meta device, which must read as the device the real op runs on
             p_args, p_kwargs = pytree.tree_map_only(
-                torch.device, lambda d: self._device_override if d.type == "meta" else d,
-                (p_args, p_kwargs))
-        return BoundSymbol(sym=aten_symbol(func), args=tuple(p_args), kwargs=dict(p_kwargs),
-                           output=output, source=self._source, module_path=self.module_path)
+                torch.device,
+                lambda d: self._device_override if d.type == "meta" else d,
+                (p_args, p_kwargs),
+            )
+        return BoundSymbol(
+            sym=aten_symbol(func),
+            args=tuple(p_args),
+            kwargs=dict(p_kwargs),
+            output=output,
+            source=self._source,
+            module_path=self.module_path,
+        )
 
     def _wants_grad(self, func: Any, p_args: Any, p_kwargs: Any) -> bool:
         if func in _NON_DIFFERENTIABLE or not torch.is_grad_enabled():
             return False
-        return any(isinstance(p, TensorProxy) and p.requires_grad
-                   for p in pytree.tree_leaves((p_args, p_kwargs)))
+        return any(
+            isinstance(p, TensorProxy) and p.requires_grad
+            for p in pytree.tree_leaves((p_args, p_kwargs))
+        )
 
-    def _record_functional(self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any,
-                           out: Any) -> None:
-        input_ids = {id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+    def _record_functional(
+        self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any, out: Any
+    ) -> None:
+        input_ids = {
+            id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
+        }
         wants_grad = self._wants_grad(func, p_args, p_kwargs)
         leaves, spec = pytree.tree_flatten(out)
         fresh = False
@@ -373,10 +413,16 @@ class Recorder:
         self._append(bsym)
 
     def _select_by_positions(self, bsym: BoundSymbol, func: Any, args: Any) -> None:
-        """Boolean-mask indexing: its subsymbols select by `nonzero` positions (capture/masks.py)."""
+        """Boolean-mask indexing: subsymbols select by `nonzero` positions (capture/masks.py)."""
         bsym.subsymbols = mask_as_positions(
-            func, args, bsym.args, bsym.kwargs, bsym.output,
-            lambda op, a, kw, out: self._bsym(op, a, kw, out), self.names.fresh)
+            func,
+            args,
+            bsym.args,
+            bsym.kwargs,
+            bsym.output,
+            lambda op, a, kw, out: self._bsym(op, a, kw, out),
+            self.names.fresh,
+        )
 
     def _decompose(self, bsym: BoundSymbol, func: Any, args: Any, kwargs: Any) -> None:
         """Record `func`'s decomposition as `bsym.subsymbols`, on metadata-only copies of its
@@ -401,8 +447,9 @@ class Recorder:
         inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
         bsym.subsymbols = template.instantiate(inputs, bsym.flat_tensor_outs, self)
 
-    def _record_decomposition(self, bsym: BoundSymbol, decomp: Callable[..., Any], args: Any,
-                              kwargs: Any) -> Any:
+    def _record_decomposition(
+        self, bsym: BoundSymbol, decomp: Callable[..., Any], args: Any, kwargs: Any
+    ) -> Any:
         device = next((p.device for p in bsym.flat_tensor_outs), None)
         frame = _Frame()
         outer_device, self._device_override = self._device_override, device
@@ -411,7 +458,8 @@ class Recorder:
             # cost far more than the decomposition's shape logic.
             with unset_fake_temporarily():
                 shadow_args, shadow_kwargs = pytree.tree_map_only(
-                    torch.Tensor, self._shadow, (args, kwargs))
+                    torch.Tensor, self._shadow, (args, kwargs)
+                )
                 with self._collecting(frame), self.dispatch_mode:
                     result = decomp(*shadow_args, **shadow_kwargs)
         except Exception:  # a decomposition that needs values or a backend: keep the op whole
@@ -420,16 +468,23 @@ class Recorder:
             self._device_override = outer_device
         if result is NotImplemented:
             return _NO_DECOMPOSITION
-        produced = [self._proxies.get(id(t)) for t in pytree.tree_leaves(result)
-                    if isinstance(t, torch.Tensor)]
+        produced = [
+            self._proxies.get(id(t))
+            for t in pytree.tree_leaves(result)
+            if isinstance(t, torch.Tensor)
+        ]
         input_names = {p.name for p in bsym.flat_proxy_args}
         mapping = {
-            got.name: want for got, want in zip(produced, bsym.flat_tensor_outs, strict=False)
+            got.name: want
+            for got, want in zip(produced, bsym.flat_tensor_outs, strict=False)
             if got is not None and got.name not in input_names and got.name != want.name
         }
         inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
-        return _Decomposition([s.rename(mapping) for s in frame.bsyms],
-                              [p.name for p in inputs], [p.name for p in bsym.flat_tensor_outs])
+        return _Decomposition(
+            [s.rename(mapping) for s in frame.bsyms],
+            [p.name for p in inputs],
+            [p.name for p in bsym.flat_tensor_outs],
+        )
 
     def _shadow(self, t: torch.Tensor) -> torch.Tensor:
         if t.device.type == "meta" and not isinstance(t, torch._subclasses.FakeTensor):
@@ -439,15 +494,18 @@ class Recorder:
         return shadow
 
     # --- mutation ---------------------------------------------------------------------
-    def _record_mutation(self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any,
-                         out: Any) -> None:
+    def _record_mutation(
+        self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any, out: Any
+    ) -> None:
         variant = functional_variant(func)
         if variant is None:
             raise CaptureError(
                 f"the in-place ATen op {func} has no functional form thunderviz knows "
                 f"({where(self._source, self.module_path)}). Use the out-of-place version of "
                 "this call in the traced code.",
-                op=str(func), source=self._source, module_path=self.module_path,
+                op=str(func),
+                source=self._source,
+                module_path=self.module_path,
             )
         functional, returns_mutated = variant
         schema_args = func._schema.arguments
@@ -489,8 +547,9 @@ class Recorder:
                 frame.mutated_views = True
             self._write(t, value)
 
-    def _draw_in_memory_order(self, functional: Any, p_args: Any, p_kwargs: Any, t: torch.Tensor,
-                              order: list[int]) -> TensorProxy:
+    def _draw_in_memory_order(
+        self, functional: Any, p_args: Any, p_kwargs: Any, t: torch.Tensor, order: list[int]
+    ) -> TensorProxy:
         """An in-place random draw into a transposed tensor, recorded as the functional draw
         on it permuted into memory order, permuted back: the order eager drew in
         (capture/rng.py)."""
@@ -510,8 +569,14 @@ class Recorder:
         for step in reversed(info.chain):
             source_proxy = self.proxy_of(step.source)
             op, call_args = scatter_into_base(
-                step.op, step.args, step.kwargs, step.index, source_proxy,
-                tuple(step.source.shape), value, step.result,
+                step.op,
+                step.args,
+                step.kwargs,
+                step.index,
+                source_proxy,
+                tuple(step.source.shape),
+                value,
+                step.result,
             )
             value = self._record_only(op, call_args, step.source)
             self._proxies[id(step.source)] = value
@@ -525,14 +590,26 @@ class Recorder:
     def _record_only(self, op: Any, call_args: tuple[Any, ...], like: torch.Tensor) -> TensorProxy:
         """Record `op(*call_args)` without running it: its value already lives in `like`."""
         requires_grad = any(isinstance(p, TensorProxy) and p.requires_grad for p in call_args)
-        proxy = TensorProxy(name=self.names.fresh(), shape=tuple(like.shape), dtype=like.dtype,
-                            device=self._device_override or like.device,
-                            requires_grad=requires_grad)
+        proxy = TensorProxy(
+            name=self.names.fresh(),
+            shape=tuple(like.shape),
+            dtype=like.dtype,
+            device=self._device_override or like.device,
+            requires_grad=requires_grad,
+        )
         self._append(self._bsym(op, call_args, {}, proxy))
         return proxy
 
-    def _register_view(self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any,
-                       index: int, view: torch.Tensor) -> None:
+    def _register_view(
+        self,
+        func: Any,
+        args: Any,
+        kwargs: Any,
+        p_args: Any,
+        p_kwargs: Any,
+        index: int,
+        view: torch.Tensor,
+    ) -> None:
         source = args[0]
         parent = self._views.get(id(source))
         base = parent.base if parent else source
@@ -547,8 +624,12 @@ class Recorder:
             if step.op._schema.returns[0].type.kind() == "ListType":
                 # one piece of a multi-output view (split, unbind): take just that piece
                 r = step.result
-                call: tuple[Any, ...] = (current, list(r.shape), list(r.stride()),
-                                         r.storage_offset())
+                call: tuple[Any, ...] = (
+                    current,
+                    list(r.shape),
+                    list(r.stride()),
+                    r.storage_offset(),
+                )
                 proxy = self._record_only(aten.as_strided.default, call, r)
             else:
                 proxy = self._record_only(step.op, (current, *step.args), step.result)
@@ -561,7 +642,7 @@ class Recorder:
 def _with_defaults(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """Positional arguments of a call with every omitted (non-kwarg-only) default filled in."""
     out = list(args)
-    for a in func._schema.arguments[len(args):]:
+    for a in func._schema.arguments[len(args) :]:
         if a.kwarg_only or a.name in kwargs or not a.has_default_value():
             break
         out.append(a.default_value)
@@ -570,9 +651,13 @@ def _with_defaults(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 def _fresh_proxy_like(recorder: Recorder, t: torch.Tensor, requires_grad: bool) -> TensorProxy:
     """A new proxy for `t`'s new value, without binding (the write binds it)."""
-    return TensorProxy(name=recorder.names.fresh(), shape=tuple(int(s) for s in t.shape),
-                       dtype=t.dtype, device=recorder._device_override or t.device,
-                       requires_grad=requires_grad and t.dtype.is_floating_point)
+    return TensorProxy(
+        name=recorder.names.fresh(),
+        shape=tuple(int(s) for s in t.shape),
+        dtype=t.dtype,
+        device=recorder._device_override or t.device,
+        requires_grad=requires_grad and t.dtype.is_floating_point,
+    )
 
 
 def _call_name(func: Callable[..., Any]) -> str:

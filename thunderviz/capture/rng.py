@@ -42,12 +42,14 @@ def _memory_order(t: torch.Tensor) -> list[int] | None:
 def _keeps_layout(op: Any, functional: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether the functional twin returns its result in its input's strides (asked of its
     meta kernel: no values, no draws)."""
+
     def meta(t: torch.Tensor) -> torch.Tensor:
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
     # the dispatcher drops trailing arguments equal to their defaults (bernoulli_(0.5));
     # the twin may have none for them (bernoulli.p)
     args = list(args)
-    for a in op._schema.arguments[len(args):]:
+    for a in op._schema.arguments[len(args) :]:
         if a.kwarg_only or a.name in kwargs or not a.has_default_value():
             break
         args.append(a.default_value)
@@ -59,8 +61,9 @@ def _keeps_layout(op: Any, functional: Any, args: tuple[Any, ...], kwargs: dict[
     return out.stride() == m_args[0].stride()
 
 
-def draw_order(op: Any, functional: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-               ) -> list[int] | None:
+def draw_order(
+    op: Any, functional: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[int] | None:
     """For an in-place random draw `op` into `args[0]`, recorded as `functional`: the
     memory order to draw in (see the module docstring), or None to record the twin as is."""
     if not _draws_in_place(op) or not args or not isinstance(args[0], torch.Tensor):

@@ -18,8 +18,11 @@ __all__ = ["user_source"]
 _THUNDERVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _INTERNAL_DIRS = (
     os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
-    *(os.path.join(_THUNDERVIZ_DIR, d) + os.sep for d in sorted(os.listdir(_THUNDERVIZ_DIR))
-      if os.path.isfile(os.path.join(_THUNDERVIZ_DIR, d, "__init__.py"))),
+    *(
+        os.path.join(_THUNDERVIZ_DIR, d) + os.sep
+        for d in sorted(os.listdir(_THUNDERVIZ_DIR))
+        if os.path.isfile(os.path.join(_THUNDERVIZ_DIR, d, "__init__.py"))
+    ),
 )
 _is_internal: dict[CodeType, bool] = {}
 

@@ -44,8 +44,14 @@ from thunderviz.core.symbol import BoundSymbol, BsymTag
 __all__ = ["stamping_blocks"]
 
 _PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-               "_backward_pre_hooks", "_state_dict_hooks", "_forward_hooks_with_kwargs")
+_HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_forward_hooks_with_kwargs",
+)
 
 
 @dataclass
@@ -144,6 +150,7 @@ class _Stamper:
             if key in self.refused:
                 return original(block, *args, **kwargs)
             return self._record(key, call, original, block, args, kwargs)
+
         return forward
 
     # --- the call signature -----------------------------------------------------------
@@ -153,8 +160,13 @@ class _Stamper:
             return None
         path = rec.module_path
         leaves, spec = pytree.tree_flatten((args, kwargs))
-        sig: list[Any] = [type(block), block.training, torch.is_grad_enabled(), _autocast_state(),
-                          spec]
+        sig: list[Any] = [
+            type(block),
+            block.training,
+            torch.is_grad_enabled(),
+            _autocast_state(),
+            spec,
+        ]
         inputs, tensors = [], []
         first: dict[int, int] = {}
         for leaf in leaves:
@@ -170,8 +182,10 @@ class _Stamper:
             else:
                 return None  # a Python object the block may read or change (a KV cache)
         state = {}
-        for name, t in [*block.named_parameters(remove_duplicate=False),
-                        *block.named_buffers(remove_duplicate=False)]:
+        for name, t in [
+            *block.named_parameters(remove_duplicate=False),
+            *block.named_buffers(remove_duplicate=False),
+        ]:
             proxy = self._bound(t)
             if proxy is None:
                 return None
@@ -192,8 +206,9 @@ class _Stamper:
         return rec._proxies.get(id(t))
 
     # --- recording for real -----------------------------------------------------------
-    def _record(self, key: Any, call: _Call, original: Any, block: torch.nn.Module,
-                args: Any, kwargs: Any) -> Any:
+    def _record(
+        self, key: Any, call: _Call, original: Any, block: torch.nn.Module, args: Any, kwargs: Any
+    ) -> Any:
         rec = self.recorder
         names = rec.names
         start = len(rec.top.bsyms)
@@ -204,16 +219,22 @@ class _Stamper:
         watched += [rec._views[id(t)].base for t in watched if id(t) in rec._views]
         before = {id(t): (rec._proxies.get(id(t)), rec._versions.get(id(t))) for t in watched}
         # an attribute set or a parameter/buffer swapped inside: a side effect, not stamped
-        attributes = (_attributes(block), [id(t) for t in _state_tensors(block)],
-                      _module_globals(block))
+        attributes = (
+            _attributes(block),
+            [id(t) for t in _state_tensors(block)],
+            _module_globals(block),
+        )
         with reading_attributes(block) as reads:
             out = original(block, *args, **kwargs)
         recording = None
-        if (reads is not None and len(rec.constants) == n_constants
-                and len(rec.data_dependent) == n_data_dependent
-                and all((rec._proxies.get(i), rec._versions.get(i)) == v for i, v in before.items())
-                and attributes == (_attributes(block), [id(t) for t in _state_tensors(block)],
-                                   _module_globals(block))):
+        if (
+            reads is not None
+            and len(rec.constants) == n_constants
+            and len(rec.data_dependent) == n_data_dependent
+            and all((rec._proxies.get(i), rec._versions.get(i)) == v for i, v in before.items())
+            and attributes
+            == (_attributes(block), [id(t) for t in _state_tensors(block)], _module_globals(block))
+        ):
             generated = _drawn(names, taken, counters)
             if generated is not None:
                 recording = _recording(rec, rec.top.bsyms[start:], call, generated, out, reads)
@@ -223,12 +244,15 @@ class _Stamper:
             self.refused.add(key)
             return out
         candidate = self.candidates.get(key)
-        if candidate is not None and candidate.reads == recording.reads \
-                and candidate.module_globals == recording.module_globals \
-                and len(candidate.generated) == len(recording.generated) \
-                and _fingerprint_all(
-                _write_out(candidate, call, recording.generated)) == _fingerprint_all(recording.bsyms) \
-                and _outputs_agree(candidate, recording):
+        if (
+            candidate is not None
+            and candidate.reads == recording.reads
+            and candidate.module_globals == recording.module_globals
+            and len(candidate.generated) == len(recording.generated)
+            and _fingerprint_all(_write_out(candidate, call, recording.generated))
+            == _fingerprint_all(recording.bsyms)
+            and _outputs_agree(candidate, recording)
+        ):
             self.proven.setdefault(key, []).append(recording)
         self.candidates[key] = recording
         return out
@@ -239,8 +263,15 @@ class _Stamper:
         fresh = [rec.names.fresh(_prefix(n)) for n in recording.generated]
         rec.top.bsyms.extend(_write_out(recording, call, fresh))
         renamed = dict(zip(recording.generated, fresh, strict=True))
-        fake_mode = next(t.fake_mode for t in [*call.input_tensors, *_state_tensors(call.block)]
-                         if isinstance(t, FakeTensor)) if recording.has_new_outputs else None
+        fake_mode = (
+            next(
+                t.fake_mode
+                for t in [*call.input_tensors, *_state_tensors(call.block)]
+                if isinstance(t, FakeTensor)
+            )
+            if recording.has_new_outputs
+            else None
+        )
         leaves = []
         for leaf in recording.out_leaves:
             if isinstance(leaf, tuple) and leaf and leaf[0] == "in":
@@ -255,8 +286,14 @@ class _Stamper:
         return pytree.tree_unflatten(leaves, recording.out_spec)
 
 
-def _recording(rec: Any, bsyms: list[BoundSymbol], call: _Call, generated: list[str],
-               out: Any, reads: dict[tuple[str, str], Any]) -> _Recording | None:
+def _recording(
+    rec: Any,
+    bsyms: list[BoundSymbol],
+    call: _Call,
+    generated: list[str],
+    out: Any,
+    reads: dict[tuple[str, str], Any],
+) -> _Recording | None:
     """`bsyms` as a reusable recording, or None where writing it out could differ."""
     own = set(generated)
     known = own | {p.name for p in call.inputs} | {p.name for p in call.state.values()}
@@ -283,19 +320,35 @@ def _recording(rec: Any, bsyms: list[BoundSymbol], call: _Call, generated: list[
             if id(leaf) in input_ids and proxy is call.inputs[input_ids.index(id(leaf))]:
                 out_leaves.append(("in", input_ids.index(id(leaf))))
                 continue
-            if (proxy is None or proxy.name not in own or not isinstance(leaf, FakeTensor)
-                    or leaf._base is not None or leaf.storage_offset() != 0
-                    or id(leaf) in rec._views or id(leaf) in rec._versions):
+            if (
+                proxy is None
+                or proxy.name not in own
+                or not isinstance(leaf, FakeTensor)
+                or leaf._base is not None
+                or leaf.storage_offset() != 0
+                or id(leaf) in rec._views
+                or id(leaf) in rec._versions
+            ):
                 return None
             proxies[proxy.name] = proxy
-            out_leaves.append(("new", proxy, (tuple(leaf.shape), leaf.stride(), leaf.dtype,
-                                              leaf.fake_device)))
+            out_leaves.append(
+                ("new", proxy, (tuple(leaf.shape), leaf.stride(), leaf.dtype, leaf.fake_device))
+            )
         elif type(leaf) in _PRIMITIVES:
             out_leaves.append(leaf)
         else:
             return None
-    return _Recording(list(bsyms), list(call.inputs), dict(call.state), generated, proxies,
-                      spec, out_leaves, call.path, dict(reads))
+    return _Recording(
+        list(bsyms),
+        list(call.inputs),
+        dict(call.state),
+        generated,
+        proxies,
+        spec,
+        out_leaves,
+        call.path,
+        dict(reads),
+    )
 
 
 def _write_out(recording: _Recording, call: _Call, fresh: list[str]) -> list[BoundSymbol]:
@@ -314,9 +367,13 @@ def _write_out(recording: _Recording, call: _Call, fresh: list[str]) -> list[Bou
 def _rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) -> BoundSymbol:
     """`b.rename(mapping)` with its module paths moved from the recorded block to `path`,
     in one pass and without pytree (this runs for every bound symbol stamped)."""
-    return b.with_changes(args=_swap(b.args, mapping), kwargs=_swap(b.kwargs, mapping),
-                          output=_swap(b.output, mapping), module_path=path + b.module_path[cut:],
-                          subsymbols=[_rewritten(s, mapping, cut, path) for s in b.subsymbols])
+    return b.with_changes(
+        args=_swap(b.args, mapping),
+        kwargs=_swap(b.kwargs, mapping),
+        output=_swap(b.output, mapping),
+        module_path=path + b.module_path[cut:],
+        subsymbols=[_rewritten(s, mapping, cut, path) for s in b.subsymbols],
+    )
 
 
 def _swap(x: Any, mapping: dict[str, Proxy]) -> Any:
@@ -339,8 +396,11 @@ def _outputs_agree(a: _Recording, b: _Recording) -> bool:
     position = {n: i for i, n in enumerate(b.generated)}
     for x, y in zip(a.out_leaves, b.out_leaves, strict=True):
         if isinstance(x, tuple) and x and x[0] == "new":
-            if not (isinstance(y, tuple) and y and y[0] == "new") or x[2] != y[2] \
-                    or a.generated.index(x[1].name) != position.get(y[1].name):
+            if (
+                not (isinstance(y, tuple) and y and y[0] == "new")
+                or x[2] != y[2]
+                or a.generated.index(x[1].name) != position.get(y[1].name)
+            ):
                 return False
         elif type(x) is not type(y) or x != y:
             return False
@@ -353,10 +413,18 @@ def _fingerprint_all(bsyms: list[BoundSymbol]) -> list[Any]:
 
 
 def _fingerprint(b: BoundSymbol) -> tuple[Any, ...]:
-    return (b.sym.id, b.sym.name, repr(pytree.tree_map(_describe, b.args)),
-            repr(pytree.tree_map(_describe, b.kwargs)), repr(pytree.tree_map(_describe, b.output)),
-            repr(b.source), b.module_path, sorted(t.name for t in b.tags), b.header,
-            [_fingerprint(s) for s in b.subsymbols])
+    return (
+        b.sym.id,
+        b.sym.name,
+        repr(pytree.tree_map(_describe, b.args)),
+        repr(pytree.tree_map(_describe, b.kwargs)),
+        repr(pytree.tree_map(_describe, b.output)),
+        repr(b.source),
+        b.module_path,
+        sorted(t.name for t in b.tags),
+        b.header,
+        [_fingerprint(s) for s in b.subsymbols],
+    )
 
 
 def _describe(x: Any) -> Any:
@@ -369,10 +437,12 @@ def _describe(x: Any) -> Any:
 
 # --- small helpers ----------------------------------------------------------------------
 def _hook_free(block: torch.nn.Module) -> bool:
-    if len(torch.nn.modules.module._global_forward_hooks) > 1 \
-            or len(torch.nn.modules.module._global_forward_pre_hooks) > 1 \
-            or torch.nn.modules.module._global_backward_hooks \
-            or torch.nn.modules.module._global_backward_pre_hooks:
+    if (
+        len(torch.nn.modules.module._global_forward_hooks) > 1
+        or len(torch.nn.modules.module._global_forward_pre_hooks) > 1
+        or torch.nn.modules.module._global_backward_hooks
+        or torch.nn.modules.module._global_backward_pre_hooks
+    ):
         return False  # ours are one of each: module paths
     return all(not getattr(m, d, None) for m in block.modules() for d in _HOOK_DICTS)
 
@@ -394,10 +464,12 @@ def _module_globals(block: torch.nn.Module) -> tuple[Any, ...]:
     """The globals of the files the block's modules' forwards are written in: a forward
     that sets one is recorded, and a block is written out only while they are as they were
     when its recording ran (a flag the model flips between blocks)."""
-    spaces = {id(g): g for g in (getattr(type(m).forward, "__globals__", None)
-                                 for m in block.modules()) if g is not None}
-    return tuple((key, value_signature(value)) for g in spaces.values()
-                 for key, value in g.items())
+    spaces = {
+        id(g): g
+        for g in (getattr(type(m).forward, "__globals__", None) for m in block.modules())
+        if g is not None
+    }
+    return tuple((key, value_signature(value)) for g in spaces.values() for key, value in g.items())
 
 
 def _state_tensors(block: torch.nn.Module) -> list[torch.Tensor]:
@@ -405,14 +477,23 @@ def _state_tensors(block: torch.nn.Module) -> list[torch.Tensor]:
 
 
 def _tensor_sig(t: torch.Tensor, proxy: Proxy, alias: int) -> tuple[Any, ...]:
-    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.fake_device,
-            getattr(proxy, "requires_grad", None), type(proxy).__name__, alias,
-            t._base is not None)
+    return (
+        tuple(t.shape),
+        t.stride(),
+        t.storage_offset(),
+        t.dtype,
+        t.fake_device,
+        getattr(proxy, "requires_grad", None),
+        type(proxy).__name__,
+        alias,
+        t._base is not None,
+    )
 
 
 def _autocast_state() -> tuple[Any, ...]:
-    return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
-                 for d in ("cpu", "cuda")) + (torch.is_autocast_cache_enabled(),)
+    return tuple(
+        (d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")
+    ) + (torch.is_autocast_cache_enabled(),)
 
 
 def _drawn(names: Any, taken: set[str], counters: dict[str, int]) -> list[str] | None:
@@ -434,8 +515,13 @@ def _prefix(name: str) -> str:
     return name.rstrip("0123456789")
 
 
-def _fake_tensor(fake_mode: Any, shape: tuple[int, ...], stride: tuple[int, ...],
-                 dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _fake_tensor(
+    fake_mode: Any,
+    shape: tuple[int, ...],
+    stride: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+) -> torch.Tensor:
     """A FakeTensor made outside the recorder's modes: nothing is recorded for it."""
     with _disable_current_modes(), torch._C.DisableTorchFunction():
         meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")

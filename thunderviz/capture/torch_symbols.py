@@ -51,16 +51,24 @@ def torch_symbol(func: Callable[..., Any]) -> Symbol | None:
     method = _tensor_attr_name(func)
     if method is not None:
         if method.startswith("__") and method.endswith("__") and method != "__setitem__":
-            return Symbol(name=f"torch.Tensor.{method}", id=f"torch.Tensor.{method}", fn=func,
-                          kind=SymbolKind.OPERATOR, operator=method.strip("_"), label=method.strip("_"),
-                          meta=meta)
-        return Symbol(name=method, id=f"torch.Tensor.{method}", fn=func, kind=SymbolKind.METHOD,
-                      meta=meta)
+            return Symbol(
+                name=f"torch.Tensor.{method}",
+                id=f"torch.Tensor.{method}",
+                fn=func,
+                kind=SymbolKind.OPERATOR,
+                operator=method.strip("_"),
+                label=method.strip("_"),
+                meta=meta,
+            )
+        return Symbol(
+            name=method, id=f"torch.Tensor.{method}", fn=func, kind=SymbolKind.METHOD, meta=meta
+        )
     if getattr(func, "__name__", None) == "__get__" and hasattr(func, "__self__"):
         prop = getattr(func.__self__, "__name__", None)
         if prop in _PROPERTIES_THAT_COMPUTE:
-            return Symbol(name=prop, id=f"torch.Tensor.{prop}", fn=func, kind=SymbolKind.ATTRIBUTE,
-                          meta=meta)
+            return Symbol(
+                name=prop, id=f"torch.Tensor.{prop}", fn=func, kind=SymbolKind.ATTRIBUTE, meta=meta
+            )
         return None
     public = _public_names().get(id(func))
     if public is not None:

@@ -37,15 +37,22 @@ class TraceBuilder:
         meta_out, device = sym.meta(args, kwargs)
         output = pytree.tree_map(lambda x: self._proxy_for(x, device), meta_out)
         self.bound_symbols.append(
-            BoundSymbol(sym=sym, args=tuple(args), kwargs=dict(kwargs), output=output,
-                        module_path=self.module_path, source=self.source)
+            BoundSymbol(
+                sym=sym,
+                args=tuple(args),
+                kwargs=dict(kwargs),
+                output=output,
+                module_path=self.module_path,
+                source=self.source,
+            )
         )
         return output
 
     def _proxy_for(self, x: Any, device: torch.device) -> Any:
         if isinstance(x, torch.Tensor):
-            return TensorProxy(name=self.names.fresh(), shape=tuple(x.shape), dtype=x.dtype,
-                               device=device)
+            return TensorProxy(
+                name=self.names.fresh(), shape=tuple(x.shape), dtype=x.dtype, device=device
+            )
         if isinstance(x, (int, float, bool)):
             return NumberProxy(name=self.names.fresh("n"), value=x)
         return x

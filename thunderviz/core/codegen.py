@@ -13,9 +13,27 @@ from thunderviz.core.symbol import BoundSymbol, SymbolKind
 
 __all__ = ["codeval", "call_expression", "bsym_statement", "output_pattern", "type_comment"]
 
-_BINARY = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-           "pow": "**", "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<",
-           "rshift": ">>", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_BINARY = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "matmul": "@",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+    "lshift": "<<",
+    "rshift": ">>",
+    "eq": "==",
+    "ne": "!=",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+}
 _UNARY = {"neg": "-", "pos": "+", "invert": "~", "abs": "abs"}
 
 
@@ -63,8 +81,10 @@ def _call_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     parts = [codeval(a) for a in args]
     # A keyword that is not a plain identifier (from a **kwargs the user built) is passed
     # as a quoted dict key, never pasted.
-    parts += [f"{k}={codeval(v)}" if is_identifier(k) else f"**{{{string(k)}: {codeval(v)}}}"
-              for k, v in kwargs.items()]
+    parts += [
+        f"{k}={codeval(v)}" if is_identifier(k) else f"**{{{string(k)}: {codeval(v)}}}"
+        for k, v in kwargs.items()
+    ]
     return ", ".join(parts)
 
 
@@ -82,7 +102,11 @@ def call_expression(bsym: BoundSymbol) -> str:
         if op.startswith("r") and op[1:] in _BINARY and len(args) == 2:
             return f"{codeval(args[1])} {_BINARY[op[1:]]} {codeval(args[0])}"
         if op in _UNARY and len(args) == 1:
-            return f"{_UNARY[op]}({codeval(args[0])})" if op == "abs" else f"{_UNARY[op]}{codeval(args[0])}"
+            return (
+                f"{_UNARY[op]}({codeval(args[0])})"
+                if op == "abs"
+                else f"{_UNARY[op]}{codeval(args[0])}"
+            )
     if sym.kind is SymbolKind.METHOD and args:
         return f"{codeval(args[0])}.{sym.name}({_call_args(args[1:], kwargs)})"
     if sym.kind is SymbolKind.ATTRIBUTE and len(args) == 1:
@@ -92,12 +116,14 @@ def call_expression(bsym: BoundSymbol) -> str:
 
 def _index(idx: Any) -> str:
     """Subscript text: x[:, 0] rather than x[(slice(None, None, None), 0)]."""
+
     def one(i: Any) -> str:
         if isinstance(i, slice):
             s = "" if i.start is None else codeval(i.start)
             e = "" if i.stop is None else codeval(i.stop)
             return f"{s}:{e}" if i.step is None else f"{s}:{e}:{codeval(i.step)}"
         return codeval(i)
+
     if isinstance(idx, tuple) and idx:
         return ", ".join(one(i) for i in idx)
     return one(idx)

@@ -97,8 +97,9 @@ def toposort_bsym_dag(
     roots, leaves = bsym_list_to_dag(bsyms)
     top_down = order is TOPOSORT_ORDER.TOP_DOWN
     ready_of = (lambda n: n.children) if top_down else (lambda n: n.parents)
-    waiting_on = {id(n): len(n.parents if top_down else n.children)
-                  for n in _all_nodes(roots, leaves)}
+    waiting_on = {
+        id(n): len(n.parents if top_down else n.children) for n in _all_nodes(roots, leaves)
+    }
     start = roots if top_down else leaves
     out: list[BoundSymbol] = []
     if selector is None:

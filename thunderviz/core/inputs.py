@@ -50,8 +50,12 @@ def module_state(module: torch.nn.Module | None) -> dict[str, torch.Tensor]:
     return {**dict(module.named_parameters()), **dict(module.named_buffers())}
 
 
-def input_values(inputs: Sequence[TraceInput],
-                 state: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> list[Any]:
+def input_values(
+    inputs: Sequence[TraceInput],
+    state: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None = None,
+) -> list[Any]:
     """The value of each of a trace's `inputs` for a call `fn(*args, **kwargs)`: `state` is
     the module `fn` (or its tensors by path, e.g. copies of them); a plain function has none."""
     if not isinstance(state, Mapping):

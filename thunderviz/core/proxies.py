@@ -115,7 +115,8 @@ class TensorProxy(Proxy):
 
 @dataclass(frozen=True, eq=False)
 class NumberProxy(Proxy):
-    """A Python number in a trace. `value` is the one seen when tracing (traces specialize on it)."""
+    """A Python number in a trace. `value` is the one seen when tracing (traces specialize
+    on it)."""
 
     value: int | float | bool | None = None
 
@@ -161,6 +162,35 @@ class NameGenerator:
 # Names the compiled twin binds operators to (core/trace.py, `_bind_ops`).
 _RESERVED_PREFIX = "_op_"
 # Names the printed Python needs for itself.
-_RESERVED = {"torch", "aten", "prims", "F", "inf", "nan", "None", "True", "False", "def", "return",
-             "lambda", "class", "import", "from", "in", "is", "not", "and", "or", "if",
-             "else", "for", "while", "with", "as", "pass", "del", "global", "yield"}
+_RESERVED = {
+    "torch",
+    "aten",
+    "prims",
+    "F",
+    "inf",
+    "nan",
+    "None",
+    "True",
+    "False",
+    "def",
+    "return",
+    "lambda",
+    "class",
+    "import",
+    "from",
+    "in",
+    "is",
+    "not",
+    "and",
+    "or",
+    "if",
+    "else",
+    "for",
+    "while",
+    "with",
+    "as",
+    "pass",
+    "del",
+    "global",
+    "yield",
+}

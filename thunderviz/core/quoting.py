@@ -26,8 +26,15 @@ from __future__ import annotations
 import keyword
 import unicodedata
 
-__all__ = ["comment", "comment_text", "string", "identifier", "is_identifier", "code_line",
-           "UnsafeCodeError"]
+__all__ = [
+    "comment",
+    "comment_text",
+    "string",
+    "identifier",
+    "is_identifier",
+    "code_line",
+    "UnsafeCodeError",
+]
 
 
 class UnsafeCodeError(ValueError):
@@ -73,8 +80,11 @@ def string(text: str) -> str:
 
 def is_identifier(name: str) -> bool:
     """Printable as a name as-is: an identifier, NFKC-stable, not a keyword."""
-    return (name.isidentifier() and not keyword.iskeyword(name)
-            and unicodedata.normalize("NFKC", name) == name)
+    return (
+        name.isidentifier()
+        and not keyword.iskeyword(name)
+        and unicodedata.normalize("NFKC", name) == name
+    )
 
 
 def identifier(wanted: str, fallback: str = "_") -> str:
@@ -99,9 +109,16 @@ _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 def code_line(text: str) -> str:
     """`text` unchanged when it is a single line of code; UnsafeCodeError otherwise."""
     if not text.isascii() or not text.isprintable():
-        bad = next((ch for ch in text if ch in _LINE_BREAKS or ch == "\x00"
-                    or unicodedata.category(ch) == "Cs"), None)
+        bad = next(
+            (
+                ch
+                for ch in text
+                if ch in _LINE_BREAKS or ch == "\x00" or unicodedata.category(ch) == "Cs"
+            ),
+            None,
+        )
         if bad is not None:
             raise UnsafeCodeError(
-                f"refusing to print generated code containing {ascii(bad)}: {ascii(text[:200])}")
+                f"refusing to print generated code containing {ascii(bad)}: {ascii(text[:200])}"
+            )
     return text

@@ -21,8 +21,11 @@ __all__ = ["preserved_rng"]
 def preserved_rng() -> Iterator[None]:
     """Restore the CPU generator and, when CUDA is in use, every CUDA device's generator."""
     cpu = torch.random.get_rng_state()
-    cuda = (torch.cuda.get_rng_state_all()
-            if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+    cuda = (
+        torch.cuda.get_rng_state_all()
+        if torch.cuda.is_available() and torch.cuda.is_initialized()
+        else None
+    )
     try:
         yield
     finally:

@@ -39,7 +39,7 @@ def _generated_frame(tb: TracebackType | None) -> tuple[str, int] | None:
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
         if filename.startswith(_PREFIX):
-            found = (filename[len(_PREFIX):-1], tb.tb_lineno)
+            found = (filename[len(_PREFIX) : -1], tb.tb_lineno)
         tb = tb.tb_next
     return found
 

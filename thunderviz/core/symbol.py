@@ -161,9 +161,16 @@ class BoundSymbol:
     def with_changes(self, **changes: Any) -> BoundSymbol:
         """A copy with some fields replaced (bound symbols are treated as values by passes)."""
         fields = dict(
-            sym=self.sym, args=self.args, kwargs=self.kwargs, output=self.output,
-            subsymbols=self.subsymbols, source=self.source, module_path=self.module_path,
-            tags=set(self.tags), header=self.header, fwd_bsym=self.fwd_bsym,
+            sym=self.sym,
+            args=self.args,
+            kwargs=self.kwargs,
+            output=self.output,
+            subsymbols=self.subsymbols,
+            source=self.source,
+            module_path=self.module_path,
+            tags=set(self.tags),
+            header=self.header,
+            fwd_bsym=self.fwd_bsym,
         )
         fields.update(changes)
         return BoundSymbol(**fields)

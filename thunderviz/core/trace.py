@@ -99,8 +99,9 @@ class Trace:
     def flat_args(self) -> list[Proxy]:
         return [*self.args, *self.kwargs.values()]
 
-    def bind_inputs(self, state: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None
-                    ) -> tuple[list[Any], dict[str, Any]]:
+    def bind_inputs(
+        self, state: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
         """This trace's function's (positional, keyword) arguments for a call
         `fn(*args, **kwargs)`; `state`: `fn` or its tensors by path (`core/inputs.py`)."""
         values = input_values(self.inputs, state, args, kwargs)
@@ -114,10 +115,18 @@ class Trace:
     def from_trace(self, **changes: Any) -> Trace:
         """A new trace sharing this one's signature and names, with some fields replaced."""
         fields = dict(
-            name=self.name, args=list(self.args), kwargs=dict(self.kwargs),
-            inputs=self.inputs, bound_symbols=list(self.bound_symbols), output=self.output, tags=set(self.tags),
-            provenance=list(self.provenance), constants=dict(self.constants),
-            output_spec=self.output_spec, names=self.names, meta=dict(self.meta),
+            name=self.name,
+            args=list(self.args),
+            kwargs=dict(self.kwargs),
+            inputs=self.inputs,
+            bound_symbols=list(self.bound_symbols),
+            output=self.output,
+            tags=set(self.tags),
+            provenance=list(self.provenance),
+            constants=dict(self.constants),
+            output_spec=self.output_spec,
+            names=self.names,
+            meta=dict(self.meta),
         )
         fields.update(changes)
         return Trace(**fields)
@@ -158,7 +167,12 @@ class Trace:
                 add("  " + comment(types))
         for name, t in self.constants.items():
             if isinstance(t, torch.Tensor):
-                add("  " + comment(f'{name}: captured tensor "{TensorProxy.like(name, t).type_string()}"'))
+                add(
+                    "  "
+                    + comment(
+                        f'{name}: captured tensor "{TensorProxy.like(name, t).type_string()}"'
+                    )
+                )
             else:  # an object the program used (an autograd.Function, a checkpointed module)
                 add("  " + comment(f"{name}: captured {type(t).__qualname__} object"))
         last_source = None
@@ -194,8 +208,14 @@ def source_comment(src: Any, module_path: str) -> str:
     return comment(f"{src.short()}: \t{src.code}{where}")
 
 
-def _print_bsym(bsym: BoundSymbol, path: tuple[int, ...], indent: int, print_depth: int,
-                add: Callable[..., None], last_source: Any) -> Any:
+def _print_bsym(
+    bsym: BoundSymbol,
+    path: tuple[int, ...],
+    indent: int,
+    print_depth: int,
+    add: Callable[..., None],
+    last_source: Any,
+) -> Any:
     pad = "  " * indent
     src = bsym.source
     if src is not None and (src, bsym.module_path) != last_source:
@@ -215,8 +235,9 @@ def _print_bsym(bsym: BoundSymbol, path: tuple[int, ...], indent: int, print_dep
     return last_source
 
 
-def _print_subsymbols(bsym: BoundSymbol, path: tuple[int, ...], indent: int, depth: int,
-                      add: Callable[..., None]) -> None:
+def _print_subsymbols(
+    bsym: BoundSymbol, path: tuple[int, ...], indent: int, depth: int, add: Callable[..., None]
+) -> None:
     if depth <= 0:
         return
     pad = "  " * indent
@@ -235,6 +256,7 @@ def _bind_ops(source: str, namespace: dict[str, Any]) -> str:
     without the Python frame of `OpOverload.__call__` and two attribute lookups, which is a
     measurable part of running a backward of hundreds of small ops. The printed trace is
     unchanged; only its compiled twin is rewritten."""
+
     def bind(m: re.Match[str]) -> str:
         ns, packet_name, overload = m.groups()
         packet = getattr(getattr(torch.ops, ns), packet_name, None)
@@ -251,13 +273,18 @@ def _bind_ops(source: str, namespace: dict[str, Any]) -> str:
         key = f"_op_{ns}_{packet_name}_{overload}"
         namespace[key] = op._op
         return f"{key}("
+
     return _OP_CALL.sub(bind, source)
 
 
 @functools.lru_cache(maxsize=256)
 def _compile(source: str, name: str, names: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
-    namespace: dict[str, Any] = {"torch": torch, "aten": torch.ops.aten, "prims": torch.ops.prims,
-                                 **dict(names)}
+    namespace: dict[str, Any] = {
+        "torch": torch,
+        "aten": torch.ops.aten,
+        "prims": torch.ops.prims,
+        **dict(names),
+    }
     code = compile(_bind_ops(source, namespace), f"<thunderviz trace {name}>", "exec")
     exec(code, namespace)  # noqa: S102 - generated source; user text only through core/quoting
     return namespace[name]

@@ -33,8 +33,9 @@ class OpSet:
     forward: dict[int, BoundSymbol] = field(default_factory=dict)
 
     def __contains__(self, r: StepRecord) -> bool:
-        return r.index in self.backward or (r.bsym.fwd_bsym is not None
-                                            and id(r.bsym.fwd_bsym) in self.forward)
+        return r.index in self.backward or (
+            r.bsym.fwd_bsym is not None and id(r.bsym.fwd_bsym) in self.forward
+        )
 
 
 class OpIndex:
@@ -66,7 +67,9 @@ class OpIndex:
             try:
                 top = int(path.split(".")[0])
             except ValueError:
-                raise ValueError(f"{target!r} is not an op id like 'backward:12' or 'forward:3'") from None
+                raise ValueError(
+                    f"{target!r} is not an op id like 'backward:12' or 'forward:3'"
+                ) from None
             if kind == "backward":
                 return self.resolve(top)
             if kind == "forward":
@@ -121,8 +124,12 @@ class Breakpoints:
     def to_json(self) -> dict[str, Any]:
         ops = [protocol.op_id("backward", i) for i in sorted(self.ops.backward)]
         ops += [self.index.forward_id(b) for b in self.ops.forward.values()]
-        return {"ops": ops, "modules": list(self.modules), "nan_inf": self.nan_inf,
-                "grad_norm_above": self.grad_norm_above}
+        return {
+            "ops": ops,
+            "modules": list(self.modules),
+            "nan_inf": self.nan_inf,
+            "grad_norm_above": self.grad_norm_above,
+        }
 
     def load_json(self, spec: Mapping[str, Any]) -> None:
         """Replace all breakpoints from the viewer's form (see `to_json`)."""
@@ -147,7 +154,8 @@ class Breakpoints:
         module = r.module_path
         for path in self.modules:
             if module_within(module, path) and not (
-                    previous_module is not None and module_within(previous_module, path)):
+                previous_module is not None and module_within(previous_module, path)
+            ):
                 return f"breakpoint on module {path or '(root)'}"
         # the saved-tensor unpack is not a gradient and never fires a norm breakpoint
         if self.grad_norm_above is not None and not (is_unpack(r.bsym) and r.index == 0):

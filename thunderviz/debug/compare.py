@@ -35,10 +35,20 @@ from thunderviz.viz.tvz import load
 __all__ = ["compare", "Comparison", "OpDifference", "CAST_OPS"]
 
 # left out of the matching: a run in another dtype inserts them without changing the program
-CAST_OPS = frozenset({"torch.Tensor.to", "torch.Tensor.float", "torch.Tensor.double",
-                      "torch.Tensor.half", "torch.Tensor.bfloat16", "torch.Tensor.type",
-                      "torch.Tensor.type_as", "aten._to_copy.default", "aten.to.dtype",
-                      "prims.convert_element_type.default"})
+CAST_OPS = frozenset(
+    {
+        "torch.Tensor.to",
+        "torch.Tensor.float",
+        "torch.Tensor.double",
+        "torch.Tensor.half",
+        "torch.Tensor.bfloat16",
+        "torch.Tensor.type",
+        "torch.Tensor.type_as",
+        "aten._to_copy.default",
+        "aten.to.dtype",
+        "prims.convert_element_type.default",
+    }
+)
 
 
 @dataclass
@@ -75,9 +85,14 @@ class OpDifference:
         return f"{self.op} [{self.module or '(root)'}]{line}"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"op_a": self.op_a, "op_b": self.op_b, "op": self.op,
-                               "module": self.module, "forward": json_number(self.forward),
-                               "grad": json_number(self.grad)}
+        out: dict[str, Any] = {
+            "op_a": self.op_a,
+            "op_b": self.op_b,
+            "op": self.op,
+            "module": self.module,
+            "forward": json_number(self.forward),
+            "grad": json_number(self.grad),
+        }
         if self.source is not None:
             out["source"] = {"file": self.source[0], "line": self.source[1], "code": self.source[2]}
         if self.note:
@@ -104,31 +119,51 @@ class Comparison:
     def __post_init__(self) -> None:
         def above(x: float | None) -> bool:
             return x is not None and (math.isnan(x) or x > self.rtol)
+
         self.first_forward = next((r for r in self.rows if above(r.forward)), None)
         self.first_grad = next((r for r in reversed(self.rows) if above(r.grad)), None)
 
     @property
     def same(self) -> bool:
-        return (self.first_forward is None and self.first_grad is None and not self.only_in_a
-                and not self.only_in_b and all(v is None or v <= self.rtol for v in self.grads.values()))
+        return (
+            self.first_forward is None
+            and self.first_grad is None
+            and not self.only_in_a
+            and not self.only_in_b
+            and all(v is None or v <= self.rtol for v in self.grads.values())
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"rtol": self.rtol, "measure": self.measure, "rows": [r.to_json() for r in self.rows],
-                "grads": {k: json_number(v) for k, v in self.grads.items()},
-                "only_in_a": self.only_in_a, "only_in_b": self.only_in_b,
-                "first_forward": self.first_forward.op_a if self.first_forward else None,
-                "first_grad": self.first_grad.op_a if self.first_grad else None}
+        return {
+            "rtol": self.rtol,
+            "measure": self.measure,
+            "rows": [r.to_json() for r in self.rows],
+            "grads": {k: json_number(v) for k, v in self.grads.items()},
+            "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "first_forward": self.first_forward.op_a if self.first_forward else None,
+            "first_grad": self.first_grad.op_a if self.first_grad else None,
+        }
 
     def table(self, only_above: bool = False) -> str:
         """The per-op table as text: op ids, op, module, forward and gradient differences
         (`only_above`: just the rows above `rtol`)."""
+
         def cell(x: float | None) -> str:
             return "-" if x is None else f"{x:.3g}"
-        rows = [r for r in self.rows if not only_above or any(
-            v is not None and (math.isnan(v) or v > self.rtol) for v in (r.forward, r.grad))]
+
+        rows = [
+            r
+            for r in self.rows
+            if not only_above
+            or any(v is not None and (math.isnan(v) or v > self.rtol) for v in (r.forward, r.grad))
+        ]
         lines = [f"{'a':<12} {'b':<12} {'forward':>9} {'grad':>9}  op [module]"]
-        lines += [f"{r.op_a:<12} {r.op_b:<12} {cell(r.forward):>9} {cell(r.grad):>9}  {r.where()}"
-                  + (f"  ({r.note})" if r.note else "") for r in rows]
+        lines += [
+            f"{r.op_a:<12} {r.op_b:<12} {cell(r.forward):>9} {cell(r.grad):>9}  {r.where()}"
+            + (f"  ({r.note})" if r.note else "")
+            for r in rows
+        ]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -136,11 +171,15 @@ class Comparison:
             return f"<Comparison: no difference above {self.rtol:g} ({self.measure})>"
         lines = [f"<Comparison ({self.measure}, rtol {self.rtol:g})"]
         if self.first_forward:
-            lines.append(f"  first forward difference: {self.first_forward.where()} "
-                         f"({self.first_forward.forward:.3g})")
+            lines.append(
+                f"  first forward difference: {self.first_forward.where()} "
+                f"({self.first_forward.forward:.3g})"
+            )
         if self.first_grad:
-            lines.append(f"  first gradient difference: {self.first_grad.where()} "
-                         f"({self.first_grad.grad:.3g})")
+            lines.append(
+                f"  first gradient difference: {self.first_grad.where()} "
+                f"({self.first_grad.grad:.3g})"
+            )
         if self.only_in_a or self.only_in_b:
             lines.append(f"  only in a: {self.only_in_a}; only in b: {self.only_in_b}")
         return "\n".join(lines) + ">"
@@ -156,18 +195,32 @@ class _Side:
         self.stepper: BackwardStepper | None = None
         if self.doc is not None:
             forward = self.doc["traces"]["forward"]
-            self.ops = [_Op(o["id"], o.get("sym_id") or o["name"], o.get("module_path") or "",
-                            _doc_source(o.get("source")), tuple(o.get("outputs") or ()))
-                        for o in forward["ops"] if o.get("parent") is None]
+            self.ops = [
+                _Op(
+                    o["id"],
+                    o.get("sym_id") or o["name"],
+                    o.get("module_path") or "",
+                    _doc_source(o.get("source")),
+                    tuple(o.get("outputs") or ()),
+                )
+                for o in forward["ops"]
+                if o.get("parent") is None
+            ]
             self.tensors = forward.get("tensors", {})
             if not any(t.get("stats") for t in self.tensors.values()):
-                raise ValueError("this document has no statistics to compare: save the Session "
-                                 "after `record_backward()` (or compare the Sessions themselves)")
+                raise ValueError(
+                    "this document has no statistics to compare: save the Session "
+                    "after `record_backward()` (or compare the Sessions themselves)"
+                )
             self.flow = self.doc.get("grad_flow", {}) or {}
-            self.args = [name for name, t in self.tensors.items() if t.get("kind") in ("input", "param")]
+            self.args = [
+                name for name, t in self.tensors.items() if t.get("kind") in ("input", "param")
+            ]
             return
         if not (hasattr(source, "forward") and hasattr(source, "record_backward")):
-            raise TypeError(f"compare takes Sessions, .tvz paths or view documents, not {type(source).__name__}")
+            raise TypeError(
+                f"compare takes Sessions, .tvz paths or view documents, not {type(source).__name__}"
+            )
         if source.result is None or source.fake:
             raise ValueError("compare needs Sessions with real values and a backward")
         self.stepper = source.recording if source.recording is not None else None
@@ -175,18 +228,31 @@ class _Side:
             source.record_backward()
             self.stepper = source.recording
         self.result = source.result
-        self.ops = [_Op(protocol.op_id("forward", i), b.sym.id, b.module_path, _bsym_source(b),
-                        tuple(p.name for p in b.flat_proxy_outs))
-                    for i, b in enumerate(source.forward.bound_symbols)]
+        self.ops = [
+            _Op(
+                protocol.op_id("forward", i),
+                b.sym.id,
+                b.module_path,
+                _bsym_source(b),
+                tuple(p.name for p in b.flat_proxy_outs),
+            )
+            for i, b in enumerate(source.forward.bound_symbols)
+        ]
         self.args = [p.name for p in source.forward.flat_args]
 
     def value(self, name: str) -> Any:
-        return self.stepper.forward_values.get(name) if self.stepper is not None else self.tensors.get(name)
+        return (
+            self.stepper.forward_values.get(name)
+            if self.stepper is not None
+            else self.tensors.get(name)
+        )
 
     def grad(self, name: str) -> Any:
         if self.stepper is None:
             return self.flow.get(name)
-        if name in self.result.cotangent_of and self.stepper.has_value(self.result.cotangent_of[name]):
+        if name in self.result.cotangent_of and self.stepper.has_value(
+            self.result.cotangent_of[name]
+        ):
             return self.stepper.value(self.result.cotangent_of[name])
         return None
 
@@ -205,7 +271,9 @@ def _relative(a: Any, b: Any) -> float | None:
         if not (a.is_floating_point() and b.is_floating_point()) or a.shape != b.shape:
             return None
         a64, b64 = a.detach().to("cpu", torch.float64), b.detach().to("cpu", torch.float64)
-        return _ratio(float(torch.linalg.vector_norm(b64 - a64)), float(torch.linalg.vector_norm(a64)))
+        return _ratio(
+            float(torch.linalg.vector_norm(b64 - a64)), float(torch.linalg.vector_norm(a64))
+        )
     na, nb = _norm_of(a), _norm_of(b)
     if na is None or nb is None:
         return None
@@ -253,11 +321,16 @@ def _pairs(a: list[_Op], b: list[_Op]) -> tuple[list[tuple[_Op, _Op, str]], list
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
         if tag == "equal":
             pairs += [(a[i1 + k], b[j1 + k], "") for k in range(i2 - i1)]
-        elif tag == "replace" and i2 - i1 == j2 - j1 and all(
-                a[i1 + k].module == b[j1 + k].module for k in range(i2 - i1)):
+        elif (
+            tag == "replace"
+            and i2 - i1 == j2 - j1
+            and all(a[i1 + k].module == b[j1 + k].module for k in range(i2 - i1))
+        ):
             # the same place in the same module with another op: a changed op
-            pairs += [(a[i1 + k], b[j1 + k], f"op changed: {a[i1 + k].sym} -> {b[j1 + k].sym}")
-                      for k in range(i2 - i1)]
+            pairs += [
+                (a[i1 + k], b[j1 + k], f"op changed: {a[i1 + k].sym} -> {b[j1 + k].sym}")
+                for k in range(i2 - i1)
+            ]
         else:
             only_a += a[i1:i2]
             only_b += b[j1:j2]
@@ -278,21 +351,47 @@ def compare(a: Any, b: Any, *, rtol: float = 1e-3) -> Comparison:
         fwd: list[float | None] = []
         grad: list[float | None] = []
         for na, nb in zip(oa.outputs, ob.outputs, strict=False):
-            fwd.append(_relative(_as_stats(side_a, side_a.value(na), measure),
-                                 _as_stats(side_b, side_b.value(nb), measure)))
-            grad.append(_relative(_as_stats(side_a, side_a.grad(na), measure),
-                                  _as_stats(side_b, side_b.grad(nb), measure)))
-        rows.append(OpDifference(oa.op_id, ob.op_id, oa.sym, oa.module, oa.source,
-                                 _worst(fwd), _worst(grad), note))
-    grads = {name: _relative(_as_stats(side_a, side_a.grad(name), measure),
-                             _as_stats(side_b, side_b.grad(name), measure))
-             for name in side_a.args if name in side_b.args}
-    return Comparison(rows, grads, [f"{o.op_id} {o.sym}" for o in only_a],
-                      [f"{o.op_id} {o.sym}" for o in only_b], rtol, measure)
+            fwd.append(
+                _relative(
+                    _as_stats(side_a, side_a.value(na), measure),
+                    _as_stats(side_b, side_b.value(nb), measure),
+                )
+            )
+            grad.append(
+                _relative(
+                    _as_stats(side_a, side_a.grad(na), measure),
+                    _as_stats(side_b, side_b.grad(nb), measure),
+                )
+            )
+        rows.append(
+            OpDifference(
+                oa.op_id, ob.op_id, oa.sym, oa.module, oa.source, _worst(fwd), _worst(grad), note
+            )
+        )
+    grads = {
+        name: _relative(
+            _as_stats(side_a, side_a.grad(name), measure),
+            _as_stats(side_b, side_b.grad(name), measure),
+        )
+        for name in side_a.args
+        if name in side_b.args
+    }
+    return Comparison(
+        rows,
+        grads,
+        [f"{o.op_id} {o.sym}" for o in only_a],
+        [f"{o.op_id} {o.sym}" for o in only_b],
+        rtol,
+        measure,
+    )
 
 
 def _as_stats(side: _Side, value: Any, measure: str) -> Any:
     """A Session's tensor stands in as its norm when the other side only has statistics."""
     if measure == "norms" and isinstance(value, torch.Tensor):
-        return {"norm": float(torch.linalg.vector_norm(value.detach().double())) if value.is_floating_point() else None}
+        return {
+            "norm": float(torch.linalg.vector_norm(value.detach().double()))
+            if value.is_floating_point()
+            else None
+        }
     return value

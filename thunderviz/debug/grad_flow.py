@@ -25,7 +25,9 @@ GRAD_STATUSES = ("ok", "zero", "nan", "inf", "no_grad", "unused", "detached", "i
 def forward_tensors(result_or_trace: Any) -> list[TensorProxy]:
     """The forward trace's tensors at top level: its arguments, then what its top-level ops
     produce, in order (each once)."""
-    trace = result_or_trace.forward if isinstance(result_or_trace, AutodiffResult) else result_or_trace
+    trace = (
+        result_or_trace.forward if isinstance(result_or_trace, AutodiffResult) else result_or_trace
+    )
     seen: set[str] = set()
     out: list[TensorProxy] = []
     for p in [*trace.flat_args, *(q for b in trace.bound_symbols for q in b.flat_proxy_outs)]:
@@ -42,8 +44,11 @@ def _bound_in_backward(result: AutodiffResult) -> set[str]:
 def cotangent_map(result: AutodiffResult) -> dict[str, str]:
     """Forward tensor name -> name of the backward proxy holding its full gradient, for
     the forward tensors (top level) whose gradient the backward computes."""
-    bound = _bound_in_backward(result) | set(result.backward.constants) | {
-        p.name for p in result.reads_from_forward}
+    bound = (
+        _bound_in_backward(result)
+        | set(result.backward.constants)
+        | {p.name for p in result.reads_from_forward}
+    )
     return {k: v for k, v in result.cotangent_of.items() if v in bound}
 
 
@@ -51,8 +56,11 @@ def _would_need(result: AutodiffResult) -> set[str]:
     """Forward tensors that would require grad if nothing were detached or under no_grad
     (what is computed from a float argument that requires grad)."""
     fwd = result.forward
-    need = {p.name for p in fwd.flat_args
-            if isinstance(p, TensorProxy) and p.is_float and p.requires_grad}
+    need = {
+        p.name
+        for p in fwd.flat_args
+        if isinstance(p, TensorProxy) and p.is_float and p.requires_grad
+    }
     for b in fwd.bound_symbols:
         if BsymTag.MUTATION_EPILOGUE in b.tags:
             continue
@@ -61,8 +69,9 @@ def _would_need(result: AutodiffResult) -> set[str]:
     return need
 
 
-def grad_flow(result: AutodiffResult, values: Any, *,
-              cotangents: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+def grad_flow(
+    result: AutodiffResult, values: Any, *, cotangents: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
     """{forward tensor name: {"norm": ..., "status": ...}} for every top-level forward tensor
     (the `grad_flow` section of the view document; norms JSON-safe).
 

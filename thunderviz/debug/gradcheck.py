@@ -63,18 +63,31 @@ class GradCheck:
         return all(e <= self.tolerance for e in self.error.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op_id, "ok": self.ok, "skipped": self.skipped or None,
-                "inputs": {n: {"error": self.error.get(n), "fd": self.fd.get(n),
-                               "fd_recorded": self.fd_recorded.get(n),
-                               "fd_autograd": self.fd_autograd.get(n)} for n in self.recorded}}
+        return {
+            "op": self.op_id,
+            "ok": self.ok,
+            "skipped": self.skipped or None,
+            "inputs": {
+                n: {
+                    "error": self.error.get(n),
+                    "fd": self.fd.get(n),
+                    "fd_recorded": self.fd_recorded.get(n),
+                    "fd_autograd": self.fd_autograd.get(n),
+                }
+                for n in self.recorded
+            },
+        }
 
     def __repr__(self) -> str:
         where = f" at {self.source.short()}" if self.source is not None else ""
         if self.skipped:
             return f"<gradcheck {self.op_id} {self.op}{where}: skipped ({self.skipped})>"
-        rows = [f"  {n}: error {self.error[n]:.3g}; along a direction: recorded "
-                f"{self.fd_recorded[n]:.6g}, autograd {self.fd_autograd[n]:.6g}, "
-                f"finite differences {self.fd[n]:.6g}" for n in self.recorded]
+        rows = [
+            f"  {n}: error {self.error[n]:.3g}; along a direction: recorded "
+            f"{self.fd_recorded[n]:.6g}, autograd {self.fd_autograd[n]:.6g}, "
+            f"finite differences {self.fd[n]:.6g}"
+            for n in self.recorded
+        ]
         verdict = "ok" if self.ok else "DISAGREES with torch.autograd"
         return "\n".join([f"<gradcheck {self.op_id} {self.op}{where}: {verdict}", *rows]) + ">"
 
@@ -98,22 +111,29 @@ class GradientReport:
         done = [c for c in self.checks if c.ok is not None]
         head = f"{len(done)} ops checked, {sum(1 for c in self.checks if c.skipped)} skipped"
         first = self.first_failure
-        return f"<GradientReport: {head}; " + (f"first disagreement: {first!r}>" if first else "all agree>")
+        return f"<GradientReport: {head}; " + (
+            f"first disagreement: {first!r}>" if first else "all agree>"
+        )
 
 
 def _draws_random_numbers(bsym: BoundSymbol, values: dict[str, Any]) -> bool:
     """Whether the op's result depends on the random numbers it draws (an op that may draw,
     like attention with `dropout_p=0`, is run twice under two seeds to see). The user's RNG
     is left as it was."""
-    if not any(isinstance(b.sym.fn, torch._ops.OpOverload)
-               and torch.Tag.nondeterministic_seeded in b.sym.fn.tags for b in bsym.walk()):
+    if not any(
+        isinstance(b.sym.fn, torch._ops.OpOverload)
+        and torch.Tag.nondeterministic_seeded in b.sym.fn.tags
+        for b in bsym.walk()
+    ):
         return False
     runs = []
     for seed in (0, 1):
         with torch.random.fork_rng(), torch.no_grad():  # every device's RNG restored
             torch.manual_seed(seed)
             runs.append(_run(bsym, values))
-    return any(not torch.equal(v, runs[1][k]) for k, v in runs[0].items() if isinstance(v, torch.Tensor))
+    return any(
+        not torch.equal(v, runs[1][k]) for k, v in runs[0].items() if isinstance(v, torch.Tensor)
+    )
 
 
 def _run(bsym: BoundSymbol, values: dict[str, Any]) -> dict[str, Any]:
@@ -125,12 +145,14 @@ def _run(bsym: BoundSymbol, values: dict[str, Any]) -> dict[str, Any]:
         if v is MISSING:
             raise StepError(f"gradcheck: no recorded value for {p.name}", bsym)
         return v
+
     run_bsym(bsym, read, out.__setitem__)
     return out
 
 
-def gradcheck_op(roles: BackwardRoles, stepper: BackwardStepper, bsym: BoundSymbol,
-                 op_id: str, *, seed: int = 0) -> GradCheck:
+def gradcheck_op(
+    roles: BackwardRoles, stepper: BackwardStepper, bsym: BoundSymbol, op_id: str, *, seed: int = 0
+) -> GradCheck:
     """Check top-level forward op `bsym` with the values of `stepper` (a finished stepper
     that recorded the forward: `record_forward=True`)."""
     check = GradCheck(op_id, bsym.sym.id, bsym.module_path, bsym.source)
@@ -146,9 +168,17 @@ def gradcheck_op(roles: BackwardRoles, stepper: BackwardStepper, bsym: BoundSymb
     check.tolerance = TOLERANCES.get(dtype, 1e-4)
 
     def as64(v: Any) -> Any:
-        return v.detach().to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        return (
+            v.detach().to(torch.float64)
+            if isinstance(v, torch.Tensor) and v.is_floating_point()
+            else v
+        )
 
-    base = {p.name: as64(stepper.value(p.name)) for p in bsym.flat_proxy_args if stepper.has_value(p.name)}
+    base = {
+        p.name: as64(stepper.value(p.name))
+        for p in bsym.flat_proxy_args
+        if stepper.has_value(p.name)
+    }
     if _draws_random_numbers(bsym, base):
         check.skipped = "it draws random numbers: a rerun would draw others"
         return check
@@ -174,8 +204,11 @@ def gradcheck_op(roles: BackwardRoles, stepper: BackwardStepper, bsym: BoundSymb
     leaves = {x: base[x].clone().requires_grad_(True) for x in wrt}
     with torch.enable_grad():
         value = loss({**base, **leaves})
-        grads = torch.autograd.grad(value, [leaves[x] for x in wrt], allow_unused=True) \
-            if value.requires_grad else [None] * len(wrt)
+        grads = (
+            torch.autograd.grad(value, [leaves[x] for x in wrt], allow_unused=True)
+            if value.requires_grad
+            else [None] * len(wrt)
+        )
     gen = torch.Generator().manual_seed(seed)
     for x, ref in zip(wrt, grads, strict=True):
         rec = check.recorded[x]
@@ -194,8 +227,11 @@ def gradcheck_op(roles: BackwardRoles, stepper: BackwardStepper, bsym: BoundSymb
     return check
 
 
-def check_all(roles: BackwardRoles, stepper: BackwardStepper,
-              keep: Callable[[BoundSymbol], bool] = lambda b: True) -> GradientReport:
+def check_all(
+    roles: BackwardRoles,
+    stepper: BackwardStepper,
+    keep: Callable[[BoundSymbol], bool] = lambda b: True,
+) -> GradientReport:
     """`gradcheck_op` for every top-level forward op that has a backward (and `keep` accepts)."""
     checks = []
     has_rule = {id(a.top) for a in roles.applications if a.contributions}

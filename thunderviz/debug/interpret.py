@@ -18,8 +18,7 @@ from thunderviz.autodiff.saved import UNPACK
 from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol
 
-__all__ = ["MISSING", "StepError", "run_bsym", "bind", "is_unpack", "where_of",
-           "number_default"]
+__all__ = ["MISSING", "StepError", "run_bsym", "bind", "is_unpack", "where_of", "number_default"]
 
 MISSING = object()  # "no value": distinct from None, which is a value
 
@@ -27,7 +26,9 @@ MISSING = object()  # "no value": distinct from None, which is a value
 class StepError(RuntimeError):
     """A bound symbol failed while the debugger ran it (says which, and where it came from)."""
 
-    def __init__(self, message: str, bsym: BoundSymbol | None = None, index: int | None = None) -> None:
+    def __init__(
+        self, message: str, bsym: BoundSymbol | None = None, index: int | None = None
+    ) -> None:
         super().__init__(message)
         self.bsym = bsym
         self.index = index
@@ -51,8 +52,9 @@ def where_of(bsym: BoundSymbol) -> str:
     return " ".join(parts) or "(no source location)"
 
 
-def run_bsym(bsym: BoundSymbol, read: Callable[[Proxy], Any],
-             write: Callable[[str, Any], None]) -> None:
+def run_bsym(
+    bsym: BoundSymbol, read: Callable[[Proxy], Any], write: Callable[[str, Any], None]
+) -> None:
     """Evaluate `bsym`, reading argument proxies with `read` and binding outputs with
     `write(name, value)`. A functionalized bound symbol runs its subsymbols instead."""
     if bsym.executes_subsymbols:
@@ -82,7 +84,9 @@ def bind(pattern: Any, value: Any, write: Callable[[str, Any], None]) -> None:
         return
     if isinstance(pattern, (tuple, list)):
         if not isinstance(value, (tuple, list)) or len(value) != len(pattern):
-            got = type(value).__name__ + (f" of {len(value)}" if isinstance(value, (tuple, list)) else "")
+            got = type(value).__name__ + (
+                f" of {len(value)}" if isinstance(value, (tuple, list)) else ""
+            )
             raise StepError(f"expected {len(pattern)} values to bind to {pattern!r}, got {got}")
         for p, v in zip(pattern, value, strict=True):
             bind(p, v, write)

@@ -61,8 +61,14 @@ def resolve_intervention(roles: BackwardRoles, target: Any, edit: GradEdit) -> I
         index = next((i for i, b in enumerate(roles.bsyms) if b is target), None)
         if index is not None:
             names = tuple(p.name for p in target.flat_proxy_outs)
-            return Intervention(f"backward:{index} ({target.sym.id})", "backward_op", edit, names,
-                                protocol.op_id("backward", index), actions=tuple(("value", n) for n in names))
+            return Intervention(
+                f"backward:{index} ({target.sym.id})",
+                "backward_op",
+                edit,
+                names,
+                protocol.op_id("backward", index),
+                actions=tuple(("value", n) for n in names),
+            )
         if not _forward_bsym(roles, target):
             raise ValueError(f"{target!r} is in neither the forward nor the backward trace")
         cmap = roles.result.cotangent_of
@@ -70,26 +76,43 @@ def resolve_intervention(roles: BackwardRoles, target: Any, edit: GradEdit) -> I
         if not names:
             raise ValueError(f"no gradient flows to the outputs of {target.sym.id}")
         op = _forward_op_id(roles, target)
-        return Intervention(f"{op or 'forward'} ({target.sym.id})", "gradient", edit, names, op,
-                            actions=tuple(("gradient", n) for n in names))
+        return Intervention(
+            f"{op or 'forward'} ({target.sym.id})",
+            "gradient",
+            edit,
+            names,
+            op,
+            actions=tuple(("gradient", n) for n in names),
+        )
     if not isinstance(target, str):
-        raise TypeError("an intervention target is a bound symbol, an op id, a module path or "
-                        f"a tensor name, not {type(target).__name__}")
+        raise TypeError(
+            "an intervention target is a bound symbol, an op id, a module path or "
+            f"a tensor name, not {type(target).__name__}"
+        )
     if target.startswith(protocol.MODULE_PREFIX) or target in _module_paths(roles):
         path = target.removeprefix(protocol.MODULE_PREFIX)
-        return Intervention(f"module {path}", "module", edit, (path,), protocol.module_id(path),
-                            actions=(("module", path),))
+        return Intervention(
+            f"module {path}",
+            "module",
+            edit,
+            (path,),
+            protocol.module_id(path),
+            actions=(("module", path),),
+        )
     if target in roles.result.cotangent_of or target in roles.forward_producer:
-        return Intervention(f"tensor {target}", "gradient", edit, (target,),
-                            actions=(("gradient", target),))
+        return Intervention(
+            f"tensor {target}", "gradient", edit, (target,), actions=(("gradient", target),)
+        )
     if target in roles.producer:
-        return Intervention(f"backward value {target}", "value", edit, (target,),
-                            actions=(("value", target),))
+        return Intervention(
+            f"backward value {target}", "value", edit, (target,), actions=(("value", target),)
+        )
     raise ValueError(f"{target!r} is no op id, module path or tensor name of this program")
 
 
-def build_plan(roles: BackwardRoles, arg_kinds: Mapping[str, str],
-               interventions: Sequence[Intervention]) -> InterventionPlan:
+def build_plan(
+    roles: BackwardRoles, arg_kinds: Mapping[str, str], interventions: Sequence[Intervention]
+) -> InterventionPlan:
     """The plan of `interventions`, applied in order (each one's `first_step` and, for
     modules, the inputs it edits are filled in)."""
     plan = InterventionPlan(roles, arg_kinds)
@@ -102,8 +125,9 @@ def build_plan(roles: BackwardRoles, arg_kinds: Mapping[str, str],
             elif action == "value":
                 first = min(first, plan.edit_value(name, iv.edit))
             else:
-                edited, step = plan.edit_module(name, iv.edit,
-                                                lambda m, path=name: module_within(m, path))
+                edited, step = plan.edit_module(
+                    name, iv.edit, lambda m, path=name: module_within(m, path)
+                )
                 inputs += edited
                 first = min(first, step)
         iv.first_step = first
@@ -112,8 +136,9 @@ def build_plan(roles: BackwardRoles, arg_kinds: Mapping[str, str],
     return plan
 
 
-def replay(steppers: Iterable[BackwardStepper | None], plan: InterventionPlan | None,
-           start: int) -> None:
+def replay(
+    steppers: Iterable[BackwardStepper | None], plan: InterventionPlan | None, start: int
+) -> None:
     """Install `plan` on each stepper, re-running what it had run from step `start` on
     (earlier steps read nothing the plan changes: they are kept)."""
     for stepper in steppers:
@@ -128,9 +153,13 @@ def replay(steppers: Iterable[BackwardStepper | None], plan: InterventionPlan | 
         stepper.stop_reason = reason
 
 
-def edited_forward_grads(plan: InterventionPlan, stepper: BackwardStepper,
-                         cotangents: Mapping[str, str]) -> dict[str, Any]:
+def edited_forward_grads(
+    plan: InterventionPlan, stepper: BackwardStepper, cotangents: Mapping[str, str]
+) -> dict[str, Any]:
     """Forward tensor name -> its gradient as the backward uses it under `plan`, for the
     gradients `stepper` has computed (`cotangents`: `grad_flow.cotangent_map`)."""
-    return {x: plan.gradient_of(x, held, {}, stepper.value)
-            for x, held in cotangents.items() if stepper.has_value(held)}
+    return {
+        x: plan.gradient_of(x, held, {}, stepper.value)
+        for x, held in cotangents.items()
+        if stepper.has_value(held)
+    }

@@ -57,10 +57,13 @@ class GradEdit:
         kind, *params = (spec,) if isinstance(spec, str) else tuple(spec)
         arity = {"zero": 0, "scale": 1, "clip": 1, "clamp": 2, "noise": 1}
         if kind not in arity:
-            raise ValueError(f"unknown edit {spec!r}: use a callable, 'zero', ('scale', k), "
-                             "('clip', max_norm), ('clamp', lo, hi) or ('noise', std)")
+            raise ValueError(
+                f"unknown edit {spec!r}: use a callable, 'zero', ('scale', k), "
+                "('clip', max_norm), ('clamp', lo, hi) or ('noise', std)"
+            )
         if len(params) != arity[kind] or not all(
-                isinstance(p, (int, float)) and not isinstance(p, bool) for p in params):
+            isinstance(p, (int, float)) and not isinstance(p, bool) for p in params
+        ):
             raise ValueError(f"{kind!r} takes {arity[kind]} number(s), got {params!r}")
         if kind == "clip" and params[0] < 0 or kind == "noise" and params[0] < 0:
             raise ValueError(f"{kind!r} takes a non-negative number, got {params[0]!r}")
@@ -85,15 +88,21 @@ class GradEdit:
             return g + (self.params[0] * noise).to(g.dtype)
         out = self.fn(g)  # type: ignore[misc]
         if not isinstance(out, torch.Tensor) or out.shape != g.shape:
-            raise ValueError(f"the intervention function returned {type(out).__name__}"
-                             f"{'' if not isinstance(out, torch.Tensor) else list(out.shape)}; "
-                             f"it must return a tensor of shape {list(g.shape)}")
+            raise ValueError(
+                f"the intervention function returned {type(out).__name__}"
+                f"{'' if not isinstance(out, torch.Tensor) else list(out.shape)}; "
+                f"it must return a tensor of shape {list(g.shape)}"
+            )
         return out
 
     def describe(self) -> str:
         if self.kind == "custom":
             return getattr(self.fn, "__name__", "custom")
-        return self.kind if not self.params else f"{self.kind}({', '.join(f'{p:g}' for p in self.params)})"
+        return (
+            self.kind
+            if not self.params
+            else f"{self.kind}({', '.join(f'{p:g}' for p in self.params)})"
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "params": list(self.params)}
@@ -146,15 +155,21 @@ class Intervention:
     actions: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"target": self.target, "kind": self.kind,
-                               "edit": self.edit.to_json(), "names": list(self.names),
-                               "first_step": self.first_step}
+        out: dict[str, Any] = {
+            "target": self.target,
+            "kind": self.kind,
+            "edit": self.edit.to_json(),
+            "names": list(self.names),
+            "first_step": self.first_step,
+        }
         if self.op is not None:
             out["op"] = self.op
         return out
 
     def __repr__(self) -> str:
-        return f"<intervention {self.edit.describe()} on {self.target} (from step {self.first_step})>"
+        return (
+            f"<intervention {self.edit.describe()} on {self.target} (from step {self.first_step})>"
+        )
 
 
 class InterventionPlan:
@@ -184,7 +199,9 @@ class InterventionPlan:
             elif slot.kind in ("old", "grad"):
                 c = self.roles.accumulation_at[slot.index]
                 old, grad = self._accumulations.get(slot.index, (_Name(c.old), _Name(c.grad)))
-                self._accumulations[slot.index] = (value, grad) if slot.kind == "old" else (old, value)
+                self._accumulations[slot.index] = (
+                    (value, grad) if slot.kind == "old" else (old, value)
+                )
 
     def edit_gradient(self, x: str, edit: GradEdit) -> int:
         """A tensor hook on forward tensor `x`. Returns the first step it changes."""
@@ -195,11 +212,15 @@ class InterventionPlan:
         self._redirect(slots, _Edited(_key(), self.current(slots[0]), edit))
         return _first(slots, len(self.roles.bsyms))
 
-    def edit_module(self, path: str, edit: GradEdit, within: Callable[[str], bool]) -> tuple[list[str], int]:
+    def edit_module(
+        self, path: str, edit: GradEdit, within: Callable[[str], bool]
+    ) -> tuple[list[str], int]:
         """A full backward hook on the module at `path` (`within(module_path)` says whether
         an op belongs to it): edit the gradient it hands to each of its inputs."""
         roles = self.roles
-        inside = roles.module_contributions(lambda app: within(app.bsym.module_path or app.top.module_path))
+        inside = roles.module_contributions(
+            lambda app: within(app.bsym.module_path or app.top.module_path)
+        )
         inputs: list[str] = []
         first = len(roles.bsyms)
         for x, chain in inside.items():
@@ -210,8 +231,10 @@ class InterventionPlan:
                 continue  # a parameter or buffer: grad_input holds only the forward's inputs
             for a, b in zip(chain, chain[1:], strict=False):
                 if b.old != a.total:
-                    raise ValueError(f"module {path!r}: gradients of {x} from inside and outside "
-                                     "the module interleave; intervene on its ops instead")
+                    raise ValueError(
+                        f"module {path!r}: gradients of {x} from inside and outside "
+                        "the module interleave; intervene on its ops instead"
+                    )
             parts = []
             for c in chain:
                 if c.old is None:  # the first contribution: its value may be edited already
@@ -230,7 +253,9 @@ class InterventionPlan:
                 continue
             self._redirect(slots, edited)
             inputs.append(x)
-            first = min(first, _first(slots, first), *(roles.producer.get(c.total, first) for c in chain))
+            first = min(
+                first, _first(slots, first), *(roles.producer.get(c.total, first) for c in chain)
+            )
         if not inputs:
             raise ValueError(f"module {path!r} hands no gradient to an input")
         return inputs, first
@@ -243,8 +268,13 @@ class InterventionPlan:
         return self.roles.producer[name]
 
     # --- running -------------------------------------------------------------------------
-    def _evaluate(self, ref: Any, env: dict[str, Any], lookup: Callable[[str], Any],
-                  remember: Callable[[str, Any], None] | None) -> Any:
+    def _evaluate(
+        self,
+        ref: Any,
+        env: dict[str, Any],
+        lookup: Callable[[str], Any],
+        remember: Callable[[str, Any], None] | None,
+    ) -> Any:
         if isinstance(ref, _Name):
             return lookup(ref.name)
         known = env.get(ref.key, MISSING)
@@ -261,20 +291,31 @@ class InterventionPlan:
             remember(ref.key, value)
         return value
 
-    def run(self, i: int, bsym: BoundSymbol, env: dict[str, Any], read: Callable[[Proxy], Any],
-            write: Callable[[str, Any], None], remember: Callable[[str, Any], None]) -> None:
+    def run(
+        self,
+        i: int,
+        bsym: BoundSymbol,
+        env: dict[str, Any],
+        read: Callable[[Proxy], Any],
+        write: Callable[[str, Any], None],
+        remember: Callable[[str, Any], None],
+    ) -> None:
         """Run backward step `i` with the plan's substitutions and edits."""
+
         def lookup(name: str) -> Any:
             return read(Proxy(name))
+
         accumulation = self._accumulations.get(i)
         substitutions = self._reads.get(i)
         if accumulation is not None:
             old, grad = (self._evaluate(r, env, lookup, remember) for r in accumulation)
             write(self.roles.accumulation_at[i].total, bsym.sym.fn(old, grad))
         elif substitutions:
+
             def substituted(p: Proxy) -> Any:
                 ref = substitutions.get(p.name)
                 return read(p) if ref is None else self._evaluate(ref, env, lookup, remember)
+
             run_bsym(bsym, substituted, write)
         else:
             run_bsym(bsym, read, write)
@@ -282,8 +323,9 @@ class InterventionPlan:
             for edit in self.value_edits.get(p.name, ()):
                 write(p.name, edit(env[p.name]))
 
-    def final_grads(self, grads: dict[str, Any], env: dict[str, Any],
-                    lookup: Callable[[str], Any]) -> dict[str, Any]:
+    def final_grads(
+        self, grads: dict[str, Any], env: dict[str, Any], lookup: Callable[[str], Any]
+    ) -> dict[str, Any]:
         """The forward arguments' gradients with final-gradient edits applied."""
         out = dict(grads)
         for slot, ref in self.slots.items():
@@ -291,7 +333,9 @@ class InterventionPlan:
                 out[slot.name] = self._evaluate(ref, env, lookup, None)
         return out
 
-    def gradient_of(self, x: str, held: str, env: dict[str, Any], lookup: Callable[[str], Any]) -> Any:
+    def gradient_of(
+        self, x: str, held: str, env: dict[str, Any], lookup: Callable[[str], Any]
+    ) -> Any:
         """Forward tensor `x`'s gradient as the backward uses it (after the edits)."""
         for slot in self.roles.gradient_slots(x, held):
             if slot in self.slots:

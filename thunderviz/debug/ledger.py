@@ -53,8 +53,12 @@ class LedgerEntry:
 
     def to_json(self) -> dict[str, Any]:
         """The `LedgerEntry` record of docs/view-format.md."""
-        return {"op": self.op_id, "status": self.status, "bad_inputs": list(self.bad_inputs),
-                "bad_outputs": list(self.bad_outputs)}
+        return {
+            "op": self.op_id,
+            "status": self.status,
+            "bad_inputs": list(self.bad_inputs),
+            "bad_outputs": list(self.bad_outputs),
+        }
 
     def __repr__(self) -> str:
         where = f" at {self.source.short()}" if self.source is not None else ""
@@ -63,27 +67,47 @@ class LedgerEntry:
 
 
 def _non_finite(value: Any) -> bool:
-    return (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
-            and value.numel() > 0 and not bool(torch.isfinite(value).all()))
+    return (
+        isinstance(value, torch.Tensor)
+        and (value.is_floating_point() or value.is_complex())
+        and value.numel() > 0
+        and not bool(torch.isfinite(value).all())
+    )
 
 
 def nan_ledger(stepper: BackwardStepper) -> list[LedgerEntry]:
     """One entry per step `stepper` has run, in order (run it to the end first for all)."""
-    forward_ids = {id(b): protocol.op_id("forward", i) for i, b in enumerate(stepper.result.forward.bound_symbols)}
+    forward_ids = {
+        id(b): protocol.op_id("forward", i)
+        for i, b in enumerate(stepper.result.forward.bound_symbols)
+    }
     entries = []
     for record in stepper.history:
         bsym = record.bsym
         bad_in: tuple[str, ...] = ()
         if not is_unpack(bsym):  # the unpack reads the saved tuple: what it holds is "out"
             names = dict.fromkeys(p.name for p in bsym.flat_proxy_args)
-            bad_in = tuple(n for n in names if stepper.has_value(n) and _non_finite(stepper.value(n)))
+            bad_in = tuple(
+                n for n in names if stepper.has_value(n) and _non_finite(stepper.value(n))
+            )
         bad_out = tuple(n for n, st in record.outputs.items() if st.has_nan_or_inf)
-        status = ("propagated" if bad_out else "healed") if bad_in else ("born" if bad_out else "clean")
+        status = (
+            ("propagated" if bad_out else "healed") if bad_in else ("born" if bad_out else "clean")
+        )
         fwd = record.fwd_bsym
-        entries.append(LedgerEntry(
-            record.index, status, bsym.sym.id, fwd.sym.id if fwd is not None else None,
-            forward_ids.get(id(fwd)) if fwd is not None else None, record.module_path,
-            record.source, bad_in, bad_out))
+        entries.append(
+            LedgerEntry(
+                record.index,
+                status,
+                bsym.sym.id,
+                fwd.sym.id if fwd is not None else None,
+                forward_ids.get(id(fwd)) if fwd is not None else None,
+                record.module_path,
+                record.source,
+                bad_in,
+                bad_out,
+            )
+        )
     return entries
 
 
@@ -95,7 +119,10 @@ def first_nan_note(record: StepRecord, ledger: list[LedgerEntry], grads: dict[st
         return "reaches the gradients of " + ", ".join(poisoned)
     healed = [e for e in ledger if e.index > record.index and e.status == "healed"]
     if healed:
-        where = ", ".join(f"{e.op_id} ({e.forward_op or e.op}"
-                          + (f", {e.source.short()})" if e.source is not None else ")") for e in healed)
+        where = ", ".join(
+            f"{e.op_id} ({e.forward_op or e.op}"
+            + (f", {e.source.short()})" if e.source is not None else ")")
+            for e in healed
+        )
         return f"healed later at {where}: no gradient is non-finite"
     return "no gradient is non-finite"

@@ -22,8 +22,9 @@ from thunderviz.core.trace import Trace
 __all__ = ["autograd_grads", "trace_arg_values", "GradComparison", "compare_grad"]
 
 
-def trace_arg_values(forward: Trace, fn: Any, args: Sequence[Any],
-                     kwargs: dict[str, Any] | None = None) -> list[Any]:
+def trace_arg_values(
+    forward: Trace, fn: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None
+) -> list[Any]:
     """The values of `forward`'s arguments (`forward.flat_args`) for `fn(*args, **kwargs)`."""
     return input_values(forward.inputs, fn, args, kwargs)
 
@@ -37,9 +38,14 @@ def _copy(x: Any) -> Any:
     return c
 
 
-def autograd_grads(forward: Trace, fn: Any, args: Sequence[Any] = (),
-                   kwargs: dict[str, Any] | None = None, *,
-                   cotangents: Sequence[torch.Tensor] | None = None) -> dict[str, torch.Tensor | None]:
+def autograd_grads(
+    forward: Trace,
+    fn: Any,
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    cotangents: Sequence[torch.Tensor] | None = None,
+) -> dict[str, torch.Tensor | None]:
     """d(output)/d(each argument of `forward`, the trace of `fn(*args, **kwargs)`) by
     torch.autograd, keyed by the argument's name.
 
@@ -63,8 +69,9 @@ def autograd_grads(forward: Trace, fn: Any, args: Sequence[Any] = (),
     # restored), and buffers the program updates in place are the copies in `state`.
     with preserved_rng(), torch.enable_grad():
         if module is not None:
-            out = torch.func.functional_call(module, state, tuple(run_args), run_kwargs,
-                                             tie_weights=True, strict=False)
+            out = torch.func.functional_call(
+                module, state, tuple(run_args), run_kwargs, tie_weights=True, strict=False
+            )
         else:
             out = fn(*run_args, **run_kwargs)
         seen: set[int] = set()
@@ -73,7 +80,9 @@ def autograd_grads(forward: Trace, fn: Any, args: Sequence[Any] = (),
             if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in seen:
                 seen.add(id(o))
                 outs.append(o)
-        wrt = [(i, v) for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.requires_grad]
+        wrt = [
+            (i, v) for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.requires_grad
+        ]
         result: dict[str, torch.Tensor | None] = dict.fromkeys(keys)
         if not outs or not wrt:
             return result
@@ -96,15 +105,24 @@ class GradComparison(NamedTuple):
 
 
 # Tolerances per dtype for comparing with autograd (torch.testing's defaults).
-_TOLERANCES = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5),
-               torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+_TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+}
 
 
-def compare_grad(name: str, ours: Any, ref: Any, rtol: float | None = None,
-                 atol: float | None = None) -> GradComparison:
+def compare_grad(
+    name: str, ours: Any, ref: Any, rtol: float | None = None, atol: float | None = None
+) -> GradComparison:
     """One gradient against autograd's; None and all zeros count as the same "no gradient"."""
+
     def nothing(x: Any) -> bool:
-        return x is None or (isinstance(x, torch.Tensor) and x.numel() > 0 and not torch.any(x != 0))
+        return x is None or (
+            isinstance(x, torch.Tensor) and x.numel() > 0 and not torch.any(x != 0)
+        )
+
     if ours is None or ref is None:
         if nothing(ours) and nothing(ref):
             return GradComparison(name, 0.0, True)
@@ -117,6 +135,13 @@ def compare_grad(name: str, ours: Any, ref: Any, rtol: float | None = None,
     diff = (ours_d - ref_d).abs()
     max_diff = float(diff.max()) if diff.numel() else 0.0
     r, a = _TOLERANCES.get(ref.dtype, (1.3e-6, 1e-5))
-    close = bool(torch.allclose(ours_d, ref_d, rtol=r if rtol is None else rtol,
-                                atol=a if atol is None else atol, equal_nan=True))
+    close = bool(
+        torch.allclose(
+            ours_d,
+            ref_d,
+            rtol=r if rtol is None else rtol,
+            atol=a if atol is None else atol,
+            equal_nan=True,
+        )
+    )
     return GradComparison(name, max_diff, close)

@@ -61,11 +61,14 @@ class BackwardRoles:
                 self.contributions_to[c.x].append(c)
                 if c.old is not None and c.total in self.producer:
                     self.accumulation_at[self.producer[c.total]] = c
-            self.app_steps[id(app)] = sorted({self.producer[n] for n in app.emitted
-                                              if n in self.producer})
+            self.app_steps[id(app)] = sorted(
+                {self.producer[n] for n in app.emitted if n in self.producer}
+            )
         self.grad_input: dict[str, str] = {
-            p.name: g.name for p, g in zip(result.forward.flat_args, result.grad_inputs, strict=True)
-            if g is not None}
+            p.name: g.name
+            for p, g in zip(result.forward.flat_args, result.grad_inputs, strict=True)
+            if g is not None
+        }
         # forward tensor name -> the forward bound symbol (any level) that produced it
         self.forward_producer: dict[str, BoundSymbol] = {}
         for top in result.forward.bound_symbols:
@@ -76,8 +79,9 @@ class BackwardRoles:
                 self.forward_producer[p.name] = top
         self.forward_args = {p.name for p in result.forward.flat_args}
 
-    def gradient_slots(self, x: str, held_in: str, _seen: set[tuple[str, str]] | None = None
-                       ) -> list[Slot]:
+    def gradient_slots(
+        self, x: str, held_in: str, _seen: set[tuple[str, str]] | None = None
+    ) -> list[Slot]:
         """The reads of forward tensor `x`'s gradient while backward proxy `held_in` holds it
         (its accumulated value at that point)."""
         seen = _seen if _seen is not None else set()
@@ -104,8 +108,9 @@ class BackwardRoles:
             slots.append(Slot("final", -1, x))
         return slots
 
-    def module_contributions(self, within: Callable[[RuleApplication], bool]
-                             ) -> dict[str, list[Contribution]]:
+    def module_contributions(
+        self, within: Callable[[RuleApplication], bool]
+    ) -> dict[str, list[Contribution]]:
         """Per forward tensor, the contributions made by the rule applications `within`
         accepts, in sweep order."""
         out: dict[str, list[Contribution]] = defaultdict(list)

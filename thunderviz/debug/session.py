@@ -61,9 +61,18 @@ class Session:
         `BackwardStepper`).
     """
 
-    def __init__(self, fn_or_module: Any, *args: Any, fake: bool = False, backward: bool = True,
-                 depth: int = 1, record_transforms: bool = True, title: str | None = None,
-                 cotangents: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        fn_or_module: Any,
+        *args: Any,
+        fake: bool = False,
+        backward: bool = True,
+        depth: int = 1,
+        record_transforms: bool = True,
+        title: str | None = None,
+        cotangents: Any = None,
+        **kwargs: Any,
+    ) -> None:
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
             raise ValueError(f"depth must be a non-negative integer, got {depth!r}")
         self.fn = fn_or_module
@@ -76,7 +85,8 @@ class Session:
         self.forward: Trace = trace(fn_or_module, *args, fake=fake, **kwargs)
         self.arg_kinds: dict[str, str] = {  # as the view document names them
             p.name: _DOCUMENT_KINDS[inp.kind]
-            for p, inp in zip(self.forward.flat_args, self.forward.inputs, strict=True)}
+            for p, inp in zip(self.forward.flat_args, self.forward.inputs, strict=True)
+        }
         for name in self.forward.constants:
             self.arg_kinds.setdefault(name, "constant")
         self.result: AutodiffResult | None = None
@@ -119,11 +129,14 @@ class Session:
 
     def _require_values(self, what: str) -> AutodiffResult:
         if self.fake:
-            raise RuntimeError(f"{what} needs real values; this session traced with fake=True. "
-                               "Make a Session without fake=True (on smaller inputs if memory is short).")
+            raise RuntimeError(
+                f"{what} needs real values; this session traced with fake=True. "
+                "Make a Session without fake=True (on smaller inputs if memory is short)."
+            )
         if self.result is None:
-            raise RuntimeError(f"{what} needs the backward trace; this session was made with "
-                               "backward=False.")
+            raise RuntimeError(
+                f"{what} needs the backward trace; this session was made with backward=False."
+            )
         return self.result
 
     @property
@@ -134,11 +147,16 @@ class Session:
             self._stepper.interventions = self._plan
         return self._stepper
 
-    def new_stepper(self, cotangents: Any = None, *, record_forward: bool = False) -> BackwardStepper:
+    def new_stepper(
+        self, cotangents: Any = None, *, record_forward: bool = False
+    ) -> BackwardStepper:
         result = self._require_values("stepping through the backward")
-        return BackwardStepper(result, self.forward_values(),
-                               cotangents if cotangents is not None else self.cotangents,
-                               record_forward=record_forward)
+        return BackwardStepper(
+            result,
+            self.forward_values(),
+            cotangents if cotangents is not None else self.cotangents,
+            record_forward=record_forward,
+        )
 
     def record_transform(self, transform: Transform, trace_: Trace | None = None) -> TransformRun:
         """Run `transform` on the forward trace (or `trace_`), recording every step."""
@@ -171,7 +189,9 @@ class Session:
         if self._cotangents is None:
             self._cotangents = cotangent_map(self.result)
         if self._plan is not None:
-            return grad_flow(self.result, edited_forward_grads(self._plan, source, self._cotangents))
+            return grad_flow(
+                self.result, edited_forward_grads(self._plan, source, self._cotangents)
+            )
         return grad_flow(self.result, source, cotangents=self._cotangents)
 
     # --- interventions (debug/interventions.py) ----------------------------------------
@@ -204,7 +224,9 @@ class Session:
             self._apply([])
 
     def _apply(self, interventions: list[Intervention]) -> None:
-        old_start = self._plan.first_step if self._plan is not None else len(self.backward.bound_symbols)
+        old_start = (
+            self._plan.first_step if self._plan is not None else len(self.backward.bound_symbols)
+        )
         plan = build_plan(self._roles, self.arg_kinds, interventions) if interventions else None
         new_start = plan.first_step if plan is not None else old_start
         self._interventions, self._plan = interventions, plan
@@ -278,8 +300,13 @@ class Session:
             cts = [cts]
         elif isinstance(cts, dict):
             cts = [cts[p.name] for p in result.cotangent_outputs]
-        return autograd_grads(self.forward, self.fn, self.args, self.kwargs,
-                              cotangents=list(cts) if cts is not None else None)
+        return autograd_grads(
+            self.forward,
+            self.fn,
+            self.args,
+            self.kwargs,
+            cotangents=list(cts) if cts is not None else None,
+        )
 
     def compare_with_autograd(self) -> list[GradComparison]:
         """Our final gradients against torch.autograd's (runs a fresh stepper to the end)."""
@@ -292,23 +319,30 @@ class Session:
         if self._interventions:
             doc["interventions"] = [iv.to_json() for iv in self._interventions]
         if self._recording is not None and self.steps:  # steps not listed are clean
-            doc["nan_ledger"] = [e.to_json() for e in nan_ledger(self._recording) if e.status != "clean"]
+            doc["nan_ledger"] = [
+                e.to_json() for e in nan_ledger(self._recording) if e.status != "clean"
+            ]
         return doc
 
     def __repr__(self) -> str:
         parts = [f"forward: {len(self.forward.bound_symbols)} ops"]
         if self.result is not None:
             parts.append(f"backward: {len(self.result.backward.bound_symbols)} ops")
-            parts.append(f"saved: {len(self.result.saved_for_backward)} tensors, "
-                         f"{self.result.saved_bytes} B")
+            parts.append(
+                f"saved: {len(self.result.saved_for_backward)} tensors, {self.result.saved_bytes} B"
+            )
         if self.steps:
             parts.append(f"{len(self.steps)} recorded steps")
         return f"<thunderviz.Session {self.title}: {'; '.join(parts)}>"
 
 
 # Trace input kinds as the view document (and InterventionPlan) names them.
-_DOCUMENT_KINDS = {InputKind.POSITIONAL: "input", InputKind.KEYWORD: "input",
-                   InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer"}
+_DOCUMENT_KINDS = {
+    InputKind.POSITIONAL: "input",
+    InputKind.KEYWORD: "input",
+    InputKind.PARAMETER: "param",
+    InputKind.BUFFER: "buffer",
+}
 
 
 def _title_of(fn: Any) -> str:

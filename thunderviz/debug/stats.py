@@ -61,21 +61,31 @@ class TensorStats:
         """The `Stats` record of docs/view-format.md (JSON-safe: no NaN/Inf floats)."""
         hist = None
         if self.hist_edges is not None and self.hist_counts is not None:
-            hist = {"edges": [json_number(e) for e in self.hist_edges],
-                    "counts": list(self.hist_counts)}
+            hist = {
+                "edges": [json_number(e) for e in self.hist_edges],
+                "counts": list(self.hist_counts),
+            }
         return {
-            "min": json_number(self.min), "max": json_number(self.max),
-            "mean": json_number(self.mean), "std": json_number(self.std),
-            "norm": json_number(self.norm), "numel": self.numel,
-            "nan": self.nan, "inf": self.inf, "hist": hist,
+            "min": json_number(self.min),
+            "max": json_number(self.max),
+            "mean": json_number(self.mean),
+            "std": json_number(self.std),
+            "norm": json_number(self.norm),
+            "numel": self.numel,
+            "nan": self.nan,
+            "inf": self.inf,
+            "hist": hist,
         }
 
     def __str__(self) -> str:
         def f(x: float | None) -> str:
             return "-" if x is None else f"{x:.4g}"
+
         bad = f" nan={self.nan} inf={self.inf}" if self.has_nan_or_inf else ""
-        return (f"{self.dtype}[{self.numel}] min={f(self.min)} max={f(self.max)} "
-                f"mean={f(self.mean)} std={f(self.std)} norm={f(self.norm)}{bad}")
+        return (
+            f"{self.dtype}[{self.numel}] min={f(self.min)} max={f(self.max)} "
+            f"mean={f(self.mean)} std={f(self.std)} norm={f(self.norm)}{bad}"
+        )
 
 
 def tensor_stats(t: Any) -> TensorStats:
@@ -96,8 +106,14 @@ def tensor_stats(t: Any) -> TensorStats:
     a = _float64_array(t)
     with np.errstate(all="ignore"):
         if not is_float:
-            return TensorStats(numel=numel, dtype=dtype, min=float(a.min()), max=float(a.max()),
-                               mean=float(a.mean()), is_float=False)
+            return TensorStats(
+                numel=numel,
+                dtype=dtype,
+                min=float(a.min()),
+                max=float(a.max()),
+                mean=float(a.mean()),
+                is_float=False,
+            )
         finite_mask = np.isfinite(a)
         n_finite = int(np.count_nonzero(finite_mask))
         n_nan = int(np.count_nonzero(np.isnan(a))) if n_finite != numel else 0
@@ -108,8 +124,9 @@ def tensor_stats(t: Any) -> TensorStats:
         # sum of squares without BLAS (whose thread pool fights torch's for the cores)
         norm = float(np.sqrt(np.square(a).sum()))
         if n_finite == 0:
-            return TensorStats(numel=numel, dtype=dtype, mean=mean, std=std, norm=norm,
-                               nan=n_nan, inf=n_inf)
+            return TensorStats(
+                numel=numel, dtype=dtype, mean=mean, std=std, norm=norm, nan=n_nan, inf=n_inf
+            )
         lo, hi = float(finite.min()), float(finite.max())
         edges: tuple[float, ...] | None = None
         counts: tuple[int, ...] | None = None
@@ -119,12 +136,32 @@ def tensor_stats(t: Any) -> TensorStats:
             scale = max(abs(lo), abs(hi))
             if n_finite == numel and scale > 0:
                 norm = float(scale * np.sqrt(np.square(a / scale).sum()))
-    return TensorStats(numel=numel, dtype=dtype, min=lo, max=hi, mean=mean, std=std, norm=norm,
-                       nan=n_nan, inf=n_inf, hist_edges=edges, hist_counts=counts)
+    return TensorStats(
+        numel=numel,
+        dtype=dtype,
+        min=lo,
+        max=hi,
+        mean=mean,
+        std=std,
+        norm=norm,
+        nan=n_nan,
+        inf=n_inf,
+        hist_edges=edges,
+        hist_counts=counts,
+    )
 
 
-_NUMPY_DTYPES = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
-                 torch.int16, torch.int8, torch.uint8, torch.bool}
+_NUMPY_DTYPES = {
+    torch.float64,
+    torch.float32,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+}
 
 
 def _float64_array(t: torch.Tensor) -> np.ndarray:
@@ -140,7 +177,9 @@ def _float64_array(t: torch.Tensor) -> np.ndarray:
         return x.numpy().astype(np.float64).reshape(-1)
 
 
-def _histogram(finite: np.ndarray, lo: float, hi: float) -> tuple[tuple[float, ...], tuple[int, ...]]:
+def _histogram(
+    finite: np.ndarray, lo: float, hi: float
+) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """HIST_BINS equal bins over [lo, hi] (the last bin includes hi); one bin of width 1
     around the value when all values are equal, as numpy does."""
     if hi == lo:

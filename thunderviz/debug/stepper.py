@@ -52,8 +52,14 @@ class BackwardStepper:
     every forward tensor in `forward_stats`.
     """
 
-    def __init__(self, result: AutodiffResult, forward_inputs: Sequence[Any],
-                 cotangents: Any = None, *, record_forward: bool = False) -> None:
+    def __init__(
+        self,
+        result: AutodiffResult,
+        forward_inputs: Sequence[Any],
+        cotangents: Any = None,
+        *,
+        record_forward: bool = False,
+    ) -> None:
         self.result = result
         self.trace = result.backward
         self.bsyms: list[BoundSymbol] = list(result.backward.bound_symbols)
@@ -63,7 +69,8 @@ class BackwardStepper:
             raise ValueError(
                 f"BackwardStepper needs one value per forward argument ({len(fwd_args)}: "
                 f"{', '.join(p.name for p in fwd_args)}), got {len(forward_inputs)}. Pass the "
-                "user's inputs, then the module's parameters and buffers, then keyword values.")
+                "user's inputs, then the module's parameters and buffers, then keyword values."
+            )
         self.forward_inputs = forward_inputs
         self.forward_stats: dict[str, TensorStats] = {}
         with preserved_rng():  # the forward's dropout draws what eager would; the user's RNG stays
@@ -74,8 +81,9 @@ class BackwardStepper:
             if g is not None:
                 self._grad_of.setdefault(g.name, []).append(p.name)
         self._ops = OpIndex(result)
-        self._aug_producer = {p.name: b for b in result.augmented_forward.bound_symbols
-                              for p in b.flat_proxy_outs}
+        self._aug_producer = {
+            p.name: b for b in result.augmented_forward.bound_symbols for p in b.flat_proxy_outs
+        }
         self._breakpoints = Breakpoints(self._ops)
         self.stop_reason = ""
         # an InterventionPlan (debug/interventions.py) that runs each step with its edits
@@ -86,8 +94,11 @@ class BackwardStepper:
     def _forward_args(self) -> tuple[list[Any], dict[str, Any]]:
         fwd = self.result.forward
         values = list(self.forward_inputs)
-        mutated = {b.args[0].name for b in self.result.augmented_forward.bound_symbols
-                   if BsymTag.MUTATION_EPILOGUE in b.tags and b.args and isinstance(b.args[0], Proxy)}
+        mutated = {
+            b.args[0].name
+            for b in self.result.augmented_forward.bound_symbols
+            if BsymTag.MUTATION_EPILOGUE in b.tags and b.args and isinstance(b.args[0], Proxy)
+        }
         names = [p.name for p in fwd.flat_args]
         # Never write into the caller's tensors: the program's own in-place updates (BatchNorm's
         # running statistics, an input updated in place) land on copies. Everything but
@@ -95,7 +106,9 @@ class BackwardStepper:
         # torch-level call runs the call itself, which may update a buffer in place.
         for i, name in enumerate(names):
             v = values[i]
-            if isinstance(v, torch.Tensor) and (name in mutated or not isinstance(v, torch.nn.Parameter)):
+            if isinstance(v, torch.Tensor) and (
+                name in mutated or not isinstance(v, torch.nn.Parameter)
+            ):
                 values[i] = v.detach().clone()
         n = len(fwd.args)
         return values[:n], dict(zip(fwd.kwargs, values[n:], strict=True))
@@ -111,7 +124,9 @@ class BackwardStepper:
             flat_p = pytree.tree_leaves(primal)
             flat_v = pytree.tree_leaves(out)
             if len(flat_p) == len(flat_v):
-                env.update({p.name: v for p, v in zip(flat_p, flat_v, strict=True) if isinstance(p, Proxy)})
+                env.update(
+                    {p.name: v for p, v in zip(flat_p, flat_v, strict=True) if isinstance(p, Proxy)}
+                )
             env.update({p.name: v for p, v in zip(saved_names, saved, strict=True)})
             return env
         env = dict(aug.constants)
@@ -132,8 +147,11 @@ class BackwardStepper:
                 except StepError:
                     raise
                 except Exception as e:
-                    raise StepError(f"the augmented forward failed at {bsym.sym.id} "
-                                    f"{where_of(bsym)}: {type(e).__name__}: {e}", bsym) from e
+                    raise StepError(
+                        f"the augmented forward failed at {bsym.sym.id} "
+                        f"{where_of(bsym)}: {type(e).__name__}: {e}",
+                        bsym,
+                    ) from e
         return env
 
     def _cotangent_values(self, cotangents: Any) -> list[Any]:
@@ -146,9 +164,10 @@ class BackwardStepper:
                     shapes = [q.type_string() for q in outs]
                     raise ValueError(
                         "the forward returns non-scalar outputs that take a cotangent "
-                        f"({', '.join(f'{q.name}: {s}' for q, s in zip(outs, shapes, strict=True))}); "
+                        f"({', '.join(f'{q.name}: {s}' for q, s in zip(outs, shapes, strict=True))}); "  # noqa: E501
                         "pass cotangents=[...] (one tensor per output, in that order) or a dict "
-                        "by output name")
+                        "by output name"
+                    )
                 values.append(torch.ones_like(v))
             return values
         if isinstance(cotangents, torch.Tensor):
@@ -160,8 +179,10 @@ class BackwardStepper:
             return [cotangents[p.name] for p in outs]
         cotangents = list(cotangents)
         if len(cotangents) != len(outs):
-            raise ValueError(f"expected {len(outs)} cotangents (for {[p.name for p in outs]}), "
-                             f"got {len(cotangents)}")
+            raise ValueError(
+                f"expected {len(outs)} cotangents (for {[p.name for p in outs]}), "
+                f"got {len(cotangents)}"
+            )
         return cotangents
 
     # --- state ---------------------------------------------------------------------------
@@ -171,7 +192,9 @@ class BackwardStepper:
         self._env: dict[str, Any] = dict(bwd.constants)
         if len(bwd.args) >= 2:
             saved_unpack = self.bsyms[0] if self.bsyms and is_unpack(self.bsyms[0]) else None
-            saved_names = [p.name for p in pytree.tree_leaves(saved_unpack.output)] if saved_unpack else []
+            saved_names = (
+                [p.name for p in pytree.tree_leaves(saved_unpack.output)] if saved_unpack else []
+            )
             missing = [n for n in saved_names if n not in self.forward_values]
             if missing:
                 raise StepError(f"the augmented forward did not produce saved tensors {missing}")
@@ -207,8 +230,10 @@ class BackwardStepper:
             return self._env[name]
         if name in self.forward_values:
             return self.forward_values[name]
-        raise KeyError(f"{name!r} has no value yet (step {self._index} of {len(self.bsyms)}): "
-                       "it is computed by a later step, or it is not a name of this program")
+        raise KeyError(
+            f"{name!r} has no value yet (step {self._index} of {len(self.bsyms)}): "
+            "it is computed by a later step, or it is not a name of this program"
+        )
 
     def has_value(self, name: str) -> bool:
         return name in self._env or name in self.forward_values
@@ -240,6 +265,7 @@ class BackwardStepper:
             if v is MISSING:
                 raise StepError(f"{p.name} is read before any step produced it")
             return v
+
         return read
 
     def _execute(self) -> StepRecord:
@@ -272,8 +298,12 @@ class BackwardStepper:
                     env[name] = old
             if isinstance(e, StepError) and e.index is not None:
                 raise
-            raise StepError(f"backward step {i} ({bsym.sym.id}) failed {where_of(bsym)}: "
-                            f"{type(e).__name__}: {e}", bsym, i) from e
+            raise StepError(
+                f"backward step {i} ({bsym.sym.id}) failed {where_of(bsym)}: "
+                f"{type(e).__name__}: {e}",
+                bsym,
+                i,
+            ) from e
         self._undo.append(undo)
         self._index += 1
         record = self._record(i, bsym, produced)
@@ -316,9 +346,13 @@ class BackwardStepper:
         """Module of the step before the one just run (None at the first step)."""
         return self.history[-2].module_path if len(self.history) >= 2 else None
 
-    def _run(self, stop_after: Callable[[StepRecord], str | None],
-             stop_before: Callable[[BoundSymbol], str | None] | None = None,
-             breakpoints: bool = True, end_reason: str = "end of backward") -> StepRecord | None:
+    def _run(
+        self,
+        stop_after: Callable[[StepRecord], str | None],
+        stop_before: Callable[[BoundSymbol], str | None] | None = None,
+        breakpoints: bool = True,
+        end_reason: str = "end of backward",
+    ) -> StepRecord | None:
         last = None
         while not self.done:
             if last is not None and stop_before is not None:
@@ -327,7 +361,9 @@ class BackwardStepper:
                     self.stop_reason = reason
                     return last
             last = self._execute()
-            reason = self._breakpoints.reason(last, self._previous_module()) if breakpoints else None
+            reason = (
+                self._breakpoints.reason(last, self._previous_module()) if breakpoints else None
+            )
             reason = reason or stop_after(last)
             if reason:
                 last.note = reason
@@ -352,9 +388,12 @@ class BackwardStepper:
         module = module_of(self.bsyms[self._index])
         if module == "":
             return self.step()
-        return self._run(lambda r: None,
-                         stop_before=lambda b: None if module_within(module_of(b), module)
-                         else f"stepped over {module}")
+        return self._run(
+            lambda r: None,
+            stop_before=lambda b: (
+                None if module_within(module_of(b), module) else f"stepped over {module}"
+            ),
+        )
 
     def run_to(self, target: OpTarget, *, ignore_breakpoints: bool = False) -> StepRecord | None:
         """Run until `target` has run: a backward bound symbol or its index (or op id
@@ -368,8 +407,10 @@ class BackwardStepper:
                     self.back()
                 self.stop_reason = "reached target"
                 return self.history[-1] if self.history else None
+
         def hit(r: StepRecord) -> str | None:
             return "reached target" if r in ops else None
+
         return self._run(hit, breakpoints=not ignore_breakpoints, end_reason="target not reached")
 
     def back(self) -> StepRecord | None:
@@ -395,8 +436,11 @@ class BackwardStepper:
         for r in self.history:
             if r.has_nan_or_inf:
                 return r
-        rec = self._run(lambda r: "first NaN/Inf" if r.has_nan_or_inf else None, breakpoints=False,
-                        end_reason="no NaN/Inf in the backward")
+        rec = self._run(
+            lambda r: "first NaN/Inf" if r.has_nan_or_inf else None,
+            breakpoints=False,
+            end_reason="no NaN/Inf in the backward",
+        )
         return rec if rec is not None and rec.has_nan_or_inf else None
 
     def record_all(self) -> list[StepRecord]:
@@ -438,9 +482,13 @@ class BackwardStepper:
         self._breakpoints.load_json(spec)
 
     # --- checking against torch.autograd -------------------------------------------------
-    def compare_with_autograd(self, reference_grads: Mapping[str, Any], *,
-                              rtol: float | None = None, atol: float | None = None
-                              ) -> list[GradComparison]:
+    def compare_with_autograd(
+        self,
+        reference_grads: Mapping[str, Any],
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ) -> list[GradComparison]:
         """Compare the final gradients with `reference_grads` (forward argument name ->
         tensor or None, e.g. from `autograd_grads`). Runs the backward to the end first."""
         if not self.done:
@@ -456,6 +504,6 @@ class BackwardStepper:
     def autograd_reference(self, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """torch.autograd's gradients for the same program, keyed by forward argument name
         (see `thunderviz.debug.reference.autograd_grads`)."""
-        return autograd_grads(self.result.forward, fn, args, kwargs,
-                              cotangents=list(self.cotangents))
-
+        return autograd_grads(
+            self.result.forward, fn, args, kwargs, cotangents=list(self.cotangents)
+        )

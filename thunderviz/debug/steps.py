@@ -75,7 +75,8 @@ class StepRecord:
     def to_json(self) -> dict[str, Any]:
         """The `Step` record of docs/view-format.md."""
         out: dict[str, Any] = {
-            "index": self.index, "op": self.op_id,
+            "index": self.index,
+            "op": self.op_id,
             "outputs": {n: s.to_json() for n, s in self.outputs.items()},
             "grads": {n: s.to_json() for n, s in self.grads.items()},
         }

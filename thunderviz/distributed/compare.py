@@ -60,9 +60,11 @@ class Divergence:
 
     def __str__(self) -> str:
         where = f"{self.source}" + (f" [{self.module}]" if self.module else "")
-        return (f"ranks {self.ranks[0]} and {self.ranks[1]} disagree at {self.op} "
-                f"({self.trace} {self.op_id}) in {self.tensor}, at {where}: {self.reason}; "
-                f"max difference {self.max_difference:.6g} ({self.statistic})")
+        return (
+            f"ranks {self.ranks[0]} and {self.ranks[1]} disagree at {self.op} "
+            f"({self.trace} {self.op_id}) in {self.tensor}, at {where}: {self.reason}; "
+            f"max difference {self.max_difference:.6g} ({self.statistic})"
+        )
 
 
 def _number(x: Any) -> float:
@@ -105,8 +107,9 @@ def _top_ops(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 class _Walk:
-    def __init__(self, docs: Sequence[dict[str, Any]], replicated: set[str], rtol: float,
-                 atol: float) -> None:
+    def __init__(
+        self, docs: Sequence[dict[str, Any]], replicated: set[str], rtol: float, atol: float
+    ) -> None:
         self.docs, self.replicated, self.rtol, self.atol = docs, replicated, rtol, atol
         self.agreed: set[str] = set()
         self.replicas: set[str] = set()  # a replicating collective's output, not yet waited on
@@ -114,8 +117,9 @@ class _Walk:
     def stats(self, kind: str, name: str) -> list[Any]:
         return [doc["traces"][kind]["tensors"].get(name, {}).get("stats") for doc in self.docs]
 
-    def check(self, kind: str, op: dict[str, Any], name: str, expected: bool, reason: str
-              ) -> Divergence | None:
+    def check(
+        self, kind: str, op: dict[str, Any], name: str, expected: bool, reason: str
+    ) -> Divergence | None:
         """Note whether `name` agrees on all ranks; a Divergence if it should and does not."""
         per_rank = self.stats(kind, name)
         if any(s is None for s in per_rank):
@@ -131,16 +135,32 @@ class _Walk:
         if not expected:
             return None
         source, line = _source(op)
-        return Divergence(kind, op["id"], op.get("name", op.get("sym_id", "")),
-                          op.get("module_path", ""), source, line, name, (0, worst[2]),
-                          worst[0], worst[1], reason, dict(enumerate(per_rank)))
+        return Divergence(
+            kind,
+            op["id"],
+            op.get("name", op.get("sym_id", "")),
+            op.get("module_path", ""),
+            source,
+            line,
+            name,
+            (0, worst[2]),
+            worst[0],
+            worst[1],
+            reason,
+            dict(enumerate(per_rank)),
+        )
 
     def inputs(self, kind: str) -> Divergence | None:
         view = self.docs[0]["traces"][kind]
         for name in view.get("inputs", []):
             op = {"id": "input", "name": f"input {name}"}
-            found = self.check(kind, op, name, name in self.replicated,
-                               "an input named as replicated differs between ranks")
+            found = self.check(
+                kind,
+                op,
+                name,
+                name in self.replicated,
+                "an input named as replicated differs between ranks",
+            )
             if found is not None:
                 return found
         return None
@@ -162,12 +182,14 @@ class _Walk:
             expected, reason = False, ""
         else:
             # other collectives (reduce_scatter, all_to_all) give each rank its own part
-            expected = all(n in self.agreed for n in tensor_inputs) \
-                and not (sym or "").startswith("_c10d_functional.")
+            expected = all(n in self.agreed for n in tensor_inputs) and not (sym or "").startswith(
+                "_c10d_functional."
+            )
             reason = "computed from values that agree on every rank"
         # Arguments may differ with the data (a batch size); on agreeing inputs they may not.
-        other_args = next((r for r, o in enumerate(ops)
-                           if o.get("args_repr") != first.get("args_repr")), None)
+        other_args = next(
+            (r for r, o in enumerate(ops) if o.get("args_repr") != first.get("args_repr")), None
+        )
         if expected and other_args is not None:
             return self._different_calls(kind, ops, other_args)
         for name in first.get("outputs", []):
@@ -179,19 +201,33 @@ class _Walk:
     def _different_calls(self, kind: str, ops: list[dict[str, Any]], rank: int) -> Divergence:
         first, other = ops[0], ops[rank]
         source, line = _source(first)
-        return Divergence(kind, first["id"], first.get("name", ""), first.get("module_path", ""),
-                          source, line, ", ".join(first.get("outputs", [])), (0, rank),
-                          math.inf, "op", "the ranks ran different ops or arguments here: "
-                          f"{first.get('name')}({first.get('args_repr')}) on rank 0, "
-                          f"{other.get('name')}({other.get('args_repr')}) on rank {rank}")
+        return Divergence(
+            kind,
+            first["id"],
+            first.get("name", ""),
+            first.get("module_path", ""),
+            source,
+            line,
+            ", ".join(first.get("outputs", [])),
+            (0, rank),
+            math.inf,
+            "op",
+            "the ranks ran different ops or arguments here: "
+            f"{first.get('name')}({first.get('args_repr')}) on rank 0, "
+            f"{other.get('name')}({other.get('args_repr')}) on rank {rank}",
+        )
 
     def _known(self, kind: str) -> dict[str, Any]:
         return self.docs[0]["traces"][kind]["tensors"]
 
 
-def compare(paths: Iterable[str | Path | dict[str, Any]], *,
-            replicated: Iterable[str] = (), rtol: float = 1e-5, atol: float = 1e-6
-            ) -> Divergence | None:
+def compare(
+    paths: Iterable[str | Path | dict[str, Any]],
+    *,
+    replicated: Iterable[str] = (),
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> Divergence | None:
     """The first place the ranks' saved sessions disagree where they should agree, or None.
 
     `paths`: each rank's `.tvz` file (or loaded document), in rank order.
@@ -202,10 +238,16 @@ def compare(paths: Iterable[str | Path | dict[str, Any]], *,
     if len(docs) < 2:
         raise ValueError("compare needs the files of at least two ranks")
     kinds = [k for k in _TRACE_ORDER if all(k in d["traces"] for d in docs)]
-    if not any(s for d in docs for t in d["traces"].values()
-               for s in (v.get("stats") for v in t["tensors"].values())):
-        raise ValueError("these files hold no recorded values: call session.record_backward() "
-                         "before thunderviz.save(session, path) on each rank")
+    if not any(
+        s
+        for d in docs
+        for t in d["traces"].values()
+        for s in (v.get("stats") for v in t["tensors"].values())
+    ):
+        raise ValueError(
+            "these files hold no recorded values: call session.record_backward() "
+            "before thunderviz.save(session, path) on each rank"
+        )
     walk = _Walk(docs, set(replicated), rtol, atol)
     for kind in kinds:
         found = walk.inputs(kind)
@@ -222,10 +264,19 @@ def compare(paths: Iterable[str | Path | dict[str, Any]], *,
             longer = max(range(len(docs)), key=lambda r: len(per_rank[r]))
             extra = per_rank[longer][len(per_rank[short])]
             source, line = _source(extra)
-            return Divergence(kind, extra["id"], extra.get("name", ""),
-                              extra.get("module_path", ""), source, line,
-                              ", ".join(extra.get("outputs", [])), (short, longer), math.inf,
-                              "op", f"rank {longer} runs more ops than rank {short} from here")
+            return Divergence(
+                kind,
+                extra["id"],
+                extra.get("name", ""),
+                extra.get("module_path", ""),
+                source,
+                line,
+                ", ".join(extra.get("outputs", [])),
+                (short, longer),
+                math.inf,
+                "op",
+                f"rank {longer} runs more ops than rank {short} from here",
+            )
     return None
 
 
@@ -246,8 +297,9 @@ class RankRow:
         return max(known) - min(known) if known else 0.0
 
 
-def side_by_side(paths: Iterable[str | Path | dict[str, Any]], trace: str = "backward"
-                 ) -> list[RankRow]:
+def side_by_side(
+    paths: Iterable[str | Path | dict[str, Any]], trace: str = "backward"
+) -> list[RankRow]:
     """Each top-level op's outputs in `trace`, with every rank's norm: what a side-by-side view
     of the ranks shows (the text form; `str()` of each row is one line of a table)."""
     docs = [p if isinstance(p, dict) else load(p) for p in paths]
@@ -260,16 +312,24 @@ def side_by_side(paths: Iterable[str | Path | dict[str, Any]], trace: str = "bac
             if all(s is None for s in stats):
                 continue
             norms = tuple(None if s is None else _number(s.get("norm")) for s in stats)
-            rows.append(RankRow(first["id"], first.get("name", sym), name, norms,
-                                sym.startswith("_c10d_functional.") and sym != WAIT.id))
+            rows.append(
+                RankRow(
+                    first["id"],
+                    first.get("name", sym),
+                    name,
+                    norms,
+                    sym.startswith("_c10d_functional.") and sym != WAIT.id,
+                )
+            )
     return rows
 
 
 def format_side_by_side(rows: Sequence[RankRow]) -> str:
     """The rows as a table: op, value, each rank's norm; collectives marked with `<->`."""
     n_ranks = max((len(r.norms) for r in rows), default=0)
-    header = f"{'op':<44} {'value':<10} " + " ".join(f"{'rank ' + str(i):>12}"
-                                                      for i in range(n_ranks))
+    header = f"{'op':<44} {'value':<10} " + " ".join(
+        f"{'rank ' + str(i):>12}" for i in range(n_ranks)
+    )
     lines = [header]
     for r in rows:
         norms = " ".join(f"{'-' if n is None else f'{n:.6g}':>12}" for n in r.norms)

@@ -43,16 +43,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(fn: Callable[..., Any], rank: int, world_size: int, port: int, backend: str,
-            timeout_s: float, results: Any, args: tuple[Any, ...]) -> None:
+def _worker(
+    fn: Callable[..., Any],
+    rank: int,
+    world_size: int,
+    port: int,
+    backend: str,
+    timeout_s: float,
+    results: Any,
+    args: tuple[Any, ...],
+) -> None:
     os.environ["MASTER_ADDR"] = LOOPBACK
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)  # ranks share the machine's cores
     try:
         if backend == "nccl":
             torch.cuda.set_device(rank)
-        dist.init_process_group(backend, rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=timeout_s))
+        dist.init_process_group(
+            backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s)
+        )
         # pickled by value here: torch's multiprocessing would pass tensors as shared memory
         # that dies with this process
         results.put((rank, True, pickle.dumps(fn(rank, world_size, *args))))
@@ -63,8 +72,14 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, port: int, backe
             dist.destroy_process_group()
 
 
-def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str = "gloo",
-           timeout: float = 60.0, run_timeout: float | None = None) -> list[Any]:
+def launch(
+    fn: Callable[..., Any],
+    *args: Any,
+    world_size: int = 2,
+    backend: str = "gloo",
+    timeout: float = 60.0,
+    run_timeout: float | None = None,
+) -> list[Any]:
     """Run `fn(rank, world_size, *args)` on `world_size` ranks; return their results by rank.
 
     `fn` and `args` must be picklable by reference (a function of an importable module, not
@@ -76,9 +91,14 @@ def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_worker, daemon=True,
-                         args=(fn, rank, world_size, port, backend, timeout, results, args))
-             for rank in range(world_size)]
+    procs = [
+        ctx.Process(
+            target=_worker,
+            daemon=True,
+            args=(fn, rank, world_size, port, backend, timeout, results, args),
+        )
+        for rank in range(world_size)
+    ]
     for p in procs:
         p.start()
     out: dict[int, Any] = {}
@@ -88,14 +108,19 @@ def launch(fn: Callable[..., Any], *args: Any, world_size: int = 2, backend: str
             try:
                 rank, ok, value = results.get(timeout=1.0)
             except queue.Empty:
-                dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0)
-                        and i not in out]
+                dead = [
+                    i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and i not in out
+                ]
                 if dead:
-                    raise RankError(dead[0], f"the process exited with code "
-                                             f"{procs[dead[0]].exitcode} without a result") from None
+                    raise RankError(
+                        dead[0],
+                        f"the process exited with code {procs[dead[0]].exitcode} without a result",
+                    ) from None
                 if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"the ranks did not finish within {run_timeout:.0f} s; "
-                                       f"finished: {sorted(out)}") from None
+                    raise TimeoutError(
+                        f"the ranks did not finish within {run_timeout:.0f} s; "
+                        f"finished: {sorted(out)}"
+                    ) from None
                 continue
             if not ok:
                 raise RankError(rank, value)

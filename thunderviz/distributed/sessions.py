@@ -35,9 +35,13 @@ class _WithLoss(torch.nn.Module):
         return self.loss_fn(self.module(*inputs), target)
 
 
-def ddp_session(ddp: DistributedDataParallel, *inputs: Any,
-                loss_fn: Callable[..., Any] | None = None, target: Any = None,
-                **session_kwargs: Any) -> Session:
+def ddp_session(
+    ddp: DistributedDataParallel,
+    *inputs: Any,
+    loss_fn: Callable[..., Any] | None = None,
+    target: Any = None,
+    **session_kwargs: Any,
+) -> Session:
     """This rank's Session of one DDP step: `ddp.module(*inputs)` (then
     `loss_fn(output, target)` when given), with DDP's gradient all-reduces in the backward
     trace as `thunderviz.jit(ddp)` runs them. Every rank makes its session at the same point
@@ -60,5 +64,8 @@ def parameter_inputs(session: Session) -> list[str]:
     module = session.fn
     if not isinstance(module, torch.nn.Module):
         raise TypeError("parameter_inputs needs a Session of an nn.Module")
-    return [p.name for p, inp in zip(session.forward.flat_args, session.forward.inputs, strict=True)
-            if inp.kind is InputKind.PARAMETER]
+    return [
+        p.name
+        for p, inp in zip(session.forward.flat_args, session.forward.inputs, strict=True)
+        if inp.kind is InputKind.PARAMETER
+    ]

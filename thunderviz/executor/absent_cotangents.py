@@ -22,22 +22,27 @@ __all__ = ["inputs_each_output_reads", "fill_absent"]
 
 
 def inputs_each_output_reads(forward: Trace, differentiable: list[int]) -> list[frozenset[int]]:
-    """For each output at the `differentiable` positions of `forward`'s flat output, the positions in `forward.flat_args` of
-    the inputs it is computed from. Data flow is a superset of gradient flow, so an input
-    outside an output's set surely gets no gradient through it."""
+    """For each output at the `differentiable` positions of `forward`'s flat output, the
+    positions in `forward.flat_args` of the inputs it is computed from. Data flow is a
+    superset of gradient flow, so an input outside an output's set surely gets no gradient
+    through it."""
     reads: dict[str, frozenset[int]] = {
-        p.name: frozenset((i,)) for i, p in enumerate(forward.flat_args) if p is not None}
+        p.name: frozenset((i,)) for i, p in enumerate(forward.flat_args) if p is not None
+    }
     for bsym in forward.bound_symbols:
-        sources = frozenset().union(*(reads.get(p.name, frozenset())
-                                      for p in bsym.flat_proxy_args))
+        sources = frozenset().union(*(reads.get(p.name, frozenset()) for p in bsym.flat_proxy_args))
         for p in bsym.flat_proxy_outs:
             reads[p.name] = reads.get(p.name, frozenset()) | sources
     flat_out = pytree.tree_leaves(forward.output)
     return [reads.get(flat_out[i].name, frozenset()) for i in differentiable]
 
 
-def fill_absent(forward: Trace, differentiable: list[int], cotangents: tuple[Any, ...],
-                reads: list[frozenset[int]]) -> tuple[tuple[Any, ...], set[int]]:
+def fill_absent(
+    forward: Trace,
+    differentiable: list[int],
+    cotangents: tuple[Any, ...],
+    reads: list[frozenset[int]],
+) -> tuple[tuple[Any, ...], set[int]]:
     """Zeros for the outputs that got no gradient, and the input positions that only those
     outputs read (their gradient is None, not zeros)."""
     flat_out = pytree.tree_leaves(forward.output)  # what `differentiable` indexes

@@ -42,14 +42,18 @@ def refuse_fully_sharded(fn: Any) -> None:
     """FSDP2 (`fully_shard`) gathers parameters in forward hooks and reduce-scatters their
     gradients in backward hooks: none of that would reach a trace, so it is refused."""
     fsdp_module = getattr(getattr(dist, "fsdp", None), "FSDPModule", None)
-    if fsdp_module is not None and isinstance(fn, torch.nn.Module) and any(
-            isinstance(m, fsdp_module) for m in fn.modules()):
+    if (
+        fsdp_module is not None
+        and isinstance(fn, torch.nn.Module)
+        and any(isinstance(m, fsdp_module) for m in fn.modules())
+    ):
         raise NotImplementedError(
             f"thunderviz.jit does not support FSDP (fully_shard): {type(fn).__name__} has "
             "sharded submodules whose parameter all-gathers and gradient reduce-scatters run in "
             "module hooks outside any trace. Debug the unsharded model (or one rank's shard of "
             "it written with functional collectives), or wrap it in DistributedDataParallel, "
-            "which thunderviz.jit supports.")
+            "which thunderviz.jit supports."
+        )
 
 
 @dataclasses.dataclass
@@ -70,8 +74,11 @@ class DDPSync:
         self.world_size = self.group.size()
         config = getattr(ddp, "_bucket_config", None)
         self.bucket_bytes = ddp.bucket_bytes_cap
-        self.first_bucket_bytes = (config.first_bucket_bytes_cap if config is not None
-                                   else dist._DEFAULT_FIRST_BUCKET_BYTES)
+        self.first_bucket_bytes = (
+            config.first_bucket_bytes_cap
+            if config is not None
+            else dist._DEFAULT_FIRST_BUCKET_BYTES
+        )
         # gradients accumulated under no_sync() that the next synchronized step must reduce
         self._unsynced_grads = False
 
@@ -109,15 +116,24 @@ class DDPSync:
     def _refuse_custom_reduction(self) -> None:
         """The backward trace averages gradients as DDP's default reducer does; a comm hook
         or DDP's mixed precision would reduce otherwise, so they are refused, not ignored."""
-        custom = [what for what, on in (
-            ("a communication hook (register_comm_hook)", getattr(self.ddp, "_comm_hooks", None)),
-            ("mixed_precision", getattr(self.ddp, "mixed_precision", None) is not None)) if on]
+        custom = [
+            what
+            for what, on in (
+                (
+                    "a communication hook (register_comm_hook)",
+                    getattr(self.ddp, "_comm_hooks", None),
+                ),
+                ("mixed_precision", getattr(self.ddp, "mixed_precision", None) is not None),
+            )
+            if on
+        ]
         if custom:
             raise NotImplementedError(
                 f"thunderviz.jit(DistributedDataParallel) does not support {' or '.join(custom)}: "
                 "its backward trace averages the gradients as DDP's default reducer does. "
                 "Remove it to debug the step, or write the reduction you want with functional "
-                "collectives in the model (they are traced and differentiated).")
+                "collectives in the model (they are traced and differentiated)."
+            )
 
     def add_gradient_sync(self, result: AutodiffResult) -> AutodiffResult:
         """The backward trace with DDP's bucketed all-reduces of the parameters' gradients."""
@@ -132,8 +148,11 @@ class DDPSync:
         """(position in the trace's flat arguments, name) of each parameter DDP syncs."""
         # by order, not path: the trace may be of a wrapper (ddp_session's loss)
         positions = [i for i, inp in enumerate(forward.inputs) if inp.kind is InputKind.PARAMETER]
-        return [(i, name) for i, (name, p) in zip(positions, self.module.named_parameters(), strict=True)
-                if p.requires_grad]
+        return [
+            (i, name)
+            for i, (name, p) in zip(positions, self.module.named_parameters(), strict=True)
+            if p.requires_grad
+        ]
 
     def buckets(self, result: AutodiffResult, params: list[tuple[int, str]]) -> list[_Bucket]:
         """Parameters grouped as DDP's reducer would, in the order their gradients become
@@ -154,7 +173,8 @@ class DDPSync:
                         "this backward, and find_unused_parameters is False: DDP would fail at "
                         "the next iteration waiting for its gradient. Pass "
                         "find_unused_parameters=True to DistributedDataParallel, or make the "
-                        "forward use the parameter.")
+                        "forward use the parameter."
+                    )
                 continue
             ready.append((produced_at.get(g.name, 0), index))
         ready.sort(key=lambda r: (r[0], -r[1]))  # ties: DDP's reverse parameter order
@@ -191,22 +211,27 @@ def _with_bucket_all_reduces(sync: DDPSync, result: AutodiffResult) -> Trace:
             outs = _all_reduce_average(grads, sync.world_size, group_name)
         first = builder.bound_symbols[0]
         total = sum(g.nbytes for g in grads)
-        first.header = (f"DDP bucket {number} ({total} bytes): average of the gradients of "
-                        f"{', '.join(names[i] for i in bucket.params)} over "
-                        f"{describe_group(group_name)}")
+        first.header = (
+            f"DDP bucket {number} ({total} bytes): average of the gradients of "
+            f"{', '.join(names[i] for i in bucket.params)} over "
+            f"{describe_group(group_name)}"
+        )
         after.setdefault(bucket.ready_at, []).extend(builder.bound_symbols)
         reduced.update({g.name: out for g, out in zip(grads, outs, strict=True)})
     bsyms: list[BoundSymbol] = []
     for i, bsym in enumerate(backward.bound_symbols):
         bsyms.append(bsym)
         bsyms.extend(after.get(i, ()))
-    output = tuple(reduced.get(g.name, g) if isinstance(g, TensorProxy) and i in names else g
-                   for i, g in enumerate(backward.output))
+    output = tuple(
+        reduced.get(g.name, g) if isinstance(g, TensorProxy) and i in names else g
+        for i, g in enumerate(backward.output)
+    )
     return backward.from_trace(bound_symbols=bsyms, output=output)
 
 
-def _all_reduce_average(grads: list[TensorProxy], world_size: int, group_name: str
-                        ) -> list[TensorProxy]:
+def _all_reduce_average(
+    grads: list[TensorProxy], world_size: int, group_name: str
+) -> list[TensorProxy]:
     """One bucket: flatten into one buffer, divide by the world size, all-reduce (sum), split
     back: the reducer's default (its buffer is divided, then all-reduced)."""
     flat = [aten.reshape.default(g, [-1]) for g in grads]

@@ -16,7 +16,10 @@ def populate_grads(grads: Sequence[torch.Tensor | None], module: torch.nn.Module
         raise ValueError(f"populate_grads: {len(grads)} gradients for {len(params)} parameters")
     for p, g in zip(params, grads, strict=True):
         if g is not None and tuple(g.shape) != tuple(p.shape):
-            raise ValueError(f"populate_grads: gradient of shape {tuple(g.shape)} for a parameter of shape {tuple(p.shape)}")
+            raise ValueError(
+                f"populate_grads: gradient of shape {tuple(g.shape)} "
+                f"for a parameter of shape {tuple(p.shape)}"
+            )
         p.grad = None if g is None else g.detach().to(p.dtype)
 
 

@@ -152,13 +152,18 @@ class _Placer:
             out.append(b)
             for t in b.flat_tensor_outs:
                 index = self.by_key.get(("size", t.name))
-                if index is not None and index not in self.placed and (only is None or index in only):
+                if (
+                    index is not None
+                    and index not in self.placed
+                    and (only is None or index in only)
+                ):
                     out.append(_guard_bsym(_SIZE, t, self.guards[index], index))
                     self.placed.add(index)
         return out
 
-    def place_missing(self, bsyms: list[BoundSymbol], executed: Trace,
-                      missing: list[int]) -> list[BoundSymbol]:
+    def place_missing(
+        self, bsyms: list[BoundSymbol], executed: Trace, missing: list[int]
+    ) -> list[BoundSymbol]:
         """A guarded value the executed trace does not compute as a statement of its own (a
         rule replaced the call): recompute it with the forward's bound symbol as soon as its
         inputs exist, and check it there."""
@@ -179,12 +184,20 @@ class _Placer:
             available.update(p.name for p in b.flat_proxy_outs)
             flush()
         if pending:
-            raise RuntimeError("thunderviz.jit could not place the checks for "
-                               + "; ".join(self.guards[i].describe() for i in pending))
+            raise RuntimeError(
+                "thunderviz.jit could not place the checks for "
+                + "; ".join(self.guards[i].describe() for i in pending)
+            )
         return out
 
 
 def _guard_bsym(sym: Symbol, value: Proxy, guard: Guard, index: int) -> BoundSymbol:
     b = guard.bsym
-    return BoundSymbol(sym=sym, args=(value, guard.expected, index), kwargs={}, output=None,
-                       source=b.source, module_path=b.module_path)
+    return BoundSymbol(
+        sym=sym,
+        args=(value, guard.expected, index),
+        kwargs={},
+        output=None,
+        source=b.source,
+        module_path=b.module_path,
+    )

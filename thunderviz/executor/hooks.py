@@ -31,8 +31,12 @@ def _hook_dicts(m: torch.nn.Module) -> tuple[Any, ...]:
 
 
 def _globals() -> tuple[Any, ...]:
-    return (nn_module._global_forward_pre_hooks, nn_module._global_forward_hooks,
-            nn_module._global_backward_pre_hooks, nn_module._global_backward_hooks)
+    return (
+        nn_module._global_forward_pre_hooks,
+        nn_module._global_forward_hooks,
+        nn_module._global_backward_pre_hooks,
+        nn_module._global_backward_hooks,
+    )
 
 
 def module_key(submodules: list[torch.nn.Module]) -> tuple[Any, ...]:
@@ -42,8 +46,9 @@ def module_key(submodules: list[torch.nn.Module]) -> tuple[Any, ...]:
     hooks: list[Any] = []
     for i, m in enumerate(submodules):
         flags.append(m.training)
-        if i and (m._forward_pre_hooks or m._forward_hooks or m._backward_pre_hooks
-                  or m._backward_hooks):  # [0], the module itself: its hooks run around
+        if i and (
+            m._forward_pre_hooks or m._forward_hooks or m._backward_pre_hooks or m._backward_hooks
+        ):  # [0], the module itself: its hooks run around
             hooks.append((i, *(tuple(d.values()) for d in _hook_dicts(m))))
     if any(_globals()):
         hooks.append(("global", *(tuple(d.values()) for d in _globals())))
@@ -69,14 +74,17 @@ def check_submodule_hooks(module: torch.nn.Module | None, name: str) -> None:
             f"thunderviz.jit({name}): backward hooks on submodules ({', '.join(backward)}) are "
             "not supported: the backward runs as one generated trace. Register them on the "
             "jitted module itself, use tensor hooks (`out.register_hook`) outside the jitted "
-            "call, or run this module eagerly.")
+            "call, or run this module eagerly."
+        )
     if forward or nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks:
         where = ", ".join(forward) or "global hooks"
         warnings.warn(
             f"thunderviz.jit({name}): forward hooks of submodules ({where}) are traced into the "
             "program: what they compute runs on every call, but their Python side effects "
             "(appending to a list, printing) happened once, while tracing. Hooks on the jitted "
-            "module itself run on every call.", stacklevel=5)
+            "module itself run on every call.",
+            stacklevel=5,
+        )
 
 
 class HookRunner:
@@ -94,31 +102,44 @@ class HookRunner:
     def call(self, inner: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         m = self.module
         assert m is not None
-        for hook_id, hook in (*nn_module._global_forward_pre_hooks.items(), *m._forward_pre_hooks.items()):
+        for hook_id, hook in (
+            *nn_module._global_forward_pre_hooks.items(),
+            *m._forward_pre_hooks.items(),
+        ):
             if hook_id in m._forward_pre_hooks_with_kwargs:
                 result = hook(m, args, kwargs)
                 if result is not None:
                     if not (isinstance(result, tuple) and len(result) == 2):
-                        raise RuntimeError("forward pre-hook must return None or a tuple of "
-                                           f"(new_args, new_kwargs), but got {result}.")
+                        raise RuntimeError(
+                            "forward pre-hook must return None or a tuple of "
+                            f"(new_args, new_kwargs), but got {result}."
+                        )
                     args, kwargs = result
             else:
                 result = hook(m, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
         bw_hook = None
-        if m._backward_hooks or m._backward_pre_hooks or nn_module._global_backward_hooks \
-                or nn_module._global_backward_pre_hooks:
+        if (
+            m._backward_hooks
+            or m._backward_pre_hooks
+            or nn_module._global_backward_hooks
+            or nn_module._global_backward_pre_hooks
+        ):
             full, non_full = m._get_backward_hooks()
             if non_full:
                 raise NotImplementedError(
                     "thunderviz.jit: register_backward_hook (the non-full form) is not supported; "
-                    "use register_full_backward_hook")
+                    "use register_full_backward_hook"
+                )
             bw_hook = BackwardHook(m, full, m._get_backward_pre_hooks())
             args = bw_hook.setup_input_hook(args)
         out = inner(*args, **kwargs)
         for hook_id, hook in (*nn_module._global_forward_hooks.items(), *m._forward_hooks.items()):
-            if hook_id in m._forward_hooks_with_kwargs or hook_id in nn_module._global_forward_hooks_with_kwargs:
+            if (
+                hook_id in m._forward_hooks_with_kwargs
+                or hook_id in nn_module._global_forward_hooks_with_kwargs
+            ):
                 result = hook(m, args, kwargs, out)
             else:
                 result = hook(m, args, out)

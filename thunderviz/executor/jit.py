@@ -4,15 +4,15 @@ The forward runs the augmented forward trace; the backward runs the backward tra
 `torch.autograd.Function`, so `loss.backward()`, `.grad` accumulation and optimizers work as
 with eager PyTorch.
 
-A trace is one run of the program, so a cache entry is only reused when nothing it
-specialised on changed. Checked before a call (the key, `executor/keys.py`): tensor
-metadata, the values of every other argument, each submodule's `training` flag and hooks,
-grad mode and autocast; then the entry's snapshot of submodules' plain attributes and of
-the closure/global values the code reads. Checked while the trace runs (guards, `executor/guards.py`): the
-values it read into Python (`if x.sum() > 0`, `.item()`, `.tolist()`) and the sizes values
-chose (`nonzero`, `x[mask]`). A failed guard restores the RNG state and retraces; entries
-for both outcomes stay cached. The cache is an LRU of `cache_size` entries and warns once
-when the function keeps retracing.
+A trace is one run of the program, so a cache entry is only reused when nothing it specialised
+on changed. Checked before a call (the key, `executor/keys.py`): tensor metadata, the values of
+every other argument, each submodule's `training` flag and hooks, grad mode and autocast; then
+the entry's snapshot of submodules' plain attributes and of the closure/global values the code
+reads. Checked while the trace runs (guards, `executor/guards.py`): the values it read into
+Python (`if x.sum() > 0`, `.item()`, `.tolist()`) and the sizes values chose (`nonzero`,
+`x[mask]`). A failed guard restores the RNG state and retraces; entries for both outcomes stay
+cached. The cache is an LRU of `cache_size` entries and warns once when the function keeps
+retracing.
 """
 
 from __future__ import annotations
@@ -75,10 +75,14 @@ class CompiledEntry:
         self.kwarg_names = tuple(self.forward.kwargs)
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
         self.single_output = isinstance(self.forward.output, TensorProxy)
-        self.run_backward_in_no_grad = _without_no_grad(self.run_backward) if self.run_backward else None
+        self.run_backward_in_no_grad = (
+            _without_no_grad(self.run_backward) if self.run_backward else None
+        )
         self.non_differentiable_outputs = [
-            i for i, p in enumerate(pytree.tree_leaves(self.forward.output))
-            if isinstance(p, TensorProxy) and i not in self.differentiable_outputs]
+            i
+            for i, p in enumerate(pytree.tree_leaves(self.forward.output))
+            if isinstance(p, TensorProxy) and i not in self.differentiable_outputs
+        ]
 
     def agrees_with(self, seen: dict[Any, Any]) -> bool:
         """None of this entry's guards contradicts a value this call has already shown."""
@@ -92,8 +96,12 @@ class _TraceFunction(torch.autograd.Function):
     def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
         if kwarg_names:
             n_pos = len(flat) - len(kwarg_names)
-            out, saved = _running(entry, entry.run_augmented, *flat[:n_pos],
-                                  **dict(zip(kwarg_names, flat[n_pos:], strict=True)))
+            out, saved = _running(
+                entry,
+                entry.run_augmented,
+                *flat[:n_pos],
+                **dict(zip(kwarg_names, flat[n_pos:], strict=True)),
+            )
         else:  # the common case: no dict to build
             out, saved = _running(entry, entry.run_augmented, *flat)
         ctx.entry = entry
@@ -108,7 +116,9 @@ class _TraceFunction(torch.autograd.Function):
         # finalizer empties the list.
         exposed = set(map(id, flat))
         exposed.update(map(id, flat_out))
-        checked = [i for i, t in enumerate(saved) if id(t) in exposed and isinstance(t, torch.Tensor)]
+        checked = [
+            i for i, t in enumerate(saved) if id(t) in exposed and isinstance(t, torch.Tensor)
+        ]
         ctx.checked = checked
         anchor = torch.empty(0)
         ctx.save_for_backward(*(saved[i] for i in checked), anchor)
@@ -120,8 +130,13 @@ class _TraceFunction(torch.autograd.Function):
         weakref.finalize(anchor, intermediates.clear)
         ctx.intermediates = intermediates
         if entry.non_differentiable_outputs:
-            ctx.mark_non_differentiable(*(flat_out[i] for i in entry.non_differentiable_outputs
-                                          if isinstance(flat_out[i], torch.Tensor)))
+            ctx.mark_non_differentiable(
+                *(
+                    flat_out[i]
+                    for i in entry.non_differentiable_outputs
+                    if isinstance(flat_out[i], torch.Tensor)
+                )
+            )
         return tuple(flat_out)
 
     @staticmethod
@@ -139,9 +154,12 @@ class _TraceFunction(torch.autograd.Function):
         unreached: set[int] = set()
         if any(ct is None for ct in cotangents):
             if entry.inputs_read is None:
-                entry.inputs_read = inputs_each_output_reads(entry.forward, entry.differentiable_outputs)
-            cotangents, unreached = fill_absent(entry.forward, entry.differentiable_outputs,
-                                                cotangents, entry.inputs_read)
+                entry.inputs_read = inputs_each_output_reads(
+                    entry.forward, entry.differentiable_outputs
+                )
+            cotangents, unreached = fill_absent(
+                entry.forward, entry.differentiable_outputs, cotangents, entry.inputs_read
+            )
         # The engine runs backward without grad unless create_graph=True; only then does the
         # trace's own no_grad wrapper have work to do.
         run = entry.run_backward if torch.is_grad_enabled() else entry.run_backward_in_no_grad
@@ -175,8 +193,11 @@ class _RngState:
 
     def __init__(self) -> None:
         self.cpu = torch.random.get_rng_state()
-        self.cuda = (torch.cuda.get_rng_state_all()
-                     if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+        self.cuda = (
+            torch.cuda.get_rng_state_all()
+            if torch.cuda.is_available() and torch.cuda.is_initialized()
+            else None
+        )
 
     def restore(self) -> None:
         torch.random.set_rng_state(self.cpu)
@@ -187,10 +208,13 @@ class _RngState:
 class JittedFunction:
     """What `thunderviz.jit` returns. Call it like the original."""
 
-    def __init__(self, fn: Callable[..., Any], *, rematerialize: bool = False,
-                 cache_size: int = 8) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], *, rematerialize: bool = False, cache_size: int = 8
+    ) -> None:
         if not callable(fn):
-            raise TypeError(f"thunderviz.jit expects a function or an nn.Module, got {type(fn).__name__}")
+            raise TypeError(
+                f"thunderviz.jit expects a function or an nn.Module, got {type(fn).__name__}"
+            )
         if not isinstance(cache_size, int) or cache_size < 1:
             raise ValueError(f"cache_size must be a positive int, got {cache_size!r}")
         self.ddp = DDPSync.of(fn)  # DistributedDataParallel: its module, DDP's sync in backward
@@ -245,8 +269,14 @@ class JittedFunction:
         seen: dict[Any, Any] = {}  # guard key -> the value this call showed
         reason = self._miss_reason(key) if entries is None else self._attribute_reason(entries[-1])
         for _ in range(_MAX_RETRACES_PER_CALL + 1):
-            entry = next((e for e in reversed(entries or ()) if e.agrees_with(seen)
-                          and changed_attribute(e.attributes) is None), None)
+            entry = next(
+                (
+                    e
+                    for e in reversed(entries or ())
+                    if e.agrees_with(seen) and changed_attribute(e.attributes) is None
+                ),
+                None,
+            )
             if entry is None:
                 entry = self._compile(args, kwargs)
                 entries = self._store(key, entry, reason)
@@ -268,12 +298,17 @@ class JittedFunction:
             f"thunderviz.jit: {reason} changed between tracing and running "
             f"{_MAX_RETRACES_PER_CALL} times in one call; the program reads a value that is "
             "not the same on two runs with the same inputs (a nondeterministic op?). Compute "
-            "it outside the jitted function and pass it in.")
+            "it outside the jitted function and pass it in."
+        )
 
     def _run(self, entry: CompiledEntry, flat_inputs: list[Any]) -> Any:
         if entry.result is None:
-            out = _running(entry, entry.run_forward, *flat_inputs[: entry.n_args],
-                           **dict(zip(entry.kwarg_names, flat_inputs[entry.n_args:], strict=True)))
+            out = _running(
+                entry,
+                entry.run_forward,
+                *flat_inputs[: entry.n_args],
+                **dict(zip(entry.kwarg_names, flat_inputs[entry.n_args :], strict=True)),
+            )
             return self._unflatten(entry, pytree.tree_leaves(out))
         outs = _TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)
         return self._unflatten(entry, list(outs))
@@ -293,10 +328,14 @@ class JittedFunction:
         # Runs on every call: tensors (the common case) are keyed inline, without a call.
         inputs = tuple(
             (a.shape, a.dtype, a.device, a.requires_grad, a.is_contiguous())
-            if type(a) is torch.Tensor else value_key(a, f"argument {i} of the call")
-            for i, a in enumerate(args))
+            if type(a) is torch.Tensor
+            else value_key(a, f"argument {i} of the call")
+            for i, a in enumerate(args)
+        )
         named = tuple((k, value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items())
-        params = tuple([(t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state])
+        params = tuple(
+            [(t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state]
+        )
         ddp = self.ddp is not None and self.ddp.syncing
         return (inputs, named, params, module_key(self._submodules), ambient_key(), ddp)
 
@@ -304,9 +343,14 @@ class JittedFunction:
         if not self._cache:
             return "first call"
         last = next(reversed(self._cache))
-        parts = ("the positional arguments", "the keyword arguments",
-                 "the module's parameters or buffers", "a submodule's training flag or hooks",
-                 "grad mode or autocast", "DDP's gradient sync (no_sync)")
+        parts = (
+            "the positional arguments",
+            "the keyword arguments",
+            "the module's parameters or buffers",
+            "a submodule's training flag or hooks",
+            "grad mode or autocast",
+            "DDP's gradient sync (no_sync)",
+        )
         changed = [p for p, a, b in zip(parts, key, last, strict=True) if a != b]
         return "a change in " + (", ".join(changed) or "the call")
 
@@ -316,11 +360,15 @@ class JittedFunction:
             return ""
         index, state, name, value = changed
         if index < 0:
-            return (f"a change of {name}, read by the jitted code from outside it (traced with "
-                    f"{value!r}, now {state.get(name)!r})")
+            return (
+                f"a change of {name}, read by the jitted code from outside it (traced with "
+                f"{value!r}, now {state.get(name)!r})"
+            )
         path = self._paths[index] or type(self._submodules[index]).__name__
-        return (f"a change of the module attribute {path}.{name} (traced with {value!r}, now "
-                f"{state.get(name)!r})")
+        return (
+            f"a change of the module attribute {path}.{name} (traced with {value!r}, now "
+            f"{state.get(name)!r})"
+        )
 
     def _store(self, key: Any, entry: CompiledEntry, reason: str) -> list[CompiledEntry]:
         self.cache_misses += 1
@@ -342,7 +390,9 @@ class JittedFunction:
                 f"{reason}. Each retrace costs a trace and an autodiff. A trace specialises on "
                 "non-tensor arguments, Python branches on tensor values, .item()/.tolist() "
                 "results and data-dependent sizes: pass values that change as tensors, or raise "
-                "cache_size.", stacklevel=4)
+                "cache_size.",
+                stacklevel=4,
+            )
         return entries
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
@@ -352,12 +402,19 @@ class JittedFunction:
         forward = trace_without_own_hooks(self.fn, args, kwargs)
         n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(
-            isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args)
+            isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args
+        )
         if not needs_grad:
             guarded, guards = guard_trace(forward, forward)
-            return CompiledEntry(forward, None, guarded.python_callable(GUARD_NAMES),
-                                 n_args=n_args, guards=guards, executed=[guarded],
-                                 attributes=attributes)
+            return CompiledEntry(
+                forward,
+                None,
+                guarded.python_callable(GUARD_NAMES),
+                n_args=n_args,
+                guards=guards,
+                executed=[guarded],
+                attributes=attributes,
+            )
         result = differentiate(forward)
         if self.rematerialize:
             result = rematerialize(result)
@@ -368,16 +425,24 @@ class JittedFunction:
         wanted = {p.name for p in result.cotangent_outputs}
         positions: list[int] = []
         for i, p in enumerate(flat_out):
-            if isinstance(p, TensorProxy) and p.name in wanted and p.name not in {
-                    flat_out[j].name for j in positions}:
+            if (
+                isinstance(p, TensorProxy)
+                and p.name in wanted
+                and p.name not in {flat_out[j].name for j in positions}
+            ):
                 positions.append(i)
         return CompiledEntry(
-            forward, result, None,  # the forward alone never runs here: not compiled
+            forward,
+            result,
+            None,  # the forward alone never runs here: not compiled
             # autograd.Function.forward already runs without grad: skip the trace's no_grad
             run_augmented=_without_no_grad(augmented.python_callable(GUARD_NAMES)),
             run_backward=result.backward.python_callable(),
-            differentiable_outputs=positions, n_args=n_args, guards=guards,
-            executed=[augmented, result.backward], attributes=attributes,
+            differentiable_outputs=positions,
+            n_args=n_args,
+            guards=guards,
+            executed=[augmented, result.backward],
+            attributes=attributes,
         )
 
     def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:
@@ -413,7 +478,9 @@ def _leaves(tree: Any) -> list[Any]:
     return pytree.tree_leaves(tree)
 
 
-def jit(fn: Callable[..., Any], *, rematerialize: bool = False, cache_size: int = 8) -> JittedFunction:
+def jit(
+    fn: Callable[..., Any], *, rematerialize: bool = False, cache_size: int = 8
+) -> JittedFunction:
     """Run `fn` (a function or nn.Module) through thunderviz's traces; see JittedFunction.
     `cache_size` bounds the number of traces kept (least recently used go first)."""
     return JittedFunction(fn, rematerialize=rematerialize, cache_size=cache_size)
@@ -423,7 +490,9 @@ def _entry(jitted: Any) -> CompiledEntry:
     if not isinstance(jitted, JittedFunction):
         raise TypeError(f"expected the result of thunderviz.jit, got {type(jitted).__name__}")
     if jitted.last is None:
-        raise ValueError("this jitted function has not been called yet: call it once, then ask for its traces")
+        raise ValueError(
+            "this jitted function has not been called yet: call it once, then ask for its traces"
+        )
     return jitted.last
 
 

@@ -23,12 +23,32 @@ from torch.utils import _pytree as pytree
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key"]
 
 # Keyed by themselves: immutable values with value equality.
-_ATOMS = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
-          torch.layout, torch.memory_format, enum.Enum, type(Ellipsis), range)
+_ATOMS = (
+    int,
+    float,
+    bool,
+    str,
+    bytes,
+    complex,
+    type(None),
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    enum.Enum,
+    type(Ellipsis),
+    range,
+)
 # Keyed by identity (held in the key, so the id cannot be reused while the entry lives):
 # code, whose behaviour is not a value the trace could have copied.
-_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
-                types.ModuleType, torch.nn.Module)
+_BY_IDENTITY = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    type,
+    types.ModuleType,
+    torch.nn.Module,
+)
 _MAX_DEPTH = 6
 
 
@@ -43,46 +63,76 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
     if isinstance(x, torch.Tensor):
         if inside_object:
             return ("C", _Identity(x))
-        return (x.shape, x.dtype, x.device, x.requires_grad, x.is_contiguous())  # as jit's fast path
+        return (
+            x.shape,
+            x.dtype,
+            x.device,
+            x.requires_grad,
+            x.is_contiguous(),
+        )  # as jit's fast path
     kind = type(x)
     if isinstance(x, _ATOMS):
         if kind is float and math.isnan(x):
             return (float, "nan")
         return (kind, x)
     if depth > _MAX_DEPTH:
-        raise UnkeyableArgument(f"thunderviz.jit: {where} is nested too deeply to be compared by value")
+        raise UnkeyableArgument(
+            f"thunderviz.jit: {where} is nested too deeply to be compared by value"
+        )
     inner = depth + 1
     if isinstance(x, (tuple, list)):
-        return (kind, tuple(value_key(v, f"{where}[{i}]", inner, inside_object)
-                            for i, v in enumerate(x)))
+        return (
+            kind,
+            tuple(value_key(v, f"{where}[{i}]", inner, inside_object) for i, v in enumerate(x)),
+        )
     if isinstance(x, dict):
-        return (kind, tuple((value_key(k, where, inner, inside_object),
-                             value_key(v, f"{where}[{k!r}]", inner, inside_object))
-                            for k, v in x.items()))
+        return (
+            kind,
+            tuple(
+                (
+                    value_key(k, where, inner, inside_object),
+                    value_key(v, f"{where}[{k!r}]", inner, inside_object),
+                )
+                for k, v in x.items()
+            ),
+        )
     if isinstance(x, (set, frozenset)):
         return (kind, frozenset(value_key(v, where, inner, inside_object) for v in x))
     if isinstance(x, slice):
         return (slice, value_key((x.start, x.stop, x.step), where, inner, inside_object))
     if kind in pytree.SUPPORTED_NODES:  # a registered container: its leaves are inputs
         leaves, spec = pytree.tree_flatten(x)
-        return (spec, tuple(value_key(v, f"{where}[{i}]", inner, inside_object)
-                            for i, v in enumerate(leaves)))
+        return (
+            spec,
+            tuple(
+                value_key(v, f"{where}[{i}]", inner, inside_object) for i, v in enumerate(leaves)
+            ),
+        )
     if isinstance(x, _BY_IDENTITY):
         return (kind, _Identity(x))
     if dataclasses.is_dataclass(x):
-        return (kind, tuple((f.name, value_key(getattr(x, f.name), f"{where}.{f.name}", inner, True))
-                            for f in dataclasses.fields(x)))
+        return (
+            kind,
+            tuple(
+                (f.name, value_key(getattr(x, f.name), f"{where}.{f.name}", inner, True))
+                for f in dataclasses.fields(x)
+            ),
+        )
     if type(x).__hash__ is not object.__hash__ and type(x).__hash__ is not None:
         return (kind, x)  # hashed by value by its own definition
     state = getattr(x, "__dict__", None)
     if state is not None and not hasattr(kind, "__slots__"):
         # a plain object: the program may read any attribute, so all of them are the key
-        return (kind, tuple((k, value_key(v, f"{where}.{k}", inner, True)) for k, v in state.items()))
+        return (
+            kind,
+            tuple((k, value_key(v, f"{where}.{k}", inner, True)) for k, v in state.items()),
+        )
     raise UnkeyableArgument(
         f"thunderviz.jit: {where} is a {kind.__qualname__}, which is neither a tensor nor "
         "comparable by value, so jit cannot tell whether its trace still holds for it. Pass "
         "the values the program uses (numbers, tuples, a dataclass), or make the type "
-        "hashable by value (define __eq__ and __hash__).")
+        "hashable by value (define __eq__ and __hash__)."
+    )
 
 
 class _Identity:
@@ -113,7 +163,8 @@ def ambient_key() -> tuple[Any, ...]:
         return (torch.is_grad_enabled(), None)
     autocast = tuple(
         (torch.get_autocast_dtype(d) if torch.is_autocast_enabled(d) else None)
-        for d in _AUTOCAST_DEVICES)
+        for d in _AUTOCAST_DEVICES
+    )
     return (torch.is_grad_enabled(), autocast)
 
 
@@ -134,8 +185,11 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
             if name[0] == "_" or name == "training":
                 continue  # torch's own bookkeeping; training flags are in the key
             kind = type(value)
-            if kind in _PLAIN or isinstance(value, torch.Tensor) or (
-                    kind is tuple and all(type(v) in _PLAIN for v in value)):
+            if (
+                kind in _PLAIN
+                or isinstance(value, torch.Tensor)
+                or (kind is tuple and all(type(v) in _PLAIN for v in value))
+            ):
                 out.append((i, state, name, value))
     return tuple(out)
 

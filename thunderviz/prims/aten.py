@@ -71,9 +71,14 @@ def meta_outputs(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     values): the meta kernels behind many ops are Python reference implementations, and a
     model repeats the same few dozen signatures layer after layer."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
-    key = (op, str(spec), tuple(
-        ("T", x.shape, x.dtype) if isinstance(x, TensorProxy) else (type(x).__name__, repr(x))
-        for x in leaves))
+    key = (
+        op,
+        str(spec),
+        tuple(
+            ("T", x.shape, x.dtype) if isinstance(x, TensorProxy) else (type(x).__name__, repr(x))
+            for x in leaves
+        ),
+    )
     device = infer_device(args, kwargs)
     cached = _META_CACHE.get(key)
     if cached is None:

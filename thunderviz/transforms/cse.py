@@ -15,8 +15,20 @@ from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
 __all__ = ["cse", "CSE"]
 
 # Each call draws new random numbers: two of them are never "the same computation".
-_RANDOM_WORDS = ("bernoulli", "rand", "normal", "uniform", "dropout", "multinomial", "randperm",
-                 "exponential", "geometric", "cauchy", "log_normal", "poisson")
+_RANDOM_WORDS = (
+    "bernoulli",
+    "rand",
+    "normal",
+    "uniform",
+    "dropout",
+    "multinomial",
+    "randperm",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "log_normal",
+    "poisson",
+)
 
 
 def _is_random(bsym: BoundSymbol) -> bool:
@@ -30,6 +42,7 @@ def _key(bsym: BoundSymbol, renames: dict[str, Proxy]) -> Any:
         if isinstance(x, float):
             return ("float", repr(x))  # 0.0 and -0.0, nan: compare as printed
         return (type(x).__name__, repr(x))
+
     leaves, spec = pytree.tree_flatten((bsym.args, bsym.kwargs))
     return bsym.sym.id, str(spec), tuple(k(x) for x in leaves)
 
@@ -54,14 +67,17 @@ def cse(trace: Trace, *, recorder: StepRecorder | None = None) -> Trace:
                     out.append(current)
                     visit = VISIT_TYPE.NO_OP
                 else:
-                    for dup, orig in zip(current.flat_proxy_outs, first.flat_proxy_outs, strict=True):
+                    for dup, orig in zip(
+                        current.flat_proxy_outs, first.flat_proxy_outs, strict=True
+                    ):
                         renames[dup.name] = orig
                     visit = VISIT_TYPE.REPLACE
             if recorder is not None:
                 removed = (bsym,) if visit is VISIT_TYPE.REPLACE else ()
                 recorder.step(bsym, visit, out, removed=removed)
-        output = pytree.tree_map(lambda x: renames.get(x.name, x) if isinstance(x, Proxy) else x,
-                                 trace.output)
+        output = pytree.tree_map(
+            lambda x: renames.get(x.name, x) if isinstance(x, Proxy) else x, trace.output
+        )
     result = trace.from_trace(bound_symbols=out, output=output)
     result.provenance.append(prov.result)
     return result

@@ -32,8 +32,12 @@ def dce(trace: Trace, *, recorder: StepRecorder | None = None) -> Trace:
             else:
                 remaining.pop(i)
             if recorder is not None:
-                recorder.step(bsym, VISIT_TYPE.NO_OP if keep else VISIT_TYPE.REMOVE,
-                              remaining, removed=() if keep else (bsym,))
+                recorder.step(
+                    bsym,
+                    VISIT_TYPE.NO_OP if keep else VISIT_TYPE.REMOVE,
+                    remaining,
+                    removed=() if keep else (bsym,),
+                )
     result = trace.from_trace(bound_symbols=kept_reversed[::-1])
     result.provenance.append(prov.result)
     return result

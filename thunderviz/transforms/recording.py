@@ -15,7 +15,14 @@ from typing import Protocol
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace
 
-__all__ = ["VISIT_TYPE", "TransformStep", "TransformRun", "StepRecorder", "Transform", "record_transform"]
+__all__ = [
+    "VISIT_TYPE",
+    "TransformStep",
+    "TransformRun",
+    "StepRecorder",
+    "Transform",
+    "record_transform",
+]
 
 
 class VISIT_TYPE(enum.Enum):
@@ -60,15 +67,25 @@ class StepRecorder:
         self.run = TransformRun(name, before)
         self._index_of = {id(b): i for i, b in enumerate(before.bound_symbols)}
 
-    def step(self, visited: BoundSymbol | None, visit_type: VISIT_TYPE,
-             bound_symbols: Sequence[BoundSymbol], inserted: Sequence[BoundSymbol] = (),
-             removed: Sequence[BoundSymbol] = ()) -> None:
-        self.run.steps.append(TransformStep(
-            index=len(self.run.steps), visited=visited,
-            visited_index=self._index_of.get(id(visited)) if visited is not None else None,
-            visit_type=visit_type, inserted=list(inserted), removed=list(removed),
-            bound_symbols=list(bound_symbols),
-        ))
+    def step(
+        self,
+        visited: BoundSymbol | None,
+        visit_type: VISIT_TYPE,
+        bound_symbols: Sequence[BoundSymbol],
+        inserted: Sequence[BoundSymbol] = (),
+        removed: Sequence[BoundSymbol] = (),
+    ) -> None:
+        self.run.steps.append(
+            TransformStep(
+                index=len(self.run.steps),
+                visited=visited,
+                visited_index=self._index_of.get(id(visited)) if visited is not None else None,
+                visit_type=visit_type,
+                inserted=list(inserted),
+                removed=list(removed),
+                bound_symbols=list(bound_symbols),
+            )
+        )
 
 
 class Transform(Protocol):

@@ -24,22 +24,33 @@ def _output_renames(new_output: Any, old_output: Any) -> dict[str, Proxy]:
     new = [p for p in pytree.tree_leaves(new_output) if isinstance(p, Proxy)]
     old = [p for p in pytree.tree_leaves(old_output) if isinstance(p, Proxy)]
     if len(new) != len(old):
-        raise ValueError(f"a REPLACE visitor returned {len(new)} outputs for a bound symbol "
-                         f"with {len(old)}; return values matching {old}")
+        raise ValueError(
+            f"a REPLACE visitor returned {len(new)} outputs for a bound symbol "
+            f"with {len(old)}; return values matching {old}"
+        )
     return {n.name: o for n, o in zip(new, old, strict=True) if n.name != o.name}
 
 
-def _record(trace: Trace, bsym: BoundSymbol | None, fn: Callable[..., Any], *args: Any,
-            **kwargs: Any) -> tuple[list[BoundSymbol], Any]:
-    builder = TraceBuilder(trace.names, module_path=bsym.module_path if bsym else "",
-                           source=bsym.source if bsym else None)
+def _record(
+    trace: Trace, bsym: BoundSymbol | None, fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> tuple[list[BoundSymbol], Any]:
+    builder = TraceBuilder(
+        trace.names,
+        module_path=bsym.module_path if bsym else "",
+        source=bsym.source if bsym else None,
+    )
     with builder:
         result = fn(*args, **kwargs)
     return builder.bound_symbols, result
 
 
-def visitor_transform(trace: Trace, visit: Visit, *, name: str = "visitor transform",
-                      recorder: StepRecorder | None = None) -> Trace:
+def visitor_transform(
+    trace: Trace,
+    visit: Visit,
+    *,
+    name: str = "visitor transform",
+    recorder: StepRecorder | None = None,
+) -> Trace:
     """Show `visit` each top-level bound symbol in order. Symbols it calls are recorded; what
     it returns (a VISIT_TYPE, or (VISIT_TYPE, new outputs) for REPLACE) says where they go.
     For REPLACE the new outputs take the replaced bound symbol's names."""
@@ -49,8 +60,10 @@ def visitor_transform(trace: Trace, visit: Visit, *, name: str = "visitor transf
             recorded, answer = _record(trace, bsym, visit, bsym)
             visit_type, new_output = answer if isinstance(answer, tuple) else (answer, None)
             if not isinstance(visit_type, VISIT_TYPE):
-                raise TypeError(f"{getattr(visit, '__name__', 'the visitor')} returned "
-                                f"{visit_type!r} for {bsym.sym.id}; return a VISIT_TYPE")
+                raise TypeError(
+                    f"{getattr(visit, '__name__', 'the visitor')} returned "
+                    f"{visit_type!r} for {bsym.sym.id}; return a VISIT_TYPE"
+                )
             removed: list[BoundSymbol] = []
             if visit_type is VISIT_TYPE.NO_OP:
                 recorded = []
@@ -86,8 +99,9 @@ class VisitorTransform:
         return visitor_transform(trace, self.visit, name=self.name, recorder=recorder)
 
 
-def insert_inplace(trace: Trace, index: int, fn: Callable[..., Any], *args: Any,
-                   **kwargs: Any) -> Any:
+def insert_inplace(
+    trace: Trace, index: int, fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
     """Record `fn(*args, **kwargs)` and insert its bound symbols at `index` of `trace`
     (edits `trace`). Returns what `fn` returned (its output proxies)."""
     if not 0 <= index <= len(trace.bound_symbols):
@@ -102,8 +116,10 @@ def replace_inplace(trace: Trace, index: int, fn: Callable[..., Any]) -> None:
     """Replace bound symbol `index` of `trace` by what `fn(*its args, **its kwargs)` records;
     the new outputs take the old names (edits `trace`)."""
     if not 0 <= index < len(trace.bound_symbols):
-        raise IndexError(f"replace_inplace: index {index} is outside 0..{len(trace.bound_symbols) - 1}")
+        raise IndexError(
+            f"replace_inplace: index {index} is outside 0..{len(trace.bound_symbols) - 1}"
+        )
     old = trace.bound_symbols[index]
     recorded, result = _record(trace, old, fn, *old.args, **old.kwargs)
     renames = _output_renames(result, old.output)
-    trace.bound_symbols[index:index + 1] = [b.rename(renames) for b in recorded]
+    trace.bound_symbols[index : index + 1] = [b.rename(renames) for b in recorded]

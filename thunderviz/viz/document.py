@@ -84,8 +84,13 @@ class _SourceCache:
             context = [[n, lines[n - 1].rstrip("\r\n")] for n in range(lo, hi + 1)]
             if not context:
                 context = [[src.lineno, src.code]]
-            found = {"file": src.filename, "line": src.lineno, "code": src.code,
-                     "function": src.function, "context": context}
+            found = {
+                "file": src.filename,
+                "line": src.lineno,
+                "code": src.code,
+                "function": src.function,
+                "context": context,
+            }
             self._cache[key] = found
         return found
 
@@ -141,11 +146,18 @@ def _line_ranges(trace: Trace, depth: int) -> tuple[str, dict[tuple[int, ...], l
 
 
 class _ViewBuilder:
-    def __init__(self, kind: str, trace: Trace, *, prefix: str | None = None, depth: int = 1,
-                 arg_kinds: Mapping[str, str] | None = None,
-                 stats: Mapping[str, Any] | None = None,
-                 forward_index: Mapping[int, int] | None = None,
-                 sources: _SourceCache | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        trace: Trace,
+        *,
+        prefix: str | None = None,
+        depth: int = 1,
+        arg_kinds: Mapping[str, str] | None = None,
+        stats: Mapping[str, Any] | None = None,
+        forward_index: Mapping[int, int] | None = None,
+        sources: _SourceCache | None = None,
+    ) -> None:
         self.kind = kind
         self.prefix = prefix or kind
         self.trace = trace
@@ -236,9 +248,12 @@ class _ViewBuilder:
                 kind = "intermediate"
             tensors[name] = self._tensor(p, kind, producer.get(name), consumers.get(name))
         for name, t in trace.constants.items():
-            captured = TensorProxy.like(name, t, requires_grad=False) if isinstance(t, torch.Tensor) else Proxy(name)
-            entry = self._tensor(captured, "buffer",
-                                 producer.get(name), consumers.get(name))
+            captured = (
+                TensorProxy.like(name, t, requires_grad=False)
+                if isinstance(t, torch.Tensor)
+                else Proxy(name)
+            )
+            entry = self._tensor(captured, "buffer", producer.get(name), consumers.get(name))
             entry["constant"] = True
             tensors[name] = entry
         return {
@@ -252,21 +267,32 @@ class _ViewBuilder:
             "tensors": tensors,
         }
 
-    def _tensor(self, p: Proxy, kind: str, producer: str | None,
-                consumers: tuple[int, list[str]] | None) -> dict[str, Any]:
+    def _tensor(
+        self, p: Proxy, kind: str, producer: str | None, consumers: tuple[int, list[str]] | None
+    ) -> dict[str, Any]:
         if isinstance(p, TensorProxy):
-            entry: dict[str, Any] = {"shape": list(p.shape),
-                                     "dtype": str(p.dtype).removeprefix("torch."),
-                                     "device": str(p.device), "requires_grad": bool(p.requires_grad)}
+            entry: dict[str, Any] = {
+                "shape": list(p.shape),
+                "dtype": str(p.dtype).removeprefix("torch."),
+                "device": str(p.device),
+                "requires_grad": bool(p.requires_grad),
+            }
         elif isinstance(p, NumberProxy):
-            entry = {"shape": [], "dtype": type(p.value).__name__, "device": None,
-                     "requires_grad": False}
+            entry = {
+                "shape": [],
+                "dtype": type(p.value).__name__,
+                "device": None,
+                "requires_grad": False,
+            }
         else:  # a non-tensor value (the backward's saved_for_backward / cotangents tuples)
             entry = {"shape": None, "dtype": None, "device": None, "requires_grad": False}
         st = self.stats.get(p.name)
-        entry.update(kind=kind, producer=producer,
-                     consumers=list(consumers[1]) if consumers else [],
-                     stats=st.to_json() if hasattr(st, "to_json") else st)
+        entry.update(
+            kind=kind,
+            producer=producer,
+            consumers=list(consumers[1]) if consumers else [],
+            stats=st.to_json() if hasattr(st, "to_json") else st,
+        )
         if isinstance(p, NumberProxy):
             v = p.value
             entry["value"] = json_safe(v) if isinstance(v, (int, float, bool)) else None
@@ -289,50 +315,82 @@ def _forward_index(forward: Trace) -> dict[int, int]:
 
 def _gather(source: Any) -> dict[str, Any]:
     """What a document is made of, from a session, an autodiff result or traces."""
-    parts: dict[str, Any] = {"traces": {}, "result": None, "arg_kinds": {}, "steps": [],
-                             "grad_flow": {}, "transforms": [], "forward_stats": {},
-                             "title": None, "depth": 1, "vjp_run": None}
+    parts: dict[str, Any] = {
+        "traces": {},
+        "result": None,
+        "arg_kinds": {},
+        "steps": [],
+        "grad_flow": {},
+        "transforms": [],
+        "forward_stats": {},
+        "title": None,
+        "depth": 1,
+        "vjp_run": None,
+    }
     if isinstance(source, Trace):
-        parts["traces"] = {trace_kind(source) if trace_kind(source) != "other" else "forward": source}
+        parts["traces"] = {
+            trace_kind(source) if trace_kind(source) != "other" else "forward": source
+        }
         parts["title"] = source.name
         return parts
     if isinstance(source, Mapping):
         for k, t in source.items():
             if not isinstance(t, Trace):
-                raise TypeError(f"build_document: traces[{k!r}] is a {type(t).__name__}, not a Trace")
+                raise TypeError(
+                    f"build_document: traces[{k!r}] is a {type(t).__name__}, not a Trace"
+                )
         parts["traces"] = dict(source)
         return parts
     if hasattr(source, "augmented_forward") and hasattr(source, "saved_for_backward"):
         parts["result"] = source
-        parts["traces"] = {"forward": source.forward, "augmented_forward": source.augmented_forward,
-                           "backward": source.backward}
-        parts["title"] = source.forward.meta.get("module_class") or source.forward.meta.get("function")
+        parts["traces"] = {
+            "forward": source.forward,
+            "augmented_forward": source.augmented_forward,
+            "backward": source.backward,
+        }
+        parts["title"] = source.forward.meta.get("module_class") or source.forward.meta.get(
+            "function"
+        )
         return parts
     if hasattr(source, "forward") and hasattr(source, "transform_runs"):  # a Session
         result = getattr(source, "result", None)
         parts["traces"] = {"forward": source.forward}
         if result is not None:
-            parts["traces"].update(augmented_forward=result.augmented_forward, backward=result.backward)
-        parts.update(result=result, arg_kinds=dict(getattr(source, "arg_kinds", {}) or {}),
-                     steps=list(getattr(source, "steps", []) or []),
-                     transforms=list(source.transform_runs or []),
-                     forward_stats=dict(getattr(source, "forward_stats", {}) or {}),
-                     title=getattr(source, "title", None), depth=getattr(source, "depth", 1),
-                     vjp_run=getattr(source, "vjp_run", None))
+            parts["traces"].update(
+                augmented_forward=result.augmented_forward, backward=result.backward
+            )
+        parts.update(
+            result=result,
+            arg_kinds=dict(getattr(source, "arg_kinds", {}) or {}),
+            steps=list(getattr(source, "steps", []) or []),
+            transforms=list(source.transform_runs or []),
+            forward_stats=dict(getattr(source, "forward_stats", {}) or {}),
+            title=getattr(source, "title", None),
+            depth=getattr(source, "depth", 1),
+            vjp_run=getattr(source, "vjp_run", None),
+        )
         gf = getattr(source, "grad_flow", None)
         parts["grad_flow"] = gf() if callable(gf) else (gf or {})
         return parts
-    raise TypeError("build_document takes a Session, an AutodiffResult, a Trace or "
-                    f"{{kind: Trace}}, not {type(source).__name__}")
+    raise TypeError(
+        "build_document takes a Session, an AutodiffResult, a Trace or "
+        f"{{kind: Trace}}, not {type(source).__name__}"
+    )
 
 
-def build_document(source: Any, *, title: str | None = None, depth: int | None = None,
-                   arg_kinds: Mapping[str, str] | None = None, steps: Sequence[Any] | None = None,
-                   grad_flow: Mapping[str, Any] | None = None,
-                   transforms: Sequence[Any] | None = None,
-                   forward_stats: Mapping[str, Any] | None = None,
-                   trace_before_max_ops: int = 5000,
-                   step_text_budget: int = 2_000_000) -> dict[str, Any]:
+def build_document(
+    source: Any,
+    *,
+    title: str | None = None,
+    depth: int | None = None,
+    arg_kinds: Mapping[str, str] | None = None,
+    steps: Sequence[Any] | None = None,
+    grad_flow: Mapping[str, Any] | None = None,
+    transforms: Sequence[Any] | None = None,
+    forward_stats: Mapping[str, Any] | None = None,
+    trace_before_max_ops: int = 5000,
+    step_text_budget: int = 2_000_000,
+) -> dict[str, Any]:
     """The view document for `source` (a Session, an AutodiffResult, a Trace, or
     {kind: Trace}). Keyword arguments override what the source provides.
 
@@ -366,9 +424,15 @@ def build_document(source: Any, *, title: str | None = None, depth: int | None =
     views: dict[str, Any] = {}
     for kind, tr in sorted(traces.items(), key=lambda kv: _order(kv[0])):
         stats = bstats if kind == "backward" else fstats
-        b = _ViewBuilder(kind, tr, depth=depth, arg_kinds=kinds if kind != "backward" else {},
-                         stats=stats, forward_index=findex if kind != "forward" else None,
-                         sources=sources)
+        b = _ViewBuilder(
+            kind,
+            tr,
+            depth=depth,
+            arg_kinds=kinds if kind != "backward" else {},
+            stats=stats,
+            forward_index=findex if kind != "forward" else None,
+            sources=sources,
+        )
         views[kind] = b.build()
         builders[kind] = b
 
@@ -386,9 +450,21 @@ def build_document(source: Any, *, title: str | None = None, depth: int | None =
     }
     runs = parts["transforms"] if transforms is None else transforms
     doc["transforms"] = [
-        _transform_json(run, k, traces, views, builders, result, parts["vjp_run"], depth,
-                        trace_before_max_ops, step_text_budget, sources)
-        for k, run in enumerate(runs)]
+        _transform_json(
+            run,
+            k,
+            traces,
+            views,
+            builders,
+            result,
+            parts["vjp_run"],
+            depth,
+            trace_before_max_ops,
+            step_text_budget,
+            sources,
+        )
+        for k, run in enumerate(runs)
+    ]
     return doc
 
 
@@ -407,17 +483,25 @@ def _saved(result: Any, builders: dict[str, _ViewBuilder]) -> list[dict[str, Any
         if i is None and s.producer is not None:
             i = fwd_index.get(id(s.producer))
         dtype = s.dtype
-        out.append({
-            "name": s.name,
-            "shape": list(s.shape),
-            "dtype": str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else None,
-            "bytes": int(s.bytes),
-            "producer": aug.op_ids.get(id(s.producer)) if aug is not None and s.producer is not None else None,
-            "fwd_op": protocol.op_id("forward", i) if i is not None else None,
-            "consumers": [bwd.op_ids[id(c)] for c in s.consumers if id(c) in bwd.op_ids] if bwd else [],
-            "module_path": s.module_path or "",
-            "recomputed": bool(s.recomputed),
-        })
+        out.append(
+            {
+                "name": s.name,
+                "shape": list(s.shape),
+                "dtype": str(dtype).removeprefix("torch.")
+                if isinstance(dtype, torch.dtype)
+                else None,
+                "bytes": int(s.bytes),
+                "producer": aug.op_ids.get(id(s.producer))
+                if aug is not None and s.producer is not None
+                else None,
+                "fwd_op": protocol.op_id("forward", i) if i is not None else None,
+                "consumers": [bwd.op_ids[id(c)] for c in s.consumers if id(c) in bwd.op_ids]
+                if bwd
+                else [],
+                "module_path": s.module_path or "",
+                "recomputed": bool(s.recomputed),
+            }
+        )
     return out
 
 
@@ -437,16 +521,30 @@ def _grad_flow_json(flow: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for name, entry in (flow or {}).items():
         if isinstance(entry, Mapping):
-            out[str(name)] = {"norm": json_safe(entry.get("norm")), "status": str(entry.get("status", "ok"))}
+            out[str(name)] = {
+                "norm": json_safe(entry.get("norm")),
+                "status": str(entry.get("status", "ok")),
+            }
     return out
 
 
-def _transform_json(run: Any, k: int, traces: dict[str, Trace], views: dict[str, Any],
-                    builders: dict[str, _ViewBuilder], result: Any, vjp_run: Any, depth: int,
-                    max_ops: int, budget: int, sources: _SourceCache) -> dict[str, Any]:
+def _transform_json(
+    run: Any,
+    k: int,
+    traces: dict[str, Trace],
+    views: dict[str, Any],
+    builders: dict[str, _ViewBuilder],
+    result: Any,
+    vjp_run: Any,
+    depth: int,
+    max_ops: int,
+    budget: int,
+    sources: _SourceCache,
+) -> dict[str, Any]:
     before: Trace = run.before
-    is_vjp = run is vjp_run or (result is not None and run.after is None and run.name == "vjp"
-                                and before is result.forward)
+    is_vjp = run is vjp_run or (
+        result is not None and run.after is None and run.name == "vjp" and before is result.forward
+    )
     prefix = next((kind for kind, t in traces.items() if t is before), None)
     if prefix is not None:
         before_view = views[prefix]
@@ -457,31 +555,39 @@ def _transform_json(run: Any, k: int, traces: dict[str, Trace], views: dict[str,
         shell = result.backward.from_trace(bound_symbols=[])
         before_text = shell.python(depth)
         after_text = result.backward.python(depth)
+
         def text_of(bsyms: list[BoundSymbol]) -> str:
             return shell.from_trace(bound_symbols=list(bsyms)).python(depth)
+
         estimate = len(run.steps) * len(after_text) // 2
     else:
         before_text = before.python(depth)
         after_text = run.after.python(depth) if run.after is not None else before_text
+
         def text_of(bsyms: list[BoundSymbol]) -> str:
             return before.from_trace(bound_symbols=list(bsyms)).python(depth)
+
         estimate = len(run.steps) * max(len(before_text), len(after_text))
     with_text = estimate <= budget
     entry: dict[str, Any] = {"name": str(run.name), "before": before_text, "after": after_text}
     if before_view is None and sum(1 for _ in before.walk()) <= max_ops:
-        before_view = _ViewBuilder("other", before, prefix=prefix, depth=depth, sources=sources).build()
+        before_view = _ViewBuilder(
+            "other", before, prefix=prefix, depth=depth, sources=sources
+        ).build()
     if before_view is not None and len(before_view["ops"]) <= max_ops:
         entry["trace_before"] = before_view
     steps = []
     for step in run.steps:
         vi = step.visited_index
-        steps.append({
-            "index": step.index,
-            "visited": protocol.op_id(prefix, vi) if vi is not None else None,
-            "visit_type": step.visit_type.value,
-            "inserted": [bsym_statement(b) for b in step.inserted],
-            "removed": [bsym_statement(b) for b in step.removed],
-            "text": text_of(step.bound_symbols) if with_text else None,
-        })
+        steps.append(
+            {
+                "index": step.index,
+                "visited": protocol.op_id(prefix, vi) if vi is not None else None,
+                "visit_type": step.visit_type.value,
+                "inserted": [bsym_statement(b) for b in step.inserted],
+                "removed": [bsym_statement(b) for b in step.removed],
+                "text": text_of(step.bound_symbols) if with_text else None,
+            }
+        )
     entry["steps"] = steps
     return entry

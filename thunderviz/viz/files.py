@@ -17,8 +17,13 @@ import secrets
 import stat
 from pathlib import Path
 
-__all__ = ["write_text_atomic", "read_regular_file", "encode_text", "FileTooLargeError",
-           "NotARegularFileError"]
+__all__ = [
+    "write_text_atomic",
+    "read_regular_file",
+    "encode_text",
+    "FileTooLargeError",
+    "NotARegularFileError",
+]
 
 
 class NotARegularFileError(OSError):
@@ -85,10 +90,13 @@ def read_regular_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise NotARegularFileError(f"{os.fspath(path)}: not a regular file ({_kind(info.st_mode)})")
+            raise NotARegularFileError(
+                f"{os.fspath(path)}: not a regular file ({_kind(info.st_mode)})"
+            )
         if info.st_size > max_bytes:
-            raise FileTooLargeError(f"{os.fspath(path)}: {info.st_size} bytes, more than the "
-                                    f"limit of {max_bytes}")
+            raise FileTooLargeError(
+                f"{os.fspath(path)}: {info.st_size} bytes, more than the limit of {max_bytes}"
+            )
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(max_bytes + 1)  # a file growing while read stops at the limit too
     finally:
@@ -99,9 +107,13 @@ def read_regular_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"

@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["VIEW_MIME", "MODULE_PREFIX", "DEFAULT_LIMITS", "op_id", "parse_op_id", "module_id",
-           "module_path_of"]
+__all__ = [
+    "VIEW_MIME",
+    "MODULE_PREFIX",
+    "DEFAULT_LIMITS",
+    "op_id",
+    "parse_op_id",
+    "module_id",
+    "module_path_of",
+]
 
 VIEW_MIME = "application/vnd.thunderviz.view+json"
 MODULE_PREFIX = "module:"
@@ -23,7 +30,8 @@ MODULE_PREFIX = "module:"
 # graph inputs than `maxInputNodes` are one "inputs (n)" node; outputs from more than
 # `maxOutputSources` nodes get no "return" node.
 DEFAULT_LIMITS: Mapping[str, int] = MappingProxyType(
-    {"collapseAbove": 40, "maxNodes": 2000, "maxInputNodes": 30, "maxOutputSources": 8})
+    {"collapseAbove": 40, "maxNodes": 2000, "maxInputNodes": 30, "maxOutputSources": 8}
+)
 
 
 def op_id(trace_kind: str, *path: int) -> str:
@@ -48,4 +56,4 @@ def module_id(path: str) -> str:
 
 def module_path_of(ident: str) -> str | None:
     """The module path a `"module:<path>"` id names; None for any other id."""
-    return ident[len(MODULE_PREFIX):] if ident.startswith(MODULE_PREFIX) else None
+    return ident[len(MODULE_PREFIX) :] if ident.startswith(MODULE_PREFIX) else None

@@ -9,11 +9,12 @@ refuse the same documents (shared fixtures in frontend/test/fixtures/schema/ pro
 
 The checker understands the part of JSON Schema the file uses: `$ref` (to `#/$defs/...`),
 `type`, `const`, `enum`, `anyOf`, `not` (of a `const`), `properties`, `required`,
-`additionalProperties`, `propertyNames`, `minProperties`, `items`, `minItems`, `maxItems`, `minLength`, `pattern` (one that reads
-the same in Python and JavaScript), `minimum`, `maximum`. JSON numbers are finite (a Python
-inf or nan is no number), and an integral float is an integer, as in JavaScript. Three rules
-JSON Schema cannot say are checked after it: no value nested deeper than `MAX_DEPTH`, op
-ids unique across all traces, and an op's parent an earlier op of its own trace.
+`additionalProperties`, `propertyNames`, `minProperties`, `items`, `minItems`, `maxItems`,
+`minLength`, `pattern` (one that reads the same in Python and JavaScript), `minimum`,
+`maximum`. JSON numbers are finite (a Python inf or nan is no number), and an integral float is
+an integer, as in JavaScript. Three rules JSON Schema cannot say are checked after it: no value
+nested deeper than `MAX_DEPTH`, op ids unique across all traces, and an op's parent an earlier
+op of its own trace.
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA", "SCHEMA_PATH", "MAX_DEPTH", "SchemaViolation", "check_document",
-           "json_type", "js_twin"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_PATH",
+    "MAX_DEPTH",
+    "SchemaViolation",
+    "check_document",
+    "json_type",
+    "js_twin",
+]
 
 SCHEMA_PATH = Path(__file__).with_name("view_format.schema.json")
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
@@ -45,8 +53,14 @@ class SchemaViolation(ValueError):
         self.message = message
 
 
-_SIMPLE_TYPES = {str: "string", dict: "object", list: "array", tuple: "array",
-                 type(None): "null", bool: "boolean"}
+_SIMPLE_TYPES = {
+    str: "string",
+    dict: "object",
+    list: "array",
+    tuple: "array",
+    type(None): "null",
+    bool: "boolean",
+}
 
 
 def json_type(value: Any) -> str:
@@ -134,8 +148,11 @@ class _Node:
         schema = self.schema = _resolve(raw)
         kinds = schema.get("type")
         kinds = [kinds] if isinstance(kinds, str) else kinds
-        self.types = None if kinds is None else frozenset(
-            [*kinds, "integer"] if "number" in kinds else kinds)
+        self.types = (
+            None
+            if kinds is None
+            else frozenset([*kinds, "integer"] if "number" in kinds else kinds)
+        )
         self.has_const, self.const = "const" in schema, schema.get("const")
         self.enum = schema.get("enum")
         self.alternatives = [_node(s) for s in schema["anyOf"]] if "anyOf" in schema else None
@@ -161,11 +178,20 @@ class _Node:
             if all(f is not None for f in fast):
                 return lambda v: any(f(v) for f in fast)
             return None
-        if self.enum is not None and all(type(v) is str for v in self.enum) and self.negated is None:
+        if (
+            self.enum is not None
+            and all(type(v) is str for v in self.enum)
+            and self.negated is None
+        ):
             values = frozenset(self.enum)
             return lambda v: type(v) is str and v in values
-        constrained = (self.negated is not None or self.has_const or self.enum is not None
-                       or self.min_length or self.regex is not None)
+        constrained = (
+            self.negated is not None
+            or self.has_const
+            or self.enum is not None
+            or self.min_length
+            or self.regex is not None
+        )
         if constrained or self.types is None:
             return None
         low = -_LARGEST_DOUBLE if self.low is None else self.low
@@ -272,8 +298,9 @@ def _check_unique_ids(doc: dict[str, Any]) -> None:
     for kind, trace in doc["traces"].items():
         for i, op in enumerate(trace["ops"]):
             if op["id"] in seen:
-                raise SchemaViolation(f"traces.{kind}.ops[{i}].id",
-                                      f"op id {json.dumps(op['id'])} appears twice")
+                raise SchemaViolation(
+                    f"traces.{kind}.ops[{i}].id", f"op id {json.dumps(op['id'])} appears twice"
+                )
             seen.add(op["id"])
 
 
@@ -289,8 +316,10 @@ def _check_parents(doc: dict[str, Any]) -> None:
         for i, op in enumerate(trace["ops"]):
             parent = op.get("parent")
             if parent is not None and parent not in earlier:
-                raise SchemaViolation(f"{where}.ops[{i}].parent",
-                                      f"{json.dumps(parent)} is not an earlier op of this trace")
+                raise SchemaViolation(
+                    f"{where}.ops[{i}].parent",
+                    f"{json.dumps(parent)} is not an earlier op of this trace",
+                )
             earlier.add(op["id"])
 
 
@@ -304,7 +333,9 @@ def _check_compared(doc: dict[str, Any]) -> None:
         try:
             check_document(side)
         except SchemaViolation as err:
-            raise SchemaViolation(f"{where}.{err.path}" if err.path else where, err.message) from None
+            raise SchemaViolation(
+                f"{where}.{err.path}" if err.path else where, err.message
+            ) from None
 
 
 def check_document(doc: Any) -> None:
@@ -319,17 +350,18 @@ def check_document(doc: Any) -> None:
 
 def js_twin() -> str:
     """The text of frontend/src/viewschema.js (the same schema, for the viewer)."""
-    return ("// Generated from thunderviz/viz/view_format.schema.json by\n"
-            "// thunderviz.viz.schema.js_twin(). Do not edit: change the schema, then run\n"
-            "//   python -c 'import thunderviz.viz.schema as s; print(s.js_twin(), end=\"\")' \\\n"
-            "//     > frontend/src/viewschema.js\n"
-            "// (tests/safety/test_schema.py checks the two match).\n"
-            f"export const MAX_DEPTH = {MAX_DEPTH};\n"
-            f"export const VIEW_SCHEMA = {json.dumps(_rules_only(SCHEMA), indent=1)};\n")
+    return (
+        "// Generated from thunderviz/viz/view_format.schema.json by\n"
+        "// thunderviz.viz.schema.js_twin(). Do not edit: change the schema, then run\n"
+        "//   python -c 'import thunderviz.viz.schema as s; print(s.js_twin(), end=\"\")' \\\n"
+        "//     > frontend/src/viewschema.js\n"
+        "// (tests/safety/test_schema.py checks the two match).\n"
+        f"export const MAX_DEPTH = {MAX_DEPTH};\n"
+        f"export const VIEW_SCHEMA = {json.dumps(_rules_only(SCHEMA), indent=1)};\n"
+    )
 
 
 def _rules_only(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema without its annotations ($schema, $id: URLs a self-contained page must
     not carry; title, $comment: prose for people), which no check reads."""
     return {k: v for k, v in schema.items() if k not in ("$schema", "$id", "title", "$comment")}
-

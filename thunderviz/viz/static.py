@@ -4,8 +4,8 @@ For outputs without a kernel (a saved notebook, `make demo`): the collapsed modu
 the browser opens it. Modules are opened breadth-first, one whole depth at a time, while the
 picture stays small (`collapse_above` nodes; so 12 GPT blocks look alike: all open or all
 shut, and a 12-layer GPT reads embeddings -> 12 blocks -> head -> loss), and never beyond
-`max_nodes`; a module whose subtree holds a single op is drawn as that op. Parameters and buffers are not drawn as
-nodes: each op lists how many it reads.
+`max_nodes`; a module whose subtree holds a single op is drawn as that op. Parameters and
+buffers are not drawn as nodes: each op lists how many it reads.
 
 Every string from the document (module names, op labels, tensor names) is written into the
 DOT source through `dot_quote` only: a double-quoted DOT string with backslashes, quotes,
@@ -111,7 +111,11 @@ class _Index:
                 path = str(all_ops[op["fwd_op"]].get("module_path") or "")
             self.module_of[oid] = path
             self._ensure(path).ops.append(oid)
-            prefixes = [""] + [".".join(path.split(".")[: i + 1]) for i in range(len(path.split(".")))] if path else [""]
+            prefixes = (
+                [""] + [".".join(path.split(".")[: i + 1]) for i in range(len(path.split(".")))]
+                if path
+                else [""]
+            )
             for p in prefixes:
                 m = self.modules[p]
                 m.total += 1
@@ -179,8 +183,10 @@ def _count(ix: _Index, expanded: set[str], path: str = "") -> int:
 
 def default_expanded(ix: _Index, limit: int) -> set[str]:
     """Open the module tree a whole depth at a time while at most `limit` nodes show."""
+
     def openable(path: str) -> list[str]:
         return [c for c in ix.modules[path].children if not ix.trivial(c)]
+
     expanded: set[str] = set()
     frontier = openable("")
     while frontier:
@@ -222,8 +228,12 @@ def fit_expanded(ix: _Index, expanded: set[str], max_nodes: int) -> set[str]:
 
 
 # Over the complexity limit (34): left as it is until it shares the viewer's collapse logic.
-def visible_graph(document: Mapping[str, Any], trace_kind: str = "forward",  # noqa: C901
-                  max_nodes: int = _MAX_NODES, collapse_above: int = _COLLAPSE_ABOVE) -> VisibleGraph:
+def visible_graph(  # noqa: C901
+    document: Mapping[str, Any],
+    trace_kind: str = "forward",
+    max_nodes: int = _MAX_NODES,
+    collapse_above: int = _COLLAPSE_ABOVE,
+) -> VisibleGraph:
     """The collapsed module view of one trace of a document (what `static_svg` draws):
     module depths open breadth-first while at most `collapse_above` nodes show, and never
     more than `max_nodes` (the ops past that, in a flat program, become one "… more" node)."""
@@ -247,8 +257,15 @@ def visible_graph(document: Mapping[str, Any], trace_kind: str = "forward",  # n
             return
         budget[0] -= 1
         op = ix.ops[oid]
-        add(cluster, oid, type="op", label=str(op.get("label") or op.get("name") or oid),
-            module=ix.module_of.get(oid, ""), prim=bool(op.get("is_prim")), params=set())
+        add(
+            cluster,
+            oid,
+            type="op",
+            label=str(op.get("label") or op.get("name") or oid),
+            module=ix.module_of.get(oid, ""),
+            prim=bool(op.get("is_prim")),
+            params=set(),
+        )
         for d in ix.descendants(oid):
             owner[d] = oid
 
@@ -268,8 +285,14 @@ def visible_graph(document: Mapping[str, Any], trace_kind: str = "forward",  # n
             else:
                 budget[0] -= 1
                 key = module_id(value)
-                add(cluster, key, type="module", label=value, count=ix.modules[value].total,
-                    params=set())
+                add(
+                    cluster,
+                    key,
+                    type="module",
+                    label=value,
+                    count=ix.modules[value].total,
+                    params=set(),
+                )
                 for top in ix.top_ops(value):
                     for d in ix.descendants(top):
                         owner[d] = key
@@ -345,16 +368,22 @@ def _tensor_text(tensors: Mapping[str, Any], name: str) -> str:
     return name
 
 
-def static_dot(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = _MAX_NODES,
-               collapse_above: int = _COLLAPSE_ABOVE) -> str:
+def static_dot(
+    document: Mapping[str, Any],
+    trace_kind: str = "forward",
+    max_nodes: int = _MAX_NODES,
+    collapse_above: int = _COLLAPSE_ABOVE,
+) -> str:
     """The DOT source of the static picture (every user string through `dot_quote`)."""
     g = visible_graph(document, trace_kind, max_nodes, collapse_above)
     tensors = (document.get("traces") or {}).get(trace_kind, {}).get("tensors") or {}
     ids = {key: f"n{i}" for i, key in enumerate(g.nodes)}
-    lines = ["digraph G {",
-             '  graph [rankdir=TB fontname="Helvetica" fontsize=11 nodesep=0.25 ranksep=0.35];',
-             '  node [fontname="Helvetica" fontsize=10 height=0.3];',
-             '  edge [fontname="Helvetica" fontsize=8 color="#777777" arrowsize=0.6];']
+    lines = [
+        "digraph G {",
+        '  graph [rankdir=TB fontname="Helvetica" fontsize=11 nodesep=0.25 ranksep=0.35];',
+        '  node [fontname="Helvetica" fontsize=10 height=0.3];',
+        '  edge [fontname="Helvetica" fontsize=8 color="#777777" arrowsize=0.6];',
+    ]
     title = document.get("title")
     if title:
         lines.append(f"  label={_label(f'{title} — {trace_kind}')} labelloc=t;")
@@ -385,14 +414,18 @@ def static_dot(document: Mapping[str, Any], trace_kind: str = "forward", max_nod
         for sub in c.clusters:
             counter[0] += 1
             lines.append(f"{pad}subgraph cluster_{counter[0]} {{")
-            lines.append(f'{pad}  label={_label(sub.label)} style="rounded,dashed" color="#b08800" '
-                         'fontsize=10;')
+            lines.append(
+                f'{pad}  label={_label(sub.label)} style="rounded,dashed" color="#b08800" '
+                "fontsize=10;"
+            )
             cluster_lines(sub, pad + "  ")
             lines.append(f"{pad}}}")
 
     cluster_lines(g.root, "  ")
     for a, b, names in g.edges:
-        text = _tensor_text(tensors, names[0]) if len(names) == 1 else f"{names[0]} +{len(names) - 1}"
+        text = (
+            _tensor_text(tensors, names[0]) if len(names) == 1 else f"{names[0]} +{len(names) - 1}"
+        )
         lines.append(f"  {ids[a]} -> {ids[b]} [label={_label(text)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -402,20 +435,32 @@ def _render(dot: str, fmt: str) -> bytes:
     try:
         return graphviz.pipe("dot", fmt, dot.encode("utf-8"))
     except graphviz.ExecutableNotFound as e:
-        raise RuntimeError("static pictures need Graphviz's `dot` program: install graphviz "
-                           "(apt-get install graphviz, brew install graphviz, conda install graphviz)") from e
+        raise RuntimeError(
+            "static pictures need Graphviz's `dot` program: install graphviz "
+            "(apt-get install graphviz, brew install graphviz, conda install graphviz)"
+        ) from e
     except graphviz.CalledProcessError as e:  # a picture is a convenience: say why, never crash
         raise RuntimeError(f"Graphviz could not draw this trace: {e.stderr!r:.300}") from e
 
 
-def static_svg(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = _MAX_NODES,
-               collapse_above: int = _COLLAPSE_ABOVE) -> str:
+def static_svg(
+    document: Mapping[str, Any],
+    trace_kind: str = "forward",
+    max_nodes: int = _MAX_NODES,
+    collapse_above: int = _COLLAPSE_ABOVE,
+) -> str:
     """An SVG picture of one trace of a view document (the collapsed module view; see
     `visible_graph` for how much of it is open)."""
-    return _render(static_dot(document, trace_kind, max_nodes, collapse_above), "svg").decode("utf-8")
+    return _render(static_dot(document, trace_kind, max_nodes, collapse_above), "svg").decode(
+        "utf-8"
+    )
 
 
-def static_png(document: Mapping[str, Any], trace_kind: str = "forward", max_nodes: int = _MAX_NODES,
-               collapse_above: int = _COLLAPSE_ABOVE) -> bytes:
+def static_png(
+    document: Mapping[str, Any],
+    trace_kind: str = "forward",
+    max_nodes: int = _MAX_NODES,
+    collapse_above: int = _COLLAPSE_ABOVE,
+) -> bytes:
     """The same picture as PNG bytes (`dot -Tpng`)."""
     return _render(static_dot(document, trace_kind, max_nodes, collapse_above), "png")

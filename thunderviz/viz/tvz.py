@@ -26,7 +26,16 @@ from thunderviz.viz.files import (
 )
 from thunderviz.viz.schema import SchemaViolation, check_document, json_type
 
-__all__ = ["TvzError", "save", "load", "validate", "dumps", "loads", "document_of", "MAX_LOAD_BYTES"]
+__all__ = [
+    "TvzError",
+    "save",
+    "load",
+    "validate",
+    "dumps",
+    "loads",
+    "document_of",
+    "MAX_LOAD_BYTES",
+]
 
 # The largest .tvz load() reads unless told otherwise (a big model's recorded backward is
 # tens of MB; a file far larger is more likely a mistake than a document).
@@ -49,24 +58,36 @@ def validate(doc: Any, source: str | None = None) -> dict[str, Any]:
     (static pictures, the HTML export, the widget, the viewer): every field has its type."""
     at = _where(source)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise TvzError(f'{at}not a thunderviz file: expected a JSON object with "format": '
-                       f'"{FORMAT}"' + (f', got "format": {doc.get("format")!r}'
-                                        if isinstance(doc, dict) and "format" in doc else ""))
+        raise TvzError(
+            f'{at}not a thunderviz file: expected a JSON object with "format": '
+            f'"{FORMAT}"'
+            + (
+                f', got "format": {doc.get("format")!r}'
+                if isinstance(doc, dict) and "format" in doc
+                else ""
+            )
+        )
     for key in _REQUIRED:
         if key not in doc:
             raise TvzError(f"{at}not a valid thunderviz file: missing key {key!r}")
     version = doc["version"]
     if json_type(version) != "integer" or version < 1:
-        raise TvzError(f'{at}not a valid thunderviz file: "version" must be a positive integer, '
-                       f"got {version!r}")
+        raise TvzError(
+            f'{at}not a valid thunderviz file: "version" must be a positive integer, '
+            f"got {version!r}"
+        )
     if version > VERSION:
-        raise TvzError(f"{at}this file was written by a newer thunderviz (format version "
-                       f"{version}); this thunderviz reads format version {VERSION}. "
-                       "Upgrade thunderviz (pip install -U thunderviz) to open it.")
+        raise TvzError(
+            f"{at}this file was written by a newer thunderviz (format version "
+            f"{version}); this thunderviz reads format version {VERSION}. "
+            "Upgrade thunderviz (pip install -U thunderviz) to open it."
+        )
     traces = doc["traces"]
     if not isinstance(traces, dict) or not traces:
-        raise TvzError(f'{at}not a valid thunderviz file: "traces" must be a non-empty object '
-                       "(at least one trace)")
+        raise TvzError(
+            f'{at}not a valid thunderviz file: "traces" must be a non-empty object '
+            "(at least one trace)"
+        )
     try:
         check_document(doc)  # the schema (viz/view_format.schema.json), as the viewer checks it
     except SchemaViolation as e:
@@ -82,8 +103,10 @@ def document_of(obj: Any) -> dict[str, Any]:
         return dict(obj)
     if isinstance(obj, JittedFunction):
         if obj.last is None:
-            raise ValueError("this thunderviz.jit function has not been called yet: call it "
-                             "once (or pass inputs: show(jitted, x)) and try again")
+            raise ValueError(
+                "this thunderviz.jit function has not been called yet: call it "
+                "once (or pass inputs: show(jitted, x)) and try again"
+            )
         entry = obj.last
         return build_document(entry.result if entry.result is not None else entry.forward)
     if isinstance(obj, (Trace, AutodiffResult)):
@@ -91,8 +114,10 @@ def document_of(obj: Any) -> dict[str, Any]:
     make = getattr(obj, "document", None)
     if callable(make):
         return make()
-    raise TypeError("save() takes a Session, a thunderviz.jit function, a Trace, an "
-                    f"AutodiffResult or a view document (dict), not {type(obj).__name__}")
+    raise TypeError(
+        "save() takes a Session, a thunderviz.jit function, a Trace, an "
+        f"AutodiffResult or a view document (dict), not {type(obj).__name__}"
+    )
 
 
 def dumps(obj: Any) -> str:
@@ -113,8 +138,10 @@ def save(obj: Any, path: str | os.PathLike[str]) -> Path:
 
 
 def _reject_constant(name: str) -> Any:
-    raise TvzError(f"not a valid thunderviz file: {name} is not JSON (numbers that are NaN or "
-                   'infinite are written as the strings "nan", "inf", "-inf")')
+    raise TvzError(
+        f"not a valid thunderviz file: {name} is not JSON (numbers that are NaN or "
+        'infinite are written as the strings "nan", "inf", "-inf")'
+    )
 
 
 def _finite_float(text: str) -> float:
@@ -129,11 +156,14 @@ def loads(data: str | bytes, source: str | None = None) -> dict[str, Any]:
     at = _where(source)
     if isinstance(data, bytes):
         if data[:1] == b"\x80" or (data[:1] in (b"(", b"c") and data.rstrip().endswith(b".")):
-            raise TvzError(f"{at}not a thunderviz file: it looks like a Python pickle. thunderviz "
-                           "files are JSON and are never unpickled.")
+            raise TvzError(
+                f"{at}not a thunderviz file: it looks like a Python pickle. thunderviz "
+                "files are JSON and are never unpickled."
+            )
         if data[:2] == b"PK":
-            raise TvzError(f"{at}not a thunderviz file: it is a zip archive (a torch.save file?), "
-                           "not JSON")
+            raise TvzError(
+                f"{at}not a thunderviz file: it is a zip archive (a torch.save file?), not JSON"
+            )
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as e:
@@ -141,8 +171,10 @@ def loads(data: str | bytes, source: str | None = None) -> dict[str, Any]:
     try:
         doc = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
-        raise TvzError(f"{at}not a thunderviz file: malformed JSON at line {e.lineno}, column "
-                       f"{e.colno}: {e.msg}") from None
+        raise TvzError(
+            f"{at}not a thunderviz file: malformed JSON at line {e.lineno}, column "
+            f"{e.colno}: {e.msg}"
+        ) from None
     except RecursionError:
         raise TvzError(f"{at}not a thunderviz file: JSON nested too deeply") from None
     except ValueError as e:  # 1e400, or an integer of thousands of digits

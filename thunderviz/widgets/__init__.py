@@ -6,5 +6,11 @@ from thunderviz.widgets.magic import load_ipython_extension
 from thunderviz.widgets.show import show
 from thunderviz.widgets.widget import VIEW_MIME, DebuggerWidget, ViewerNotBuilt
 
-__all__ = ["DebuggerWidget", "VIEW_MIME", "ViewerNotBuilt", "export_html",
-           "load_ipython_extension", "show"]
+__all__ = [
+    "DebuggerWidget",
+    "VIEW_MIME",
+    "ViewerNotBuilt",
+    "export_html",
+    "load_ipython_extension",
+    "show",
+]

@@ -76,7 +76,8 @@ const url = URL.createObjectURL(new Blob([text], { type: "text/javascript" }));
 const viewer = await import(url);
 const doc = JSON.parse(document.getElementById("tv-doc").textContent);
 const options = JSON.parse(document.getElementById("tv-options").textContent);
-window.thunderviz = { viewer, handle: viewer.mountViewer(document.getElementById("tv-app"), doc, options) };
+const app = document.getElementById("tv-app");
+window.thunderviz = { viewer, handle: viewer.mountViewer(app, doc, options) };
 """
 
 
@@ -87,21 +88,28 @@ def content_security_policy(bootstrap: str = _BOOTSTRAP) -> str:
     viewer's own), images only from data:/blob:. No 'unsafe-inline' for scripts, so an
     inline event handler (`onclick=...`) never runs."""
     digest = base64.b64encode(hashlib.sha256(bootstrap.encode("utf-8")).digest()).decode("ascii")
-    return "; ".join([
-        "default-src 'none'",
-        f"script-src 'sha256-{digest}' blob: 'wasm-unsafe-eval'",
-        "worker-src blob:",
-        "style-src 'unsafe-inline'",
-        "img-src data: blob:",
-        "font-src data:",
-        "connect-src 'none'",
-        "base-uri 'none'",
-        "form-action 'none'",
-    ])
+    return "; ".join(
+        [
+            "default-src 'none'",
+            f"script-src 'sha256-{digest}' blob: 'wasm-unsafe-eval'",
+            "worker-src blob:",
+            "style-src 'unsafe-inline'",
+            "img-src data: blob:",
+            "font-src data:",
+            "connect-src 'none'",
+            "base-uri 'none'",
+            "form-action 'none'",
+        ]
+    )
 
 
-_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
-                   "\u2029": "\\u2029"}
+_SCRIPT_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 
 
 def json_for_script(value: Any) -> str:
@@ -115,9 +123,11 @@ def _inline_bundle() -> str:
     bundle = viewer_bundle()
     lowered = bundle.lower()
     if "</script" in lowered or "<!--" in bundle:
-        raise RuntimeError("static/viewer.js contains '</script' or '<!--' and cannot be inlined "
-                           "in a <script> element; rebuild it (`make frontend`) with a bundler "
-                           "setting that escapes them")
+        raise RuntimeError(
+            "static/viewer.js contains '</script' or '<!--' and cannot be inlined "
+            "in a <script> element; rebuild it (`make frontend`) with a bundler "
+            "setting that escapes them"
+        )
     return bundle
 
 
@@ -139,8 +149,14 @@ def _static_picture(doc: dict[str, Any]) -> str:
     return svg.strip()
 
 
-def render_html(doc: dict[str, Any], *, title: str | None = None, tab: str = "",
-                height: str | int = "calc(100vh - 24px)", static: bool = True) -> str:
+def render_html(
+    doc: dict[str, Any],
+    *,
+    title: str | None = None,
+    tab: str = "",
+    height: str | int = "calc(100vh - 24px)",
+    static: bool = True,
+) -> str:
     """The page for a view document (see the module docstring)."""
     doc = validate(doc)
     name = title if title is not None else str(doc.get("title") or "thunderviz")
@@ -160,9 +176,19 @@ def render_html(doc: dict[str, Any], *, title: str | None = None, tab: str = "",
     )
 
 
-def export_html(obj: Any, path: str | os.PathLike[str], *args: Any, fake: bool = False,
-                backward: bool = True, depth: int = 1, title: str | None = None, tab: str = "",
-                record: bool = True, static: bool = True, **kwargs: Any) -> Path:
+def export_html(
+    obj: Any,
+    path: str | os.PathLike[str],
+    *args: Any,
+    fake: bool = False,
+    backward: bool = True,
+    depth: int = 1,
+    title: str | None = None,
+    tab: str = "",
+    record: bool = True,
+    static: bool = True,
+    **kwargs: Any,
+) -> Path:
     """Write the debugger for `obj` to `path` as one self-contained HTML file.
 
     obj: a function or nn.Module (with its inputs as *args / **kwargs), a Session, a

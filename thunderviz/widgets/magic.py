@@ -28,11 +28,12 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from thunderviz.widgets.show import show
 from thunderviz.widgets.widget import DebuggerWidget
 
-__all__ = ["ThunderMagics", "load_ipython_extension", "parse_options", "parse_call",
-           "ThunderCall"]
+__all__ = ["ThunderMagics", "load_ipython_extension", "parse_options", "parse_call", "ThunderCall"]
 
-USAGE = ("usage: %thunder [--fake] [--no-backward] [--depth N] [--tab TAB] callee(args...)\n"
-         "       %%thunder [options]   (the cell's last line is the call)")
+USAGE = (
+    "usage: %thunder [--fake] [--no-backward] [--depth N] [--tab TAB] callee(args...)\n"
+    "       %%thunder [options]   (the cell's last line is the call)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,16 +58,30 @@ def _non_negative(text: str) -> int:
 
 
 def _parser() -> _Parser:
-    p = _Parser(prog="%thunder", add_help=False,
-                description="Trace a call, differentiate it and show the thunderviz debugger.")
-    p.add_argument("--fake", action="store_true",
-                   help="trace with FakeTensors (no values: no backward, no stepping)")
-    p.add_argument("--no-backward", dest="backward", action="store_false",
-                   help="only the forward trace")
-    p.add_argument("--depth", type=_non_negative, default=1,
-                   help="levels of subsymbols shown in the printed traces (default 1)")
-    p.add_argument("--tab", default="",
-                   help="the tab to open: forward_backward, forward, backward, saved, transforms")
+    p = _Parser(
+        prog="%thunder",
+        add_help=False,
+        description="Trace a call, differentiate it and show the thunderviz debugger.",
+    )
+    p.add_argument(
+        "--fake",
+        action="store_true",
+        help="trace with FakeTensors (no values: no backward, no stepping)",
+    )
+    p.add_argument(
+        "--no-backward", dest="backward", action="store_false", help="only the forward trace"
+    )
+    p.add_argument(
+        "--depth",
+        type=_non_negative,
+        default=1,
+        help="levels of subsymbols shown in the printed traces (default 1)",
+    )
+    p.add_argument(
+        "--tab",
+        default="",
+        help="the tab to open: forward_backward, forward, backward, saved, transforms",
+    )
     p.add_argument("-h", "--help", action="store_true", help="show this help")
     return p
 
@@ -135,7 +150,9 @@ def parse_call(source: str) -> ThunderCall:
         raise UsageError(f"%thunder: cannot parse {text!r}: {e.msg}\n{USAGE}") from None
     if not isinstance(tree.body, ast.Call):
         kind = type(tree.body).__name__
-        raise UsageError(f"%thunder expects one call like `model(x, y)`, got {kind} {text!r}\n{USAGE}")
+        raise UsageError(
+            f"%thunder expects one call like `model(x, y)`, got {kind} {text!r}\n{USAGE}"
+        )
     return ThunderCall(tree.body, text)
 
 
@@ -149,8 +166,10 @@ def split_cell(cell: str) -> tuple[ast.Module | None, ThunderCall]:
         raise UsageError(f"%%thunder: the cell is empty; end it with the call to debug\n{USAGE}")
     last = tree.body[-1]
     if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)):
-        raise UsageError("%%thunder: the cell's last line must be the call to debug, like "
-                         f"`model(x)`; it is a {type(last).__name__}\n{USAGE}")
+        raise UsageError(
+            "%%thunder: the cell's last line must be the call to debug, like "
+            f"`model(x)`; it is a {type(last).__name__}\n{USAGE}"
+        )
     setup = ast.Module(body=tree.body[:-1], type_ignores=[]) if len(tree.body) > 1 else None
     return setup, ThunderCall(last.value, ast.get_source_segment(cell, last.value) or "")
 
@@ -162,10 +181,19 @@ class ThunderMagics(Magics):
     def _run(self, options: argparse.Namespace, call: ThunderCall) -> DebuggerWidget | None:
         fn, args, kwargs = call.evaluate(self.shell.user_ns)
         if not callable(fn):
-            raise UsageError(f"%thunder: {ast.unparse(call.node.func)} is a "
-                             f"{type(fn).__name__}, not a function or module")
-        return show(fn, *args, fake=options.fake, backward=options.backward,
-                    depth=options.depth, tab=options.tab, **kwargs)
+            raise UsageError(
+                f"%thunder: {ast.unparse(call.node.func)} is a "
+                f"{type(fn).__name__}, not a function or module"
+            )
+        return show(
+            fn,
+            *args,
+            fake=options.fake,
+            backward=options.backward,
+            depth=options.depth,
+            tab=options.tab,
+            **kwargs,
+        )
 
     @line_magic
     def thunder(self, line: str) -> DebuggerWidget | None:

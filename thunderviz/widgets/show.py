@@ -39,8 +39,12 @@ def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return widget, kwargs
 
 
-def make_session(obj: Any, args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None,
-                 **session_options: Any) -> Session | None:
+def make_session(
+    obj: Any,
+    args: tuple[Any, ...] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    **session_options: Any,
+) -> Session | None:
     """The Session to show for `obj` called on `args` / `kwargs`: a new one for a function
     or module (or a thunderviz.jit function given inputs), `obj` itself for a Session, None
     when `obj` is a view already (a document, a .tvz path, a Trace, a jit function's last
@@ -60,9 +64,11 @@ def make_session(obj: Any, args: tuple[Any, ...] = (), kwargs: Mapping[str, Any]
         return None
     if callable(obj):
         return Session(obj, *args, **session_options, **kwargs)
-    raise TypeError(f"thunderviz cannot show a {type(obj).__name__}: pass a function or "
-                    "nn.Module with its inputs, a Session, a thunderviz.jit function, a view "
-                    "document or a .tvz path")
+    raise TypeError(
+        f"thunderviz cannot show a {type(obj).__name__}: pass a function or "
+        "nn.Module with its inputs, a Session, a thunderviz.jit function, a view "
+        "document or a .tvz path"
+    )
 
 
 def document_of(obj: Any) -> dict[str, Any]:
@@ -79,8 +85,9 @@ def document_of(obj: Any) -> dict[str, Any]:
     raise TypeError(f"not a view: {type(obj).__name__}")
 
 
-def show(obj: Any, *args: Any, fake: bool = False, backward: bool = True, depth: int = 1,
-         **kwargs: Any) -> DebuggerWidget:
+def show(
+    obj: Any, *args: Any, fake: bool = False, backward: bool = True, depth: int = 1, **kwargs: Any
+) -> DebuggerWidget:
     """The debugger widget for `obj` (see the module docstring).
 
     fake / backward / depth go to the Session (`thunderviz.debug.Session`); `live`,

@@ -83,7 +83,8 @@ def viewer_bundle() -> str:
         raise ViewerNotBuilt(
             f"the thunderviz viewer is not built: {BUNDLE_PATH} does not exist. Run "
             "`make frontend` in the thunderviz checkout (it builds frontend/ into that file), "
-            "or install a thunderviz wheel, which ships it.") from None
+            "or install a thunderviz wheel, which ships it."
+        ) from None
     key = (stat.st_mtime_ns, stat.st_size)
     if _bundle_cache.get("key") != key:
         _bundle_cache["text"] = BUNDLE_PATH.read_text(encoding="utf-8")
@@ -110,7 +111,9 @@ function isTwin(child) {
     if ((img.getAttribute("src") || "").includes(MARK)) return true;
   }
   for (const svg of child.querySelectorAll("svg")) {  // ... or inline
-    for (const node of svg.childNodes) if (node.nodeType === 8 && node.data.includes(MARK)) return true;
+    for (const node of svg.childNodes) {
+      if (node.nodeType === 8 && node.data.includes(MARK)) return true;
+    }
   }
   const out = child.querySelector(".jp-OutputArea-output");
   return Boolean(out) && out.textContent.trim().startsWith(TEXT_MARK);  // the text fallback
@@ -157,9 +160,11 @@ def widget_esm() -> str:
     cached = _bundle_cache.get("esm")
     if cached is not None and cached[0] == _bundle_cache["key"]:
         return cached[1]
-    text = (_ESM_TEMPLATE.replace("__MARK__", json.dumps(TWIN_MARK))
-            .replace("__TEXT_MARK__", json.dumps(TEXT_MARK))
-            .replace("__BUNDLE__", json.dumps(bundle)))  # last: the bundle is not searched
+    text = (
+        _ESM_TEMPLATE.replace("__MARK__", json.dumps(TWIN_MARK))
+        .replace("__TEXT_MARK__", json.dumps(TEXT_MARK))
+        .replace("__BUNDLE__", json.dumps(bundle))
+    )  # last: the bundle is not searched
     _bundle_cache["esm"] = (_bundle_cache["key"], text)
     return text
 
@@ -218,9 +223,17 @@ class DebuggerWidget(anywidget.AnyWidget):
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     live = traitlets.Bool(False).tag(sync=True)
 
-    def __init__(self, source: Any, *, live: bool | None = None, record: bool = True,
-                 tab: str = "", selected: Any = None, expanded: Iterable[str] = (),
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        live: bool | None = None,
+        record: bool = True,
+        tab: str = "",
+        selected: Any = None,
+        expanded: Iterable[str] = (),
+        **kwargs: Any,
+    ) -> None:
         self._session: Session | None = None
         self._stepper: BackwardStepper | None = None
         self._svg: str | None | bool = False  # False: not made yet; None: could not be made
@@ -230,8 +243,9 @@ class DebuggerWidget(anywidget.AnyWidget):
         self.last_error: BaseException | None = None  # the last error a browser action hit
         self.cotangents_defaulted = False
         if isinstance(source, DebuggerWidget):
-            raise TypeError("this is a DebuggerWidget already; display it, or pass its "
-                            ".session or .document")
+            raise TypeError(
+                "this is a DebuggerWidget already; display it, or pass its .session or .document"
+            )
         if isinstance(source, Session):
             self._session = source
             document = self._session_document(source, record)
@@ -240,16 +254,21 @@ class DebuggerWidget(anywidget.AnyWidget):
         elif isinstance(source, (Trace, AutodiffResult)):
             document = build_document(source)
         else:
-            raise TypeError("DebuggerWidget shows a thunderviz Session, a view document (dict), "
-                            f"a Trace or an AutodiffResult, not {type(source).__name__}; for a "
-                            "function or module use thunderviz.show(fn, *inputs)")
+            raise TypeError(
+                "DebuggerWidget shows a thunderviz Session, a view document (dict), "
+                f"a Trace or an AutodiffResult, not {type(source).__name__}; for a "
+                "function or module use thunderviz.show(fn, *inputs)"
+            )
         if live is None:
             live = is_steppable(self._session)
         elif live and not is_steppable(self._session):
-            raise ValueError("live=True needs a Session with real values and a backward "
-                             "(not fake=True, not backward=False, not a bare document)")
-        super().__init__(document=document, live=bool(live), tab=tab,
-                         expanded=list(expanded), **kwargs)
+            raise ValueError(
+                "live=True needs a Session with real values and a backward "
+                "(not fake=True, not backward=False, not a bare document)"
+            )
+        super().__init__(
+            document=document, live=bool(live), tab=tab, expanded=list(expanded), **kwargs
+        )
         if selected is not None:
             self.select(selected)
         self.on_msg(self._handle_message)
@@ -260,7 +279,8 @@ class DebuggerWidget(anywidget.AnyWidget):
             if self.cotangents_defaulted:
                 self._problem(
                     "the program returns a non-scalar output: the backward starts from ones "
-                    "(like out.sum().backward()); pass cotangents=... to choose")
+                    "(like out.sum().backward()); pass cotangents=... to choose"
+                )
             if record and not session.steps:
                 try:
                     session.record_backward()
@@ -291,18 +311,23 @@ class DebuggerWidget(anywidget.AnyWidget):
                 if name in self._property_lock:
                     self._property_lock[name] = value
         state, buffer_paths, buffers = _remove_buffers(state)
-        self._send({"method": "update", "state": state, "buffer_paths": buffer_paths},
-                   buffers=buffers)
+        self._send(
+            {"method": "update", "state": state, "buffer_paths": buffer_paths}, buffers=buffers
+        )
 
     def set_state(self, sync_data: dict[str, Any]) -> None:
         data = {_PY.get(k, k): v for k, v in sync_data.items()}
         if JUPYTER_WIDGETS_ECHO:
-            echo = {_WIRE.get(k, k): v for k, v in data.items()
-                    if k in self.keys and self.trait_metadata(k, "echo_update", default=True)}
+            echo = {
+                _WIRE.get(k, k): v
+                for k, v in data.items()
+                if k in self.keys and self.trait_metadata(k, "echo_update", default=True)
+            }
             if echo:
                 echo, paths, buffers = _remove_buffers(echo)
-                self._send({"method": "echo_update", "state": echo, "buffer_paths": paths},
-                           buffers=buffers)
+                self._send(
+                    {"method": "echo_update", "state": echo, "buffer_paths": paths}, buffers=buffers
+                )
         with self._lock_property(**data), self.hold_trait_notifications():
             for name, value in data.items():
                 if name in self.keys:
@@ -323,9 +348,13 @@ class DebuggerWidget(anywidget.AnyWidget):
             if not is_steppable(self._session):
                 raise RuntimeError(
                     "this widget cannot step the backward: it shows "
-                    + ("a document without a Session" if self._session is None else
-                       "a Session made with fake=True or backward=False")
-                    + "; make it with thunderviz.show(model, *inputs)")
+                    + (
+                        "a document without a Session"
+                        if self._session is None
+                        else "a Session made with fake=True or backward=False"
+                    )
+                    + "; make it with thunderviz.show(model, *inputs)"
+                )
             self._stepper = self._session.stepper
             self._stepper.break_on_nan(True)
         return self._stepper
@@ -362,8 +391,14 @@ class DebuggerWidget(anywidget.AnyWidget):
             for b in tr.walk():
                 for p in (*b.flat_proxy_outs, *b.flat_proxy_args):
                     proxies.setdefault(p.name, p)
-        self._index_cache = {"ops": ops, "tensors": tensors, "modules": modules,
-                             "bsym_ids": bsym_ids, "proxies": proxies, "traces": traces}
+        self._index_cache = {
+            "ops": ops,
+            "tensors": tensors,
+            "modules": modules,
+            "bsym_ids": bsym_ids,
+            "proxies": proxies,
+            "traces": traces,
+        }
         return self._index_cache
 
     def _traces(self) -> dict[str, Trace]:
@@ -432,8 +467,10 @@ class DebuggerWidget(anywidget.AnyWidget):
             path = module_path_of(obj)
             if path is not None and (path in ix["modules"] or path == ""):
                 return obj
-            raise ValueError(f"{obj!r} is not an op id (like 'forward:3'), a tensor name or a "
-                             "module ('module:<path>') of this view")
+            raise ValueError(
+                f"{obj!r} is not an op id (like 'forward:3'), a tensor name or a "
+                "module ('module:<path>') of this view"
+            )
         if isinstance(obj, StepRecord):
             return obj.op_id
         if isinstance(obj, BoundSymbol):
@@ -452,8 +489,10 @@ class DebuggerWidget(anywidget.AnyWidget):
                     if m is obj:
                         return module_id(path)
             raise ValueError(f"this {type(obj).__name__} is not a module of the traced model")
-        raise TypeError(f"cannot select a {type(obj).__name__}: pass a BoundSymbol, a Proxy, "
-                        "an nn.Module or an id string")
+        raise TypeError(
+            f"cannot select a {type(obj).__name__}: pass a BoundSymbol, a Proxy, "
+            "an nn.Module or an id string"
+        )
 
     def select(self, obj: Any) -> None:
         """Select an op (BoundSymbol or id), a tensor (Proxy or name) or a module; None clears."""
@@ -604,8 +643,10 @@ class DebuggerWidget(anywidget.AnyWidget):
         reason = st.stop_reason
         if executed and reason and not executed[-1].get("note"):
             executed[-1]["note"] = reason
-        pending = [{"index": i, "op": op_id("backward", i), "outputs": {}, "grads": {}}
-                   for i in range(len(executed), len(st))]
+        pending = [
+            {"index": i, "op": op_id("backward", i), "outputs": {}, "grads": {}}
+            for i in range(len(executed), len(st))
+        ]
         with self.hold_sync():
             self.steps = executed + pending
             self.current_step = len(executed) - 1
@@ -620,8 +661,9 @@ class DebuggerWidget(anywidget.AnyWidget):
         if self._session is None:
             raise RuntimeError("interventions need a live Session; this widget shows a document")
         iv = self._session.intervene(target, fn, seed=seed)
-        self._show_interventions(f"{iv.edit.describe()} on {iv.target}: the backward re-ran "
-                                 f"from step {iv.first_step}")
+        self._show_interventions(
+            f"{iv.edit.describe()} on {iv.target}: the backward re-ran from step {iv.first_step}"
+        )
         return iv
 
     def clear_interventions(self) -> None:
@@ -662,8 +704,13 @@ class DebuggerWidget(anywidget.AnyWidget):
                         raise ValueError("select an op, tensor or module to run to")
                     self.run_to(target)
                 else:
-                    {"step": self.step, "step_over": self.step_over, "continue": self.continue_,
-                     "back": self.back, "reset": self.reset}[action]()
+                    {
+                        "step": self.step,
+                        "step_over": self.step_over,
+                        "continue": self.continue_,
+                        "back": self.back,
+                        "reset": self.reset,
+                    }[action]()
             elif kind == "breakpoints":
                 spec = content.get("breakpoints")
                 self.set_breakpoints(spec if isinstance(spec, Mapping) else {})
@@ -671,7 +718,10 @@ class DebuggerWidget(anywidget.AnyWidget):
                 edit = content.get("edit")
                 target = content.get("target") or ""
                 if not target:
-                    raise ValueError("select a backward op, a forward op, a module or a tensor to edit its gradient")
+                    raise ValueError(
+                        "select a backward op, a forward op, a module or a tensor "
+                        "to edit its gradient"
+                    )
                 self.intervene(target, tuple(edit) if isinstance(edit, list) else edit)
             elif kind == "clear_interventions":
                 self.clear_interventions()
@@ -705,8 +755,11 @@ class DebuggerWidget(anywidget.AnyWidget):
 
     def _text(self) -> str:
         doc = self.document
-        parts = [f"{kind.replace('_', ' ')}: {sum(1 for o in tv.get('ops', []) if o.get('parent') is None)} ops"
-                 for kind, tv in (doc.get("traces") or {}).items()]
+        parts = [
+            f"{kind.replace('_', ' ')}: "
+            f"{sum(1 for o in tv.get('ops', []) if o.get('parent') is None)} ops"
+            for kind, tv in (doc.get("traces") or {}).items()
+        ]
         return f"{TEXT_MARK} {doc.get('title') or 'thunderviz'} ({'; '.join(parts)})>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -734,9 +787,13 @@ class DebuggerWidget(anywidget.AnyWidget):
         """The widget view alone, with text for readers that cannot show widgets."""
         bundle = super()._repr_mimebundle_()
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        return ({WIDGET_MIME: data[WIDGET_MIME],
-                 "text/plain": "<thunderviz debugger: live view (run the cell to use it)>"},
-                metadata)
+        return (
+            {
+                WIDGET_MIME: data[WIDGET_MIME],
+                "text/plain": "<thunderviz debugger: live view (run the cell to use it)>",
+            },
+            metadata,
+        )
 
     def _ipython_display_(self, **kwargs: Any) -> None:
         if self.comm is None:  # closed: no widget to show, the picture still is

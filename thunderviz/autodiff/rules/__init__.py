@@ -31,11 +31,33 @@ from thunderviz.autodiff.rules import (
 
 BUILTIN_RULES = RuleSet.merged(
     "builtin",
-    [elementwise.RULES, arithmetic.RULES, selection.RULES, casts.RULES, reductions.RULES,
-     shape.RULES, strided.RULES, linalg.RULES, nn.RULES, attention.RULES, recurrent.RULES,
-     masked.RULES, grouped.RULES, collectives.RULES, custom_function.RULES, special.RULES,
-     composite.RULES, scans.RULES, distances.RULES, indexed_reductions.RULES, linalg_solve.RULES,
-     linalg_factor.RULES, fft.RULES, nn_kernels.RULES, complex_numbers.RULES],
+    [
+        elementwise.RULES,
+        arithmetic.RULES,
+        selection.RULES,
+        casts.RULES,
+        reductions.RULES,
+        shape.RULES,
+        strided.RULES,
+        linalg.RULES,
+        nn.RULES,
+        attention.RULES,
+        recurrent.RULES,
+        masked.RULES,
+        grouped.RULES,
+        collectives.RULES,
+        custom_function.RULES,
+        special.RULES,
+        composite.RULES,
+        scans.RULES,
+        distances.RULES,
+        indexed_reductions.RULES,
+        linalg_solve.RULES,
+        linalg_factor.RULES,
+        fft.RULES,
+        nn_kernels.RULES,
+        complex_numbers.RULES,
+    ],
 )
 
 __all__ = ["BUILTIN_RULES"]

@@ -28,6 +28,7 @@ RULES = RuleSet("arithmetic", supports_complex=True)
 
 # --- arithmetic ---------------------------------------------------------------------------
 
+
 @RULES.grad(aten.add.Tensor)
 def add(a, b, **kwargs):
     alpha = kwargs.get("alpha", 1)
@@ -94,8 +95,9 @@ def _div_grads(a, b, g):
     if requires_grad(a):
         put_grad(a, aten.div.Tensor(g, conj(b)))
     if requires_grad(b):
-        put_grad(b, aten.mul.Tensor(aten.neg.default(g),
-                                    conj(aten.div.Tensor(aten.div.Tensor(a, b), b))))
+        put_grad(
+            b, aten.mul.Tensor(aten.neg.default(g), conj(aten.div.Tensor(aten.div.Tensor(a, b), b)))
+        )
 
 
 @RULES.grad(aten.div.Tensor)
@@ -149,13 +151,16 @@ def neg(a):
     put_grad(a, aten.neg.default(get_grad(out)))
     return out
 
+
 # --- modular arithmetic ------------------------------------------------------------------
 
 # fmod(a, b) = a - b * trunc(a / b) and remainder(a, b) = a - b * floor(a / b): slope 1 in
 # a and -(the rounded quotient) in b between the jumps.
 
+
 def _modular_rule(op, rounding: str):
     """fmod ("trunc") and remainder ("floor") of two tensors."""
+
     def modular(a, b):
         out = op(a, b)
         g = get_grad(out)
@@ -172,6 +177,7 @@ def _modular_rule(op, rounding: str):
 def _slope_one_rule(op):
     """Ops whose other operands are numbers and whose slope in `a` is 1 (a + 2, fmod(a, 3)):
     the gradient passes through unchanged."""
+
     def slope_one(a, *numbers, **kwargs):
         out = op(a, *numbers, **kwargs)
         put_grad(a, get_grad(out))
@@ -184,7 +190,8 @@ def _slope_one_rule(op):
 # real numbers only (torch has no complex fmod or remainder)
 RULES.grad(aten.fmod.Tensor, supports_complex=False)(_modular_rule(aten.fmod.Tensor, "trunc"))
 RULES.grad(aten.remainder.Tensor, supports_complex=False)(
-    _modular_rule(aten.remainder.Tensor, "floor"))
+    _modular_rule(aten.remainder.Tensor, "floor")
+)
 for _op in (aten.add.Scalar, aten.sub.Scalar):
     RULES.grad(_op)(_slope_one_rule(_op))
 for _op in (aten.fmod.Scalar, aten.remainder.Scalar):
@@ -200,7 +207,9 @@ def remainder_scalar_tensor(a, b):
     put_grad(b, aten.mul.Tensor(aten.neg.default(g), q))
     return out
 
+
 # --- blends and fused arithmetic ---------------------------------------------------------
+
 
 @RULES.grad(aten.lerp.Scalar)
 def lerp(a, end, weight):
@@ -251,8 +260,13 @@ def addcdiv(a, t1, t2, **kwargs):
     if requires_grad(t1):
         put_grad(t1, aten.div.Tensor(scaled(g, conj(value)), conj(t2)))
     if requires_grad(t2):
-        put_grad(t2, aten.mul.Tensor(aten.neg.default(g), conj(aten.div.Tensor(
-            scaled(t1, value), aten.mul.Tensor(t2, t2)))))
+        put_grad(
+            t2,
+            aten.mul.Tensor(
+                aten.neg.default(g),
+                conj(aten.div.Tensor(scaled(t1, value), aten.mul.Tensor(t2, t2))),
+            ),
+        )
     return out
 
 

@@ -4,7 +4,8 @@ A torch-level rule. On the CPU, without a mask tensor or grouped heads, it runs 
 kernel eager uses and that kernel's own backward (saving q, k, v, the output and the rows'
 logsumexp, like eager). Everywhere else the forward stays the user's fused call (whatever
 kernel torch picks on the device), and the backward recomputes the attention probabilities
-from q, k and v, so only q, k, v (and a mask) are saved, never the L x S matrix. With P = softmax(q k^T * scale + mask):
+from q, k and v, so only q, k, v (and a mask) are saved, never the L x S matrix.
+With P = softmax(q k^T * scale + mask):
 
     dv = P^T g        dP = g v^T        dS = P * (dP - rowsum(dP * P))
     dq = dS k * scale      dk = dS^T q * scale      d(float mask) = dS
@@ -37,8 +38,9 @@ SDPA = torch_symbol(F.scaled_dot_product_attention)
 MATH_ID = op_id(torch.ops.aten._scaled_dot_product_attention_math.default)
 
 
-def _sdpa_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-               enable_gqa=False):
+def _sdpa_args(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
     return query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
 
 
@@ -64,11 +66,17 @@ def _sum_heads(g, groups: int):
 def _cpu_flash_applies(q, k, v, mask, enable_gqa) -> bool:
     """Where eager CPU attention runs its flash kernel, and its fused backward is available:
     4-D, one dtype, one head size, no mask tensor, no grouped heads."""
-    return (q.device.type == "cpu" and mask is None and not enable_gqa and q.ndim == 4
-            and q.dtype == k.dtype == v.dtype and q.dtype in (torch.float32, torch.float64,
-                                                             torch.bfloat16)
-            and k.shape[-3] == q.shape[-3] and v.shape[-3] == q.shape[-3]
-            and q.shape[-1] == k.shape[-1] == v.shape[-1])
+    return (
+        q.device.type == "cpu"
+        and mask is None
+        and not enable_gqa
+        and q.ndim == 4
+        and q.dtype == k.dtype == v.dtype
+        and q.dtype in (torch.float32, torch.float64, torch.bfloat16)
+        and k.shape[-3] == q.shape[-3]
+        and v.shape[-3] == q.shape[-3]
+        and q.shape[-1] == k.shape[-1] == v.shape[-1]
+    )
 
 
 def _cpu_flash(q, k, v, is_causal, scale):
@@ -76,10 +84,12 @@ def _cpu_flash(q, k, v, is_causal, scale):
     returns the rows' logsumexp, which is saved (B x H x L floats) instead of recomputing
     the softmax statistics; the L x S probabilities are never saved."""
     out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
-        q, k, v, 0.0, is_causal, scale=scale)
+        q, k, v, 0.0, is_causal, scale=scale
+    )
     g = get_grad(out)
     dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
-        g, q, k, v, out, logsumexp, 0.0, is_causal, scale=scale)
+        g, q, k, v, out, logsumexp, 0.0, is_causal, scale=scale
+    )
     put_grad(q, dq)
     put_grad(k, dk)
     put_grad(v, dv)
@@ -149,8 +159,17 @@ def scaled_dot_product_attention(*args, **kwargs):
     return out
 
 
-def _math_args(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-               dropout_mask=None, scale=None, enable_gqa=False):
+def _math_args(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    dropout_mask=None,
+    scale=None,
+    enable_gqa=False,
+):
     return query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
 
 
@@ -170,20 +189,35 @@ def scaled_dot_product_attention_math(*args, **kwargs):
 # returns them; its backward kernel takes them and regenerates the same mask. The forward
 # is asked for the logsumexp its backward needs (capture, without gradients, may not have).
 
+
 def _number(x):
     return getattr(x, "value", x)  # a size the meta kernel returned as a NumberProxy
 
 
 @RULES.grad(aten._scaled_dot_product_efficient_attention.default)
-def efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
-                        is_causal=False, *, scale=None):
+def efficient_attention(
+    query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None
+):
     out, lse, seed, offset = aten._scaled_dot_product_efficient_attention.default(
-        query, key, value, attn_bias, True, dropout_p, is_causal, scale=scale)
+        query, key, value, attn_bias, True, dropout_p, is_causal, scale=scale
+    )
     g = get_grad(out)
     wanted = [requires_grad(x) for x in (query, key, value, attn_bias)]
     grads = aten._scaled_dot_product_efficient_attention_backward.default(
-        g, query, key, value, attn_bias, out, lse, seed, offset, dropout_p, wanted, is_causal,
-        scale=scale)
+        g,
+        query,
+        key,
+        value,
+        attn_bias,
+        out,
+        lse,
+        seed,
+        offset,
+        dropout_p,
+        wanted,
+        is_causal,
+        scale=scale,
+    )
     for x, dx, want in zip((query, key, value, attn_bias), grads, wanted, strict=True):
         if want:
             put_grad(x, dx)
@@ -191,16 +225,33 @@ def efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropou
 
 
 @RULES.grad(aten._scaled_dot_product_flash_attention.default)
-def flash_attention(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
-                    scale=None):
+def flash_attention(
+    query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None
+):
     out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug_mask = (
         aten._scaled_dot_product_flash_attention.default(
-            query, key, value, dropout_p, is_causal, return_debug_mask, scale=scale))
+            query, key, value, dropout_p, is_causal, return_debug_mask, scale=scale
+        )
+    )
     max_q, max_k = _number(max_q), _number(max_k)
     g = get_grad(out)
     dq, dk, dv = aten._scaled_dot_product_flash_attention_backward.default(
-        g, query, key, value, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, seed,
-        offset, scale=scale)
+        g,
+        query,
+        key,
+        value,
+        out,
+        lse,
+        cum_q,
+        cum_k,
+        max_q,
+        max_k,
+        dropout_p,
+        is_causal,
+        seed,
+        offset,
+        scale=scale,
+    )
     put_grad(query, dq)
     put_grad(key, dk)
     put_grad(value, dv)

@@ -15,6 +15,7 @@ RULES = RuleSet("casts", supports_complex=True)
 
 # --- casts, copies, dropout ----------------------------------------------------------------
 
+
 # Identity on values: the gradient passes straight through (put_grad casts it back to the
 # input's dtype and device, which is the whole backward of `_to_copy`).
 @RULES.grad(aten._to_copy.default)
@@ -26,6 +27,7 @@ def to_copy(a, **kwargs):
 
 def _copy_rule(op):
     """Copies that keep the values (clone, contiguous): the gradient passes through."""
+
     def copy_of(a, *args, **kwargs):
         out = op(a, *args, **kwargs)
         put_grad(a, get_grad(out))
@@ -93,32 +95,65 @@ def relu(a):
     put_grad(a, aten.threshold_backward.default(g, out, 0))
     return out
 
+
 # --- no gradient ---------------------------------------------------------------------------
 
 RULES.nondifferentiable(
     # comparisons and predicates (bool results)
-    aten.eq.Tensor, aten.eq.Scalar, aten.ne.Tensor, aten.ne.Scalar,
-    aten.lt.Tensor, aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar,
-    aten.gt.Tensor, aten.gt.Scalar, aten.ge.Tensor, aten.ge.Scalar,
-    aten.isnan.default, aten.isinf.default, aten.isfinite.default, aten.isneginf.default,
-    aten.isposinf.default, aten.signbit.default,
-    aten.logical_and.default, aten.logical_or.default, aten.logical_xor.default,
+    aten.eq.Tensor,
+    aten.eq.Scalar,
+    aten.ne.Tensor,
+    aten.ne.Scalar,
+    aten.lt.Tensor,
+    aten.lt.Scalar,
+    aten.le.Tensor,
+    aten.le.Scalar,
+    aten.gt.Tensor,
+    aten.gt.Scalar,
+    aten.ge.Tensor,
+    aten.ge.Scalar,
+    aten.isnan.default,
+    aten.isinf.default,
+    aten.isfinite.default,
+    aten.isneginf.default,
+    aten.isposinf.default,
+    aten.signbit.default,
+    aten.logical_and.default,
+    aten.logical_or.default,
+    aten.logical_xor.default,
     aten.logical_not.default,
-    aten.bitwise_not.default, aten.bitwise_and.Tensor, aten.bitwise_and.Scalar,
-    aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, aten.bitwise_xor.Tensor,
+    aten.bitwise_not.default,
+    aten.bitwise_and.Tensor,
+    aten.bitwise_and.Scalar,
+    aten.bitwise_or.Tensor,
+    aten.bitwise_or.Scalar,
+    aten.bitwise_xor.Tensor,
     aten.bitwise_xor.Scalar,
     # a where between two constants
     aten.where.Scalar,
     # detach: no gradient by definition
     aten.detach.default,
     # factories: the input only gives shape, dtype and device
-    aten.zeros_like.default, aten.ones_like.default, aten.full_like.default,
-    aten.empty_like.default, aten.new_zeros.default, aten.new_ones.default,
-    aten.new_full.default, aten.new_empty.default, aten.new_empty_strided.default,
-    aten.fill.Scalar, aten.zero.default,
+    aten.zeros_like.default,
+    aten.ones_like.default,
+    aten.full_like.default,
+    aten.empty_like.default,
+    aten.new_zeros.default,
+    aten.new_ones.default,
+    aten.new_full.default,
+    aten.new_empty.default,
+    aten.new_empty_strided.default,
+    aten.fill.Scalar,
+    aten.zero.default,
     # random draws
-    aten.rand_like.default, aten.randn_like.default, aten.randint_like.default,
-    aten.randint_like.low_dtype, aten.bernoulli.default, aten.bernoulli.p,
-    aten.bernoulli.Tensor, aten.uniform.default, aten.normal_functional.default,
+    aten.rand_like.default,
+    aten.randn_like.default,
+    aten.randint_like.default,
+    aten.randint_like.low_dtype,
+    aten.bernoulli.default,
+    aten.bernoulli.p,
+    aten.bernoulli.Tensor,
+    aten.uniform.default,
+    aten.normal_functional.default,
     aten.exponential.default,
 )

@@ -54,7 +54,8 @@ def _reduction(op_id: str, reduce_op: str) -> str:
         raise AutodiffError(
             f"{op_id} with reduce_op={reduce_op!r} at {at} has no gradient (torch's autograd "
             "for the functional collectives supports 'sum'; thunderviz adds 'avg'). Reduce "
-            "with 'sum' or 'avg', or run this collective under torch.no_grad().")
+            "with 'sum' or 'avg', or run this collective under torch.no_grad()."
+        )
     return reduce_op
 
 
@@ -110,8 +111,12 @@ def reduce_scatter_tensor(x, reduce_op, group_size, group_name):
 def all_to_all_single(x, output_split_sizes, input_split_sizes, group_name):
     out = ALL_TO_ALL(x, output_split_sizes, input_split_sizes, group_name)
     g = get_grad(out)
-    put_grad(x, WAIT(_communicate(ALL_TO_ALL, _dense(g), input_split_sizes, output_split_sizes,
-                                      group_name)))
+    put_grad(
+        x,
+        WAIT(
+            _communicate(ALL_TO_ALL, _dense(g), input_split_sizes, output_split_sizes, group_name)
+        ),
+    )
     return out
 
 

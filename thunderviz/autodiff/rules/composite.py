@@ -63,8 +63,9 @@ def narrow(a, dim, start, length):
     out = aten.narrow.default(a, dim, start, length)
     dim = dim % a.ndim
     start = start % a.shape[dim] if start < 0 else start
-    put_grad(a, aten.slice_backward.default(get_grad(out), list(a.shape), dim, start,
-                                            start + length, 1))
+    put_grad(
+        a, aten.slice_backward.default(get_grad(out), list(a.shape), dim, start, start + length, 1)
+    )
     return out
 
 
@@ -106,9 +107,12 @@ def take(a, index):
     """Reads a flattened at `index`; a position read twice gets both cotangents."""
     out = aten.take.default(a, index)
     g = get_grad(out)
-    flat = aten.index_put.default(aten.new_zeros.default(g, [a.numel]),
-                                  [aten.reshape.default(_wrapped(index, a.numel), [-1])],
-                                  aten.reshape.default(g, [-1]), True)
+    flat = aten.index_put.default(
+        aten.new_zeros.default(g, [a.numel]),
+        [aten.reshape.default(_wrapped(index, a.numel), [-1])],
+        aten.reshape.default(g, [-1]),
+        True,
+    )
     put_grad(a, aten.view.default(flat, list(a.shape)))
     return out
 
@@ -125,8 +129,12 @@ def put(a, index, source, accumulate=False):
     out = aten.put.default(a, index, source, accumulate)
     g = get_grad(out)
     if requires_grad(a):
-        put_grad(a, g if accumulate else aten.put.default(
-            g, index, aten.new_zeros.default(g, list(source.shape)), False))
+        put_grad(
+            a,
+            g
+            if accumulate
+            else aten.put.default(g, index, aten.new_zeros.default(g, list(source.shape)), False),
+        )
     if requires_grad(source):
         put_grad(source, aten.reshape.default(aten.take.default(g, index), list(source.shape)))
     return out

@@ -50,12 +50,14 @@ def _like(protos: Any, extra: Any = ()) -> Any:
         if extra:
             return (out, *extra()), None
         return out, None
+
     return meta
 
 
 @RULES.grad(APPLY_ID)
-def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (),
-                       held: tuple[Any, ...] = (), **kwargs: Any) -> Any:
+def _autograd_function(
+    call: Proxy, *args: Any, reads: tuple[Any, ...] = (), held: tuple[Any, ...] = (), **kwargs: Any
+) -> Any:
     fn: AutogradFunctionCall = call.value
     needs = tuple(requires_grad(a) for a in args)
     given = {**({"reads": reads} if reads else {}), **({"held": held} if held else {})}
@@ -68,7 +70,8 @@ def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (),
             f"{where(fn.source or builder.source, fn.module_path or builder.module_path)}: the "
             "autograd.Function defines no backward (or vjp), so reverse-mode autodiff, eager's "
             "included, has no gradient for it. Give it a backward staticmethod, or call it "
-            "under torch.no_grad() / on detached tensors if it needs no gradient.")
+            "under torch.no_grad() / on detached tensors if it needs no gradient."
+        )
 
     def ctx_proxy() -> tuple[Proxy]:
         return (Proxy(current_builder().names.fresh("ctx")),)
@@ -83,8 +86,9 @@ def _autograd_function(call: Proxy, *args: Any, reads: tuple[Any, ...] = (),
     outs = out if isinstance(out, tuple) else (out,)
     # None where no cotangent flows: the user's ctx decides, as in eager, whether its
     # backward sees zeros there (materialize_grads, the default) or None
-    cotangents = [get_grad(o, none_if_absent=True) if isinstance(o, TensorProxy) else None
-                  for o in outs]
+    cotangents = [
+        get_grad(o, none_if_absent=True) if isinstance(o, TensorProxy) else None for o in outs
+    ]
     inputs = [a for a, need in zip(args, needs, strict=True) if need]
     leaves = tuple(r for r in reads if requires_grad(r))
     accumulated = {"accumulated": leaves} if leaves else {}

@@ -24,8 +24,12 @@ def cdist_forward(x1, x2, p, compute_mode):
     if requires_grad(x1):
         put_grad(x1, aten._cdist_backward.default(aten.contiguous.default(g), x1, x2, p, out))
     if requires_grad(x2):
-        put_grad(x2, aten._cdist_backward.default(aten.contiguous.default(_mT(g)), x2, x1, p,
-                                                  aten.contiguous.default(_mT(out))))
+        put_grad(
+            x2,
+            aten._cdist_backward.default(
+                aten.contiguous.default(_mT(g)), x2, x1, p, aten.contiguous.default(_mT(out))
+            ),
+        )
     return out
 
 

@@ -34,6 +34,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 # --- powers, exponentials, logarithms -------------------------------------------------------
 
+
 @RULES.grad(aten.pow.Tensor_Scalar, supports_complex=True)
 def pow_tensor_scalar(a, exponent):
     """Complex a: the cotangent times the conjugate derivative, as torch's pow_backward."""
@@ -46,8 +47,12 @@ def pow_tensor_scalar(a, exponent):
     elif exponent == 2:  # the common square: 2 * a, no pow needed
         put_grad(a, aten.mul.Tensor(g, conj(aten.mul.Tensor(a, 2))))
     else:  # exponent * a**(exponent - 1)
-        put_grad(a, aten.mul.Tensor(
-            g, conj(aten.mul.Tensor(aten.pow.Tensor_Scalar(a, exponent - 1), exponent))))
+        put_grad(
+            a,
+            aten.mul.Tensor(
+                g, conj(aten.mul.Tensor(aten.pow.Tensor_Scalar(a, exponent - 1), exponent))
+            ),
+        )
     return out
 
 
@@ -64,9 +69,13 @@ def pow_tensor_tensor(a, b):
     if requires_grad(b):
         # d(a**b)/db = a**b * log(a); at a == 0 with b >= 0 (real), 0**b is flat (0 or 1):
         # use 0 instead of 0 * -inf
-        nonnegative = (aten.logical_and.default(aten.eq.Scalar(aten.imag.default(b), 0),
-                                                aten.ge.Scalar(aten.real.default(b), 0))
-                       if b.dtype.is_complex else aten.ge.Scalar(b, 0))
+        nonnegative = (
+            aten.logical_and.default(
+                aten.eq.Scalar(aten.imag.default(b), 0), aten.ge.Scalar(aten.real.default(b), 0)
+            )
+            if b.dtype.is_complex
+            else aten.ge.Scalar(b, 0)
+        )
         flat = aten.logical_and.default(aten.eq.Scalar(a, 0), nonnegative)
         base = a if a.dtype == out.dtype else aten._to_copy.default(a, dtype=out.dtype)
         db = conj(aten.mul.Tensor(out, aten.log.default(base)))
@@ -90,10 +99,22 @@ def pow_scalar(base, exponent):
 # a, torch's gradient g * conj(f'(a)) is conj(grad(conj(g), a, out)). The others are
 # refused for complex tensors (registry: supports_complex).
 _HOLOMORPHIC = {
-    aten.exp.default, aten.expm1.default, aten.log.default, aten.log1p.default,
-    aten.log2.default, aten.log10.default, aten.sqrt.default, aten.reciprocal.default,
-    aten.sin.default, aten.cos.default, aten.tan.default, aten.sinh.default, aten.cosh.default,
-    aten.asin.default, aten.atan.default, aten.atanh.default,
+    aten.exp.default,
+    aten.expm1.default,
+    aten.log.default,
+    aten.log1p.default,
+    aten.log2.default,
+    aten.log10.default,
+    aten.sqrt.default,
+    aten.reciprocal.default,
+    aten.sin.default,
+    aten.cos.default,
+    aten.tan.default,
+    aten.sinh.default,
+    aten.cosh.default,
+    aten.asin.default,
+    aten.atan.default,
+    aten.atanh.default,
 }
 # Ops whose `grad` is eager's fused backward kernel, which conjugates for complex tensors.
 _CONJUGATING_KERNELS = {aten.tanh.default, aten.sigmoid.default}
@@ -103,6 +124,7 @@ def _unary(op, grad) -> None:
     """Register the rule of an elementwise op of one tensor, `out = op(a)`, whose gradient
     is `grad(g, a, out)` for the output's cotangent g (JAX's `defjvp` in spirit: the math in
     one line, the machinery in one place)."""
+
     def rule(a):
         out = op(a)
         g = get_grad(out)
@@ -141,26 +163,33 @@ _unary(aten.sqrt.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(o
 def rsqrt(a):
     # d a**(-1/2) = -1/2 a**(-3/2) = -1/2 out**3 (conjugated for complex a)
     out = aten.rsqrt.default(a)
-    put_grad(a, aten.mul.Tensor(aten.mul.Tensor(get_grad(out), -0.5),
-                                conj(aten.pow.Tensor_Scalar(out, 3))))
+    put_grad(
+        a,
+        aten.mul.Tensor(aten.mul.Tensor(get_grad(out), -0.5), conj(aten.pow.Tensor_Scalar(out, 3))),
+    )
     return out
 
 
 # d(1/a) = -1/a**2 = -out**2
-_unary(aten.reciprocal.default,
-       lambda g, a, out: aten.mul.Tensor(aten.neg.default(g), aten.mul.Tensor(out, out)))
+_unary(
+    aten.reciprocal.default,
+    lambda g, a, out: aten.mul.Tensor(aten.neg.default(g), aten.mul.Tensor(out, out)),
+)
 
 # --- trigonometric and hyperbolic ------------------------------------------------------------
 
 _unary(aten.sin.default, lambda g, a, out: aten.mul.Tensor(g, aten.cos.default(a)))
 
-_unary(aten.cos.default,
-       lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.sin.default(a))))
+_unary(
+    aten.cos.default, lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.sin.default(a)))
+)
 
 
 # d tan = 1 + tan**2
-_unary(aten.tan.default,
-       lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)))
+_unary(
+    aten.tan.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)),
+)
 
 
 # d tanh = 1 - tanh**2: eager's one fused kernel, g * (1 - out * out), not three ops
@@ -172,30 +201,44 @@ _unary(aten.sinh.default, lambda g, a, out: aten.mul.Tensor(g, aten.cosh.default
 _unary(aten.cosh.default, lambda g, a, out: aten.mul.Tensor(g, aten.sinh.default(a)))
 
 # d asin = 1 / sqrt(1 - a**2)
-_unary(aten.asin.default,
-       lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))
+_unary(
+    aten.asin.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))),
+)
 
 
 @RULES.grad(aten.acos.default, supports_complex=True)
 def acos(a):
     # d acos = -1 / sqrt(1 - a**2) (conjugated for complex a)
     out = aten.acos.default(a)
-    put_grad(a, aten.mul.Tensor(
-        get_grad(out), conj(aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))))
+    put_grad(
+        a,
+        aten.mul.Tensor(
+            get_grad(out),
+            conj(aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a))))),
+        ),
+    )
     return out
 
 
 # d atan = 1 / (1 + a**2)
-_unary(aten.atan.default,
-       lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(aten.mul.Tensor(a, a), 1)))
+_unary(
+    aten.atan.default,
+    lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(aten.mul.Tensor(a, a), 1)),
+)
 
 
 @RULES.grad(aten.asinh.default, supports_complex=True)
 def asinh(a):
     # d asinh = 1 / sqrt(a**2 + 1) (conjugated for complex a)
     out = aten.asinh.default(a)
-    put_grad(a, aten.mul.Tensor(
-        get_grad(out), conj(aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1)))))
+    put_grad(
+        a,
+        aten.mul.Tensor(
+            get_grad(out),
+            conj(aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1))),
+        ),
+    )
     return out
 
 
@@ -203,14 +246,20 @@ def asinh(a):
 def acosh(a):
     # d acosh = 1 / sqrt(a**2 - 1) (conjugated for complex a)
     out = aten.acosh.default(a)
-    put_grad(a, aten.mul.Tensor(
-        get_grad(out), conj(aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1)))))
+    put_grad(
+        a,
+        aten.mul.Tensor(
+            get_grad(out), conj(aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1)))
+        ),
+    )
     return out
 
 
 # d atanh = 1 / (1 - a**2)
-_unary(aten.atanh.default,
-       lambda g, a, out: aten.div.Tensor(g, one_minus(aten.pow.Tensor_Scalar(a, 2))))
+_unary(
+    aten.atanh.default,
+    lambda g, a, out: aten.div.Tensor(g, one_minus(aten.pow.Tensor_Scalar(a, 2))),
+)
 
 
 @RULES.grad(aten.atan2.default)
@@ -225,6 +274,7 @@ def atan2(a, b):
         put_grad(b, aten.mul.Tensor(aten.mul.Tensor(g, aten.neg.default(a)), recip))
     return out
 
+
 # --- special functions ------------------------------------------------------------------
 
 # d sigmoid = sigmoid * (1 - sigmoid): eager's fused kernel, g * (1 - out) * out
@@ -235,7 +285,9 @@ _unary(aten.sigmoid.default, lambda g, a, out: aten.sigmoid_backward.default(g, 
 def erf(a):
     # d erf = 2/sqrt(pi) * exp(-a**2)
     out = aten.erf.default(a)
-    d = aten.mul.Tensor(aten.exp.default(aten.neg.default(aten.pow.Tensor_Scalar(a, 2))), _TWO_OVER_SQRT_PI)
+    d = aten.mul.Tensor(
+        aten.exp.default(aten.neg.default(aten.pow.Tensor_Scalar(a, 2))), _TWO_OVER_SQRT_PI
+    )
     put_grad(a, aten.mul.Tensor(d, get_grad(out)))
     return out
 
@@ -244,7 +296,9 @@ def erf(a):
 def erfc(a):
     # erfc = 1 - erf
     out = aten.erfc.default(a)
-    d = aten.mul.Tensor(aten.exp.default(aten.neg.default(aten.pow.Tensor_Scalar(a, 2))), -_TWO_OVER_SQRT_PI)
+    d = aten.mul.Tensor(
+        aten.exp.default(aten.neg.default(aten.pow.Tensor_Scalar(a, 2))), -_TWO_OVER_SQRT_PI
+    )
     put_grad(a, aten.mul.Tensor(d, get_grad(out)))
     return out
 
@@ -275,7 +329,9 @@ def nan_to_num(a, nan=None, posinf=None, neginf=None):
     put_grad(a, aten.mul.Tensor(get_grad(out), aten.isfinite.default(a)))
     return out
 
+
 # --- piecewise-constant and sign-like --------------------------------------------------------
+
 
 def _zero_grad_rule(op):
     @RULES.grad(op)
@@ -284,13 +340,20 @@ def _zero_grad_rule(op):
         get_grad(out)
         put_grad(a, zeros_of(a))
         return out
+
     zero_grad.__name__ = f"{op.label}_zero_grad"
     return zero_grad
 
 
 # Flat almost everywhere: autograd gives them a zero gradient (not none).
-for _op in (aten.sign.default, aten.floor.default, aten.ceil.default,
-            aten.round.default, aten.round.decimals, aten.trunc.default):
+for _op in (
+    aten.sign.default,
+    aten.floor.default,
+    aten.ceil.default,
+    aten.round.default,
+    aten.round.decimals,
+    aten.trunc.default,
+):
     _zero_grad_rule(_op)
 
 
@@ -298,6 +361,7 @@ for _op in (aten.sign.default, aten.floor.default, aten.ceil.default,
 _unary(aten.frac.default, lambda g, a, out: g)
 
 # abs and sgn (which see complex numbers): rules/complex_numbers.py
+
 
 def _copysign_self_grad(g, a, out):
     # copysign(a, b) = a * s with s = out / a in {-1, 1}; 0 where a == 0 (a kink)

@@ -46,10 +46,13 @@ def fft_c2r(x, dim, normalization, last_dim_size):
     doubled = g.shape[last] - gx.shape[last]  # bins 1..doubled stand for two each
     if doubled > 0:
         rest = gx.shape[last] - 1 - doubled
-        weights = aten.cat.default([
-            aten.ones.default([1], dtype=g.dtype, device=g.device),
-            aten.full.default([doubled], 2.0, dtype=g.dtype, device=g.device),
-            aten.ones.default([rest], dtype=g.dtype, device=g.device)])
+        weights = aten.cat.default(
+            [
+                aten.ones.default([1], dtype=g.dtype, device=g.device),
+                aten.full.default([doubled], 2.0, dtype=g.dtype, device=g.device),
+                aten.ones.default([rest], dtype=g.dtype, device=g.device),
+            ]
+        )
         gx = aten.mul.Tensor(gx, aten.view.default(weights, [-1] + [1] * (g.ndim - 1 - last)))
     put_grad(x, gx)
     return out
@@ -77,6 +80,7 @@ def conj_physical_public(x):
 
 
 # --- complex numbers as pairs of reals (around the transforms: stft, polar, complex) ----------
+
 
 @RULES.grad(aten.view_as_real.default)
 def view_as_real(x):

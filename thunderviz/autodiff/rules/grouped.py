@@ -50,8 +50,13 @@ def _grouped_mm_meta(args: tuple, kwargs: dict) -> tuple[torch.Tensor, torch.dev
     return out, infer_device(args, kwargs)
 
 
-GROUPED_MM = Symbol(name=aten_symbol(_GROUPED_MM).name, id=aten_symbol(_GROUPED_MM).id,
-                    fn=_GROUPED_MM, meta=_grouped_mm_meta, label="_grouped_mm")
+GROUPED_MM = Symbol(
+    name=aten_symbol(_GROUPED_MM).name,
+    id=aten_symbol(_GROUPED_MM).id,
+    fn=_GROUPED_MM,
+    meta=_grouped_mm_meta,
+    label="_grouped_mm",
+)
 
 
 def _args(self, mat2, offs=None, bias=None, out_dtype=None):

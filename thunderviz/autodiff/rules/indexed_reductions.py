@@ -27,21 +27,23 @@ class _Indexing:
     """How one family of ops reads and writes at `index` along `dim`."""
 
     reduce_op: Any  # (self, dim, index, src, reduce, include_self) -> out
-    gather: Any     # (t, dim, index) -> t at the index, src-shaped
-    add: Any        # (t, dim, index, src) -> t with src added at the index
+    gather: Any  # (t, dim, index) -> t at the index, src-shaped
+    add: Any  # (t, dim, index, src) -> t with src added at the index
     fill_zero: Any  # (t, dim, index) -> t with zeros at the indexed positions
 
 
 _SCATTER = _Indexing(
-    reduce_op=lambda s, d, i, src, r, inc: aten.scatter_reduce.two(s, d, i, src, r,
-                                                                   include_self=inc),
+    reduce_op=lambda s, d, i, src, r, inc: aten.scatter_reduce.two(
+        s, d, i, src, r, include_self=inc
+    ),
     gather=lambda t, d, i: aten.gather.default(t, d, i),
     add=lambda t, d, i, src: aten.scatter_add.default(t, d, i, src),
     fill_zero=lambda t, d, i: aten.scatter.value(t, d, i, 0),
 )
 _INDEX = _Indexing(
-    reduce_op=lambda s, d, i, src, r, inc: aten.index_reduce.default(s, d, i, src, r,
-                                                                     include_self=inc),
+    reduce_op=lambda s, d, i, src, r, inc: aten.index_reduce.default(
+        s, d, i, src, r, include_self=inc
+    ),
     gather=lambda t, d, i: aten.index_select.default(t, d, i),
     add=lambda t, d, i, src: aten.index_add.default(t, d, i, src),
     fill_zero=lambda t, d, i: aten.index_fill.int_Scalar(t, d, i, 0),
@@ -87,15 +89,18 @@ def _prod_grads(ix: _Indexing, g, out, a, dim, index, src, include_self):
     without_self = ix.reduce_op(masked_self, dim, index, src, "prod", include_self)
     grad_self = aten.div.Tensor(aten.mul.Tensor(g, without_self), masked_self)
     src_zero = aten.eq.Scalar(src, 0)
-    zeros_there = ix.gather(ix.add(aten.zeros_like.default(a), dim, index, _as(src_zero, a)),
-                            dim, index)
+    zeros_there = ix.gather(
+        ix.add(aten.zeros_like.default(a), dim, index, _as(src_zero, a)), dim, index
+    )
     single_zero = aten.logical_and.default(src_zero, aten.eq.Scalar(zeros_there, 1))
     masked_src = aten.where.self(single_zero, aten.ones_like.default(src), src)
     without_src = ix.reduce_op(a, dim, index, masked_src, "prod", include_self)
     src_or_one = aten.where.self(src_zero, aten.ones_like.default(src), src)
     grad_src = aten.where.self(
-        single_zero, ix.gather(aten.mul.Tensor(g, without_src), dim, index),
-        aten.div.Tensor(ix.gather(aten.mul.Tensor(g, out), dim, index), src_or_one))
+        single_zero,
+        ix.gather(aten.mul.Tensor(g, without_src), dim, index),
+        aten.div.Tensor(ix.gather(aten.mul.Tensor(g, out), dim, index), src_or_one),
+    )
     return grad_self, grad_src
 
 
@@ -104,8 +109,7 @@ def _indexed_reduce_rule(op, ix: _Indexing) -> None:
         out = op(*args, **kwargs)
         a, dim, index, src, reduce, include_self = op_args(op, args, kwargs)
         g = get_grad(out)
-        grad_self, grad_src = _reduce_grads(ix, g, out, a, dim, index, src, reduce,
-                                            include_self)
+        grad_self, grad_src = _reduce_grads(ix, g, out, a, dim, index, src, reduce, include_self)
         put_grad(a, grad_self)
         put_grad(src, grad_src)
         return out
@@ -122,12 +126,18 @@ _indexed_reduce_rule(aten.index_reduce.default, _INDEX)
 def segment_reduce(*args, **kwargs):
     out = aten.segment_reduce.default(*args, **kwargs)
     data, reduce, lengths, indices, offsets, axis, _unsafe, initial = op_args(
-        aten.segment_reduce.default, args, kwargs)
+        aten.segment_reduce.default, args, kwargs
+    )
     if indices is not None:
-        raise AutodiffError("segment_reduce with `indices=` has no gradient in torch either; "
-                            "pass `lengths=` or `offsets=`")
+        raise AutodiffError(
+            "segment_reduce with `indices=` has no gradient in torch either; "
+            "pass `lengths=` or `offsets=`"
+        )
     g = get_grad(out)
-    put_grad(data, aten._segment_reduce_backward.default(
-        g, out, data, reduce, lengths=lengths, offsets=offsets, axis=axis, initial=initial))
+    put_grad(
+        data,
+        aten._segment_reduce_backward.default(
+            g, out, data, reduce, lengths=lengths, offsets=offsets, axis=axis, initial=initial
+        ),
+    )
     return out
-

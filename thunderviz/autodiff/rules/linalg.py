@@ -86,8 +86,9 @@ def addbmm(c, a, b, **kwargs):
     out = aten.addbmm.default(c, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(c, g, kwargs)
-    ga = aten.expand.default(aten.unsqueeze.default(scaled(g, _alpha(kwargs)), 0),
-                             [a.shape[0], *g.shape])
+    ga = aten.expand.default(
+        aten.unsqueeze.default(scaled(g, _alpha(kwargs)), 0), [a.shape[0], *g.shape]
+    )
     _product_grads(a, b, ga, aten.bmm.default, _mT)
     return out
 

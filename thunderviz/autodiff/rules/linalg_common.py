@@ -30,8 +30,9 @@ def diag_embed(v):
 
 
 def solve_tri(a, b, *, upper, left=True, unitriangular=False):
-    return aten.linalg_solve_triangular.default(a, b, upper=upper, left=left,
-                                               unitriangular=unitriangular)
+    return aten.linalg_solve_triangular.default(
+        a, b, upper=upper, left=left, unitriangular=unitriangular
+    )
 
 
 def is_vector_rhs(a, b) -> bool:
@@ -55,15 +56,21 @@ def pinv_backward(g, pinv, a):
     if m <= n:
         k = matmul(g_h, pinv)
         k_pinv_h = matmul(k, pinv_h)
-        terms = [aten.neg.default(mH(matmul(pinv, k))), k_pinv_h,
-                 aten.neg.default(matmul(matmul(a, pinv), k_pinv_h)),
-                 matmul(matmul(pinv_h, pinv), aten.sub.Tensor(g_h, matmul(k, a)))]
+        terms = [
+            aten.neg.default(mH(matmul(pinv, k))),
+            k_pinv_h,
+            aten.neg.default(matmul(matmul(a, pinv), k_pinv_h)),
+            matmul(matmul(pinv_h, pinv), aten.sub.Tensor(g_h, matmul(k, a))),
+        ]
     else:
         k = matmul(pinv, g_h)
         pinv_h_k = matmul(pinv_h, k)
-        terms = [aten.neg.default(mH(matmul(k, pinv))),
-                 matmul(matmul(aten.sub.Tensor(g_h, matmul(a, k)), pinv), pinv_h), pinv_h_k,
-                 aten.neg.default(matmul(matmul(pinv_h_k, pinv), a))]
+        terms = [
+            aten.neg.default(mH(matmul(k, pinv))),
+            matmul(matmul(aten.sub.Tensor(g_h, matmul(a, k)), pinv), pinv_h),
+            pinv_h_k,
+            aten.neg.default(matmul(matmul(pinv_h_k, pinv), a)),
+        ]
     out = terms[0]
     for t in terms[1:]:
         out = aten.add.Tensor(out, t)

@@ -35,12 +35,14 @@ def _add(*ts):
 
 # --- LU ---------------------------------------------------------------------------------------
 
+
 def _lu_grad(gl, gu, p, lower, upper):
     """torch's `linalg_lu_backward` for A = P L U (L: m x k unit lower, U: k x n upper)."""
     m, n = lower.shape[-2], upper.shape[-1]
     if m == n:
-        ga = _add(aten.tril.default(matmul(mH(lower), gl), -1),
-                  aten.triu.default(matmul(gu, mH(upper))))
+        ga = _add(
+            aten.tril.default(matmul(mH(lower), gl), -1), aten.triu.default(matmul(gu, mH(upper)))
+        )
         ga = solve_tri(mH(upper), ga, upper=False, left=False)
         ga = solve_tri(mH(lower), ga, upper=True, unitriangular=True)
     elif m < n:  # wide: U = [U1 | U2]
@@ -75,8 +77,12 @@ def linalg_lu_factor_ex(a, *, pivot=True, check_errors=False):
     g = get_grad(lu)
     p, lower, upper = aten.lu_unpack.default(lu, pivots)
     k = min(a.shape[-2], a.shape[-1])
-    put_grad(a, _lu_grad(aten.narrow.default(g, -1, 0, k), aten.narrow.default(g, -2, 0, k),
-                         p, lower, upper))
+    put_grad(
+        a,
+        _lu_grad(
+            aten.narrow.default(g, -1, 0, k), aten.narrow.default(g, -2, 0, k), p, lower, upper
+        ),
+    )
     return lu, pivots, info
 
 
@@ -99,6 +105,7 @@ def lu_unpack(lu, pivots, unpack_data=True, unpack_pivots=True):
 
 # --- QR ---------------------------------------------------------------------------------------
 
+
 def _copyltu(m):
     """The symmetric matrix with m's lower triangle."""
     return aten.add.Tensor(aten.tril.default(m), mH(aten.tril.default(m, -1)))
@@ -111,7 +118,9 @@ def _qr_grad_tall(gq, gr, q, r):
     sym = _copyltu(m_)
     if m_.dtype.is_complex:  # torch keeps the imaginary part of diag(Mᴴ): add -i Im(diag M)
         im = aten.neg.default(aten.imag.default(aten.diagonal.default(m_, 0, -2, -1)))
-        sym = aten.add.Tensor(sym, diag_embed(aten.complex.default(aten.zeros_like.default(im), im)))
+        sym = aten.add.Tensor(
+            sym, diag_embed(aten.complex.default(aten.zeros_like.default(im), im))
+        )
     b = aten.add.Tensor(gq, matmul(q, sym))
     return solve_tri(mH(r), b, upper=False, left=False)
 
@@ -120,8 +129,10 @@ def _qr_grad_tall(gq, gr, q, r):
 def linalg_qr(a, mode="reduced"):
     m, n = a.shape[-2], a.shape[-1]
     if mode == "r" or (mode == "complete" and m > n):
-        raise AutodiffError(f"linalg.qr(mode={mode!r}) is not differentiable (Q is not "
-                            "computed, or not unique); use mode='reduced'")
+        raise AutodiffError(
+            f"linalg.qr(mode={mode!r}) is not differentiable (Q is not "
+            "computed, or not unique); use mode='reduced'"
+        )
     q, r = aten.linalg_qr.default(a, mode)
     gq, gr = get_grad(q), get_grad(r)
     if m >= n:
@@ -137,6 +148,7 @@ def linalg_qr(a, mode="reduced"):
 
 # --- SVD and symmetric eigendecomposition ----------------------------------------------------
 
+
 def _svd_grad(gu, gs, gvh, u, s, vh):
     """torch's `svd_backward` for the reduced SVD A = U diag(S) Vᴴ."""
     m, n = u.shape[-2], vh.shape[-1]
@@ -148,12 +160,14 @@ def _svd_grad(gu, gs, gvh, u, s, vh):
     # real matrices and, for complex ones, is kept (it cancels for phase-invariant losses)
     gap = aten.add.Tensor(
         aten.sub.Tensor(aten.unsqueeze.default(s2, -2), aten.unsqueeze.default(s2, -1)),
-        diag_embed(aten.ones_like.default(s)))
+        diag_embed(aten.ones_like.default(s)),
+    )
     uhgu = matmul(mH(u), gu)
     vhgv = matmul(vh, mH(gvh))
     skew_u, skew_v = aten.sub.Tensor(uhgu, mH(uhgu)), aten.sub.Tensor(vhgv, mH(vhgv))
-    inner = safe_div(aten.add.Tensor(aten.mul.Tensor(skew_u, s_row),
-                                     aten.mul.Tensor(s_col, skew_v)), gap)
+    inner = safe_div(
+        aten.add.Tensor(aten.mul.Tensor(skew_u, s_row), aten.mul.Tensor(s_col, skew_v)), gap
+    )
     inner = aten.add.Tensor(inner, diag_embed(gs))
     if u.dtype.is_complex:  # the phase of each singular pair: diag(U^H gU) / (2 S)
         phase = aten.div.Tensor(aten.diagonal.default(skew_u, 0, -2, -1), aten.mul.Tensor(s, 2))
@@ -164,8 +178,9 @@ def _svd_grad(gu, gs, gvh, u, s, vh):
         return matmul(ga, vh)
     if m < n:
         sinv_gvh = aten.div.Tensor(gvh, s_col)
-        ga = _add(matmul(inner, vh), sinv_gvh,
-                  aten.neg.default(matmul(matmul(sinv_gvh, mH(vh)), vh)))
+        ga = _add(
+            matmul(inner, vh), sinv_gvh, aten.neg.default(matmul(matmul(sinv_gvh, mH(vh)), vh))
+        )
         return matmul(u, ga)
     return matmul(u, matmul(inner, vh))
 
@@ -180,9 +195,17 @@ def linalg_svd(a, full_matrices=False, compute_uv=True, **kwargs):
     gu, gs, gvh = get_grad(u), get_grad(s), get_grad(vh)
     if full_matrices:  # only the first k = len(S) columns of U / rows of Vᴴ enter A
         k = s.shape[-1]
-        put_grad(a, _svd_grad(aten.narrow.default(gu, -1, 0, k), gs,
-                              aten.narrow.default(gvh, -2, 0, k), aten.narrow.default(u, -1, 0, k),
-                              s, aten.narrow.default(vh, -2, 0, k)))
+        put_grad(
+            a,
+            _svd_grad(
+                aten.narrow.default(gu, -1, 0, k),
+                gs,
+                aten.narrow.default(gvh, -2, 0, k),
+                aten.narrow.default(u, -1, 0, k),
+                s,
+                aten.narrow.default(vh, -2, 0, k),
+            ),
+        )
     else:
         put_grad(a, _svd_grad(gu, gs, gvh, u, s, vh))
     return u, s, vh
@@ -203,7 +226,8 @@ def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument n
         # skew's diagonal (rounding noise for a phase-invariant loss) must not become inf
         gap = aten.add.Tensor(
             aten.sub.Tensor(aten.unsqueeze.default(values, -2), aten.unsqueeze.default(values, -1)),
-            diag_embed(aten.ones_like.default(values)))
+            diag_embed(aten.ones_like.default(values)),
+        )
         off = safe_div(skew, gap)
         off = aten.sub.Tensor(off, diag_embed(aten.diagonal.default(off, 0, -2, -1)))
         inner = aten.add.Tensor(inner, off)
@@ -212,6 +236,7 @@ def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument n
 
 
 # --- pseudo-inverse, matrix exponential -----------------------------------------
+
 
 def _pinv_rule(op):
     def rule(a, *args, **kwargs):
@@ -223,8 +248,12 @@ def _pinv_rule(op):
     RULES.grad(op, supports_complex=True)(rule)
 
 
-for _op in (aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float,
-            aten.linalg_pinv.default, aten.linalg_pinv.rcond_tensor):
+for _op in (
+    aten.linalg_pinv.atol_rtol_tensor,
+    aten.linalg_pinv.atol_rtol_float,
+    aten.linalg_pinv.default,
+    aten.linalg_pinv.rcond_tensor,
+):
     _pinv_rule(_op)
 
 
@@ -241,4 +270,3 @@ def linalg_matrix_exp(a):
     big = aten.linalg_matrix_exp.default(block)
     put_grad(a, aten.narrow.default(aten.narrow.default(big, -2, 0, n), -1, n, n))
     return out
-

@@ -49,18 +49,24 @@ def _solve_grads(a, b, x, g, solve_adjoint, left):
 
 @RULES.grad(aten._linalg_solve_ex.default, supports_complex=True)
 def linalg_solve_ex(a, b, left=True, check_errors=False):
-    x, lu, pivots, info = aten._linalg_solve_ex.default(a, b, left=left,
-                                                         check_errors=check_errors)
+    x, lu, pivots, info = aten._linalg_solve_ex.default(a, b, left=left, check_errors=check_errors)
     g = get_grad(x)
-    _solve_grads(a, b, x, g, lambda t: aten.linalg_lu_solve.default(
-        lu, pivots, t, left=left, adjoint=True), left)
+    _solve_grads(
+        a,
+        b,
+        x,
+        g,
+        lambda t: aten.linalg_lu_solve.default(lu, pivots, t, left=left, adjoint=True),
+        left,
+    )
     return x, lu, pivots, info
 
 
 @RULES.grad(aten.linalg_solve_triangular.default, supports_complex=True)
 def linalg_solve_triangular(a, b, *, upper, left=True, unitriangular=False):
-    x = aten.linalg_solve_triangular.default(a, b, upper=upper, left=left,
-                                             unitriangular=unitriangular)
+    x = aten.linalg_solve_triangular.default(
+        a, b, upper=upper, left=left, unitriangular=unitriangular
+    )
     g = get_grad(x)
     gb = solve_tri(mH(a), g, upper=not upper, left=left, unitriangular=unitriangular)
     put_grad(b, gb)
@@ -100,22 +106,33 @@ def linalg_lu_solve(lu, pivots, b, *, left=True, adjoint=False):
     if requires_grad(lu):
         p, lower, upper = aten.lu_unpack.default(lu, pivots)
         if left != adjoint:
-            gr = solve_tri(mH(upper), _neg(matmul(g if left else mH(g), mH(x) if left else x)),
-                           upper=False)
-            gl = aten.tril.default(solve_tri(mH(lower), matmul(gr, mH(upper)), upper=True,
-                                             unitriangular=True), -1)
+            gr = solve_tri(
+                mH(upper), _neg(matmul(g if left else mH(g), mH(x) if left else x)), upper=False
+            )
+            gl = aten.tril.default(
+                solve_tri(mH(lower), matmul(gr, mH(upper)), upper=True, unitriangular=True), -1
+            )
             put_grad(lu, aten.add.Tensor(gl, aten.triu.default(gr)))
         else:
-            gr = _neg(matmul(matmul(matmul(aten.transpose.int(p, -2, -1), x if left else mH(x)),
-                                    mH(g) if left else g), p))
+            gr = _neg(
+                matmul(
+                    matmul(
+                        matmul(aten.transpose.int(p, -2, -1), x if left else mH(x)),
+                        mH(g) if left else g,
+                    ),
+                    p,
+                )
+            )
             gr = solve_tri(mH(lower), gr, upper=True, left=False, unitriangular=True)
-            gu = aten.triu.default(solve_tri(mH(upper), matmul(mH(lower), gr), upper=False,
-                                             left=False))
+            gu = aten.triu.default(
+                solve_tri(mH(upper), matmul(mH(lower), gr), upper=False, left=False)
+            )
             put_grad(lu, aten.add.Tensor(aten.tril.default(gr, -1), gu))
     return x
 
 
 # --- Cholesky ---------------------------------------------------------------------------------
+
 
 def _cholesky_grad(g, lower_l, upper):
     """torch's `cholesky_backward` (Murray 2016): with Φ = tril(Lᴴ gL), half its diagonal,
@@ -129,8 +146,12 @@ def _cholesky_grad(g, lower_l, upper):
         # symmetrizing after (the real formula would drop the diagonal's imaginary part)
         phi = aten.mul.Tensor(aten.add.Tensor(phi, mH(aten.tril.default(phi, -1))), 0.5)
         return matmul(matmul(mH(l_inv), phi), l_inv)
-    phi = aten.sub.Tensor(phi, aten.mul.Tensor(aten.diag_embed.default(
-        aten.diagonal.default(phi, 0, -2, -1), 0, -2, -1), 0.5))
+    phi = aten.sub.Tensor(
+        phi,
+        aten.mul.Tensor(
+            aten.diag_embed.default(aten.diagonal.default(phi, 0, -2, -1), 0, -2, -1), 0.5
+        ),
+    )
     ga = matmul(matmul(mH(l_inv), phi), l_inv)
     return aten.mul.Tensor(aten.add.Tensor(ga, mH(ga)), 0.5)
 
@@ -174,11 +195,14 @@ def cholesky_inverse(factor, upper=False):
 
 # --- determinants ----------------------------------------------------------------------------
 
+
 def _times_inverse_h(a, scale):
     """scale[..., None, None] · A⁻ᴴ. (Not from the LU factors the op returns: torch factors
     Aᵀ or A depending on A's memory layout, which a trace does not know.) A singular A gives
     infs, as autograd does, not an error."""
-    eye = aten.mul.Tensor(eye_like(a), aten.unsqueeze.default(aten.unsqueeze.default(scale, -1), -1))
+    eye = aten.mul.Tensor(
+        eye_like(a), aten.unsqueeze.default(aten.unsqueeze.default(scale, -1), -1)
+    )
     return aten.linalg_solve_ex.default(mH(a), eye)[0]
 
 
@@ -193,8 +217,10 @@ def linalg_det(a):
         put_grad(a, aten.zeros_like.default(a))
         return det, lu, pivots
     u, s, vh = aten._linalg_svd.default(a)
-    others = aten.mul.Tensor(_exclusive_cumprod(s), aten.flip.default(
-        _exclusive_cumprod(aten.flip.default(s, [-1])), [-1]))
+    others = aten.mul.Tensor(
+        _exclusive_cumprod(s),
+        aten.flip.default(_exclusive_cumprod(aten.flip.default(s, [-1])), [-1]),
+    )
     # det(U) det(Vᴴ): ±1 for real A, a phase for complex A (conjugated: g · conj(d det/dA))
     signs = conj(aten.mul.Tensor(aten.linalg_det.default(u), aten.linalg_det.default(vh)))
     weights = aten.mul.Tensor(others, aten.unsqueeze.default(aten.mul.Tensor(g, signs), -1))

@@ -37,14 +37,26 @@ def _put_all(inputs, grads) -> None:
 
 # --- convolution and embedding ------------------------------------------------------------
 
+
 @RULES.grad(aten.convolution.default)
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    out = aten.convolution.default(x, weight, bias, stride, padding, dilation, transposed,
-                                   output_padding, groups)
+    out = aten.convolution.default(
+        x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+    )
     g = get_grad(out)
     grads = aten.convolution_backward.default(
-        g, x, weight, None if bias is None else list(bias.shape), stride, padding, dilation,
-        transposed, output_padding, groups, _mask(x, weight, bias))
+        g,
+        x,
+        weight,
+        None if bias is None else list(bias.shape),
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        _mask(x, weight, bias),
+    )
     _put_all((x, weight, bias), grads)
     return out
 
@@ -53,74 +65,99 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
 def embedding(*args, **kwargs):
     out = aten.embedding.default(*args, **kwargs)
     weight, indices, padding_idx, scale_grad_by_freq, _sparse = op_args(
-        aten.embedding.default, args, kwargs)
+        aten.embedding.default, args, kwargs
+    )
     g = get_grad(out)
-    put_grad(weight, aten.embedding_dense_backward.default(
-        g, indices, weight.shape[0], padding_idx, scale_grad_by_freq))
+    put_grad(
+        weight,
+        aten.embedding_dense_backward.default(
+            g, indices, weight.shape[0], padding_idx, scale_grad_by_freq
+        ),
+    )
     return out
 
 
 # --- normalization --------------------------------------------------------------------------
+
 
 @RULES.grad(aten.native_layer_norm.default)
 def native_layer_norm(x, normalized_shape, weight, bias, eps):
     out, mean, rstd = aten.native_layer_norm.default(x, normalized_shape, weight, bias, eps)
     g = get_grad(out)
     grads = aten.native_layer_norm_backward.default(
-        g, x, normalized_shape, mean, rstd, weight, bias, _mask(x, weight, bias))
+        g, x, normalized_shape, mean, rstd, weight, bias, _mask(x, weight, bias)
+    )
     _put_all((x, weight, bias), grads)
     return out, mean, rstd
 
 
-def _batch_norm_grads(g, x, weight, bias, running_mean, running_var, save_mean, save_invstd,
-                      training, eps) -> None:
+def _batch_norm_grads(
+    g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, training, eps
+) -> None:
     """Training normalizes with the batch statistics (save_mean, save_invstd); eval with the
     running ones. Updated running statistics are outputs without gradient."""
     grads = aten.native_batch_norm_backward.default(
-        g, x, weight, None if training else running_mean, None if training else running_var,
-        save_mean, save_invstd, training, eps, _mask(x, weight, bias))
+        g,
+        x,
+        weight,
+        None if training else running_mean,
+        None if training else running_var,
+        save_mean,
+        save_invstd,
+        training,
+        eps,
+        _mask(x, weight, bias),
+    )
     _put_all((x, weight, bias), grads)
 
 
 @RULES.grad(aten.native_batch_norm.default)
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     out, save_mean, save_invstd = aten.native_batch_norm.default(
-        x, weight, bias, running_mean, running_var, training, momentum, eps)
+        x, weight, bias, running_mean, running_var, training, momentum, eps
+    )
     g = get_grad(out)
-    _batch_norm_grads(g, x, weight, bias, running_mean, running_var, save_mean, save_invstd,
-                      training, eps)
+    _batch_norm_grads(
+        g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, training, eps
+    )
     return out, save_mean, save_invstd
 
 
 @RULES.grad(aten._native_batch_norm_legit_functional.default)
-def native_batch_norm_legit_functional(x, weight, bias, running_mean, running_var, training,
-                                       momentum, eps):
+def native_batch_norm_legit_functional(
+    x, weight, bias, running_mean, running_var, training, momentum, eps
+):
     out, save_mean, save_invstd, new_mean, new_var = (
         aten._native_batch_norm_legit_functional.default(
-            x, weight, bias, running_mean, running_var, training, momentum, eps))
+            x, weight, bias, running_mean, running_var, training, momentum, eps
+        )
+    )
     g = get_grad(out)
-    _batch_norm_grads(g, x, weight, bias, running_mean, running_var, save_mean, save_invstd,
-                      training, eps)
+    _batch_norm_grads(
+        g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, training, eps
+    )
     return out, save_mean, save_invstd, new_mean, new_var
 
 
 @RULES.grad(aten._native_batch_norm_legit.no_stats)
 def native_batch_norm_legit_no_stats(x, weight, bias, training, momentum, eps):
     out, save_mean, save_invstd = aten._native_batch_norm_legit.no_stats(
-        x, weight, bias, training, momentum, eps)
+        x, weight, bias, training, momentum, eps
+    )
     g = get_grad(out)
     _batch_norm_grads(g, x, weight, bias, None, None, save_mean, save_invstd, True, eps)
     return out, save_mean, save_invstd
 
 
 @RULES.grad(aten._native_batch_norm_legit_no_training.default)
-def native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var, momentum,
-                                        eps):
+def native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
     out, save_mean, save_invstd = aten._native_batch_norm_legit_no_training.default(
-        x, weight, bias, running_mean, running_var, momentum, eps)
+        x, weight, bias, running_mean, running_var, momentum, eps
+    )
     g = get_grad(out)
-    _batch_norm_grads(g, x, weight, bias, running_mean, running_var, save_mean, save_invstd,
-                      False, eps)
+    _batch_norm_grads(
+        g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, False, eps
+    )
     return out, save_mean, save_invstd
 
 
@@ -131,16 +168,20 @@ def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     out, mean, rstd = aten.native_group_norm.default(x, weight, bias, N, C, HxW, group, eps)
     g, g_mean, g_rstd = get_grad(out), get_grad(mean), get_grad(rstd)
     grads = aten.native_group_norm_backward.default(
-        g, x, mean, rstd, weight, N, C, HxW, group, _mask(x, weight, bias))
+        g, x, mean, rstd, weight, N, C, HxW, group, _mask(x, weight, bias)
+    )
     _put_all((x, weight, bias), grads)
     if requires_grad(x):
         per_group = [N, group, 1]
         xg = aten.reshape.default(x, [N, group, -1])
         centered = aten.sub.Tensor(xg, aten.reshape.default(mean, per_group))
         rstd3 = aten.pow.Tensor_Scalar(aten.reshape.default(rstd, per_group), 3)
-        dx = aten.sub.Tensor(aten.reshape.default(g_mean, per_group),
-                             aten.mul.Tensor(aten.mul.Tensor(aten.reshape.default(g_rstd, per_group),
-                                                             rstd3), centered))
+        dx = aten.sub.Tensor(
+            aten.reshape.default(g_mean, per_group),
+            aten.mul.Tensor(
+                aten.mul.Tensor(aten.reshape.default(g_rstd, per_group), rstd3), centered
+            ),
+        )
         put_grad(x, aten.reshape.default(aten.div.Tensor(dx, xg.shape[-1]), list(x.shape)))
     return out, mean, rstd
 
@@ -149,8 +190,9 @@ def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
 def fused_rms_norm(x, normalized_shape, weight, eps):
     out, rstd = aten._fused_rms_norm.default(x, normalized_shape, weight, eps)
     g = get_grad(out)
-    grads = aten._fused_rms_norm_backward.default(g, x, normalized_shape, rstd, weight,
-                                                  _mask(x, weight))
+    grads = aten._fused_rms_norm_backward.default(
+        g, x, normalized_shape, rstd, weight, _mask(x, weight)
+    )
     _put_all((x, weight), grads)
     return out, rstd
 
@@ -200,6 +242,7 @@ torch_rms_norm = _rms_norm_rule(torch.rms_norm)
 
 # --- softmax and losses -----------------------------------------------------------------------
 
+
 @RULES.grad(aten._softmax.default)
 def softmax(x, dim, half_to_float):
     out = aten._softmax.default(x, dim, half_to_float)
@@ -230,8 +273,10 @@ def safe_softmax(x, dim, **kwargs):
 def nll_loss_forward(x, target, weight, reduction, ignore_index):
     out, total_weight = aten.nll_loss_forward.default(x, target, weight, reduction, ignore_index)
     g = get_grad(out)
-    put_grad(x, aten.nll_loss_backward.default(g, x, target, weight, reduction, ignore_index,
-                                               total_weight))
+    put_grad(
+        x,
+        aten.nll_loss_backward.default(g, x, target, weight, reduction, ignore_index, total_weight),
+    )
     return out, total_weight
 
 
@@ -239,8 +284,12 @@ def nll_loss_forward(x, target, weight, reduction, ignore_index):
 def nll_loss2d_forward(x, target, weight, reduction, ignore_index):
     out, total_weight = aten.nll_loss2d_forward.default(x, target, weight, reduction, ignore_index)
     g = get_grad(out)
-    put_grad(x, aten.nll_loss2d_backward.default(g, x, target, weight, reduction, ignore_index,
-                                                 total_weight))
+    put_grad(
+        x,
+        aten.nll_loss2d_backward.default(
+            g, x, target, weight, reduction, ignore_index, total_weight
+        ),
+    )
     return out, total_weight
 
 
@@ -257,6 +306,7 @@ def mse_loss(*args, **kwargs):
 
 
 # --- activations ---------------------------------------------------------------------------
+
 
 @RULES.grad(aten.gelu.default)
 def gelu(x, **kwargs):
@@ -376,14 +426,20 @@ def prelu_kernel(x, weight):
 
 # --- pooling and upsampling --------------------------------------------------------------------
 
+
 @RULES.grad(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(*args, **kwargs):
     out, indices = aten.max_pool2d_with_indices.default(*args, **kwargs)
     x, kernel_size, stride, padding, dilation, ceil_mode = op_args(
-        aten.max_pool2d_with_indices.default, args, kwargs)
+        aten.max_pool2d_with_indices.default, args, kwargs
+    )
     g = get_grad(out)
-    put_grad(x, aten.max_pool2d_with_indices_backward.default(
-        g, x, kernel_size, stride, padding, dilation, ceil_mode, indices))
+    put_grad(
+        x,
+        aten.max_pool2d_with_indices_backward.default(
+            g, x, kernel_size, stride, padding, dilation, ceil_mode, indices
+        ),
+    )
     return out, indices
 
 
@@ -391,10 +447,15 @@ def max_pool2d_with_indices(*args, **kwargs):
 def max_pool3d_with_indices(*args, **kwargs):
     out, indices = aten.max_pool3d_with_indices.default(*args, **kwargs)
     x, kernel_size, stride, padding, dilation, ceil_mode = op_args(
-        aten.max_pool3d_with_indices.default, args, kwargs)
+        aten.max_pool3d_with_indices.default, args, kwargs
+    )
     g = get_grad(out)
-    put_grad(x, aten.max_pool3d_with_indices_backward.default(
-        g, x, kernel_size, stride, padding, dilation, ceil_mode, indices))
+    put_grad(
+        x,
+        aten.max_pool3d_with_indices_backward.default(
+            g, x, kernel_size, stride, padding, dilation, ceil_mode, indices
+        ),
+    )
     return out, indices
 
 
@@ -402,10 +463,21 @@ def max_pool3d_with_indices(*args, **kwargs):
 def avg_pool2d(*args, **kwargs):
     out = aten.avg_pool2d.default(*args, **kwargs)
     x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override = op_args(
-        aten.avg_pool2d.default, args, kwargs)
-    put_grad(x, aten.avg_pool2d_backward.default(
-        get_grad(out), x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-        divisor_override))
+        aten.avg_pool2d.default, args, kwargs
+    )
+    put_grad(
+        x,
+        aten.avg_pool2d_backward.default(
+            get_grad(out),
+            x,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+        ),
+    )
     return out
 
 
@@ -413,10 +485,21 @@ def avg_pool2d(*args, **kwargs):
 def avg_pool3d(*args, **kwargs):
     out = aten.avg_pool3d.default(*args, **kwargs)
     x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override = op_args(
-        aten.avg_pool3d.default, args, kwargs)
-    put_grad(x, aten.avg_pool3d_backward.default(
-        get_grad(out), x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-        divisor_override))
+        aten.avg_pool3d.default, args, kwargs
+    )
+    put_grad(
+        x,
+        aten.avg_pool3d_backward.default(
+            get_grad(out),
+            x,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+        ),
+    )
     return out
 
 
@@ -463,8 +546,10 @@ def _pad_rule(op, backward):
 
 for _kind in ("reflection", "replication"):
     for _n in (1, 2, 3):
-        _pad_rule(getattr(aten, f"{_kind}_pad{_n}d").default,
-                  getattr(aten, f"{_kind}_pad{_n}d_backward").default)
+        _pad_rule(
+            getattr(aten, f"{_kind}_pad{_n}d").default,
+            getattr(aten, f"{_kind}_pad{_n}d_backward").default,
+        )
 
 
 @RULES.grad(aten.pad.default, supports_complex=True)
@@ -481,8 +566,10 @@ def pad(*args, **kwargs):
         backward = getattr(aten, f"{kind}_pad{len(padding) // 2}d_backward").default
         put_grad(x, backward(g, x, padding))
     else:
-        raise AutodiffError(f"aten.pad with mode={mode!r} has no grad rule; F.pad with this "
-                            "mode differentiates through its own decomposition")
+        raise AutodiffError(
+            f"aten.pad with mode={mode!r} has no grad rule; F.pad with this "
+            "mode differentiates through its own decomposition"
+        )
     return out
 
 
@@ -490,8 +577,12 @@ def pad(*args, **kwargs):
 def im2col(x, kernel_size, dilation, padding, stride):
     """F.unfold: each column gathers one sliding block; col2im sums them back."""
     out = aten.im2col.default(x, kernel_size, dilation, padding, stride)
-    put_grad(x, aten.col2im.default(get_grad(out), list(x.shape[-2:]), kernel_size, dilation,
-                                    padding, stride))
+    put_grad(
+        x,
+        aten.col2im.default(
+            get_grad(out), list(x.shape[-2:]), kernel_size, dilation, padding, stride
+        ),
+    )
     return out
 
 
@@ -507,7 +598,8 @@ def col2im(x, output_size, kernel_size, dilation, padding, stride):
 def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
     out = aten.grid_sampler_2d.default(x, grid, interpolation_mode, padding_mode, align_corners)
     grads = aten.grid_sampler_2d_backward.default(
-        get_grad(out), x, grid, interpolation_mode, padding_mode, align_corners, _mask(x, grid))
+        get_grad(out), x, grid, interpolation_mode, padding_mode, align_corners, _mask(x, grid)
+    )
     _put_all((x, grid), grads)
     return out
 
@@ -516,7 +608,8 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
 def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
     out = aten.grid_sampler_3d.default(x, grid, interpolation_mode, padding_mode, align_corners)
     grads = aten.grid_sampler_3d_backward.default(
-        get_grad(out), x, grid, interpolation_mode, padding_mode, align_corners, _mask(x, grid))
+        get_grad(out), x, grid, interpolation_mode, padding_mode, align_corners, _mask(x, grid)
+    )
     _put_all((x, grid), grads)
     return out
 
@@ -535,8 +628,18 @@ def _upsample_rule(op, backward):
     RULES.grad(op)(upsample)
 
 
-for _name in ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
-              "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
-              "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
-              "upsample_bicubic2d", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"):
+for _name in (
+    "upsample_nearest1d",
+    "upsample_nearest2d",
+    "upsample_nearest3d",
+    "_upsample_nearest_exact1d",
+    "_upsample_nearest_exact2d",
+    "_upsample_nearest_exact3d",
+    "upsample_linear1d",
+    "upsample_bilinear2d",
+    "upsample_trilinear3d",
+    "upsample_bicubic2d",
+    "_upsample_bilinear2d_aa",
+    "_upsample_bicubic2d_aa",
+):
     _upsample_rule(getattr(aten, _name).default, getattr(aten, f"{_name}_backward").default)

@@ -24,23 +24,57 @@ def _embedding_bag_rule(op):
     empty, so the rule computes them with `_embedding_bag` for the backward kernels."""
 
     def embedding_bag(*args, **kwargs):
-        (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
-         include_last_offset, padding_idx) = op_args(op, args, kwargs)
+        (
+            weight,
+            indices,
+            offsets,
+            scale_grad_by_freq,
+            mode,
+            sparse,
+            per_sample_weights,
+            include_last_offset,
+            padding_idx,
+        ) = op_args(op, args, kwargs)
         # the kernels read indices as contiguous memory; torch's caller makes them so, but
         # on a contiguous capture copy that call was a no-op and is not in the trace
         indices = aten.contiguous.default(indices)
-        rest = (offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
-                include_last_offset, padding_idx)
+        rest = (
+            offsets,
+            scale_grad_by_freq,
+            mode,
+            sparse,
+            per_sample_weights,
+            include_last_offset,
+            padding_idx,
+        )
         outs = op(weight, indices, *rest)
         _, offset2bag, bag_size, max_indices = aten._embedding_bag.default(weight, indices, *rest)
         g = get_grad(outs[0])
         if requires_grad(weight):
-            put_grad(weight, aten._embedding_bag_backward.default(
-                g, indices, offsets, offset2bag, bag_size, max_indices, weight.shape[0],
-                scale_grad_by_freq, mode, False, per_sample_weights, padding_idx))
+            put_grad(
+                weight,
+                aten._embedding_bag_backward.default(
+                    g,
+                    indices,
+                    offsets,
+                    offset2bag,
+                    bag_size,
+                    max_indices,
+                    weight.shape[0],
+                    scale_grad_by_freq,
+                    mode,
+                    False,
+                    per_sample_weights,
+                    padding_idx,
+                ),
+            )
         if requires_grad(per_sample_weights):
-            put_grad(per_sample_weights, aten._embedding_bag_per_sample_weights_backward.default(
-                g, weight, indices, offsets, offset2bag, mode, padding_idx))
+            put_grad(
+                per_sample_weights,
+                aten._embedding_bag_per_sample_weights_backward.default(
+                    g, weight, indices, offsets, offset2bag, mode, padding_idx
+                ),
+            )
         return outs
 
     embedding_bag.__name__ = embedding_bag.__qualname__ = op.id.split(".")[1]
@@ -56,10 +90,12 @@ def rrelu_with_noise_functional(*args, **kwargs):
     """The slopes drawn in the forward (`noise_out`) are the ones the backward uses."""
     out, noise_out = aten.rrelu_with_noise_functional.default(*args, **kwargs)
     x, _noise, lower, upper, training, _generator = op_args(
-        aten.rrelu_with_noise_functional.default, args, kwargs)
+        aten.rrelu_with_noise_functional.default, args, kwargs
+    )
     g = get_grad(out)
-    put_grad(x, aten.rrelu_with_noise_backward.default(g, x, noise_out, lower, upper, training,
-                                                        False))
+    put_grad(
+        x, aten.rrelu_with_noise_backward.default(g, x, noise_out, lower, upper, training, False)
+    )
     return out, noise_out
 
 
@@ -73,8 +109,9 @@ def _fractional_max_pool_rule(op, backward):
     RULES.grad(op)(fractional_max_pool)
 
 
-_fractional_max_pool_rule(aten.fractional_max_pool2d.default,
-                          aten.fractional_max_pool2d_backward.default)
+_fractional_max_pool_rule(
+    aten.fractional_max_pool2d.default, aten.fractional_max_pool2d_backward.default
+)
 
 
 @RULES.grad(aten.max_pool2d_with_indices_backward.default)
@@ -83,8 +120,9 @@ def max_pool2d_with_indices_backward(*args, **kwargs):
     incoming gradient at the argmax positions (a gather); `self` only chose the positions
     (a zero gradient, as autograd's)."""
     out = aten.max_pool2d_with_indices_backward.default(*args, **kwargs)
-    grad_output, x, *_, indices = op_args(aten.max_pool2d_with_indices_backward.default,
-                                          args, kwargs)
+    grad_output, x, *_, indices = op_args(
+        aten.max_pool2d_with_indices_backward.default, args, kwargs
+    )
     g = get_grad(out)
     put_grad(x, aten.zeros_like.default(g))
     flat_g = aten.flatten.using_ints(g, -2, -1)

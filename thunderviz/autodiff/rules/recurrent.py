@@ -38,17 +38,65 @@ MKLDNN_LAYER_WITH_WORKSPACE = Symbol(
 
 
 @RULES.grad(aten.mkldnn_rnn_layer.default)
-def mkldnn_rnn_layer(input, weight_ih, weight_hh, bias_ih, bias_hh, hx, cx, reverse, batch_sizes,
-                     mode, hidden_size, num_layers, has_biases, bidirectional, batch_first, train):
-    tensors = [aten.detach.default(t) for t in (input, weight_ih, weight_hh, bias_ih, bias_hh, hx, cx)]
+def mkldnn_rnn_layer(
+    input,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    hx,
+    cx,
+    reverse,
+    batch_sizes,
+    mode,
+    hidden_size,
+    num_layers,
+    has_biases,
+    bidirectional,
+    batch_first,
+    train,
+):
+    tensors = [
+        aten.detach.default(t) for t in (input, weight_ih, weight_hh, bias_ih, bias_hh, hx, cx)
+    ]
     output, hy, cy, workspace = MKLDNN_LAYER_WITH_WORKSPACE(
-        *tensors, reverse, batch_sizes, mode, hidden_size, num_layers, has_biases, bidirectional,
-        batch_first, train)
+        *tensors,
+        reverse,
+        batch_sizes,
+        mode,
+        hidden_size,
+        num_layers,
+        has_biases,
+        bidirectional,
+        batch_first,
+        train,
+    )
     g_output, g_hy, g_cy = get_grad(output), get_grad(hy), get_grad(cy)
     grads = aten.mkldnn_rnn_layer_backward.default(
-        input, weight_ih, weight_hh, bias_ih, bias_hh, hx, cx, output, hy, cy, g_output, g_hy,
-        g_cy, reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional,
-        batch_sizes, batch_first, workspace)
+        input,
+        weight_ih,
+        weight_hh,
+        bias_ih,
+        bias_hh,
+        hx,
+        cx,
+        output,
+        hy,
+        cy,
+        g_output,
+        g_hy,
+        g_cy,
+        reverse,
+        mode,
+        hidden_size,
+        num_layers,
+        has_biases,
+        train,
+        bidirectional,
+        batch_sizes,
+        batch_first,
+        workspace,
+    )
     for x, g in zip((input, weight_ih, weight_hh, bias_ih, bias_hh, hx, cx), grads, strict=True):
         if requires_grad(x):
             put_grad(x, g)

@@ -21,6 +21,7 @@ RULES = RuleSet("reductions")
 
 # --- helpers: which dims a reduction removed, and putting them back ----------------------
 
+
 def _dims(a, dim):
     """The dims of `a` a reduction over `dim` removes, sorted and non-negative. None, [] and
     () all mean every dim (as in ATen); a 0-dim tensor has none."""
@@ -55,6 +56,7 @@ def _reversed_cumsum(t, dim):
 
 
 # --- sum, mean -------------------------------------------------------------------------------
+
 
 @RULES.grad(aten.sum.dim_IntList, supports_complex=True)
 def sum_dim(a, dim, keepdim=False, **kwargs):
@@ -92,6 +94,7 @@ def mean_dim(a, dim, keepdim=False, **kwargs):
 
 
 # --- prod ------------------------------------------------------------------------------------
+
 
 def _prod_grad(g, a, dim):
     """d prod(a over dim) / da, without dividing by zero; dim None means all dims.
@@ -142,6 +145,7 @@ def prod_dim(a, dim, keepdim=False, **kwargs):
 
 # --- amax, amin, max(), min(), median() --------------------------------------------------
 
+
 def _amax_amin_grad(g, a, out, dim, keepdim):
     """g spread evenly over the elements equal to the extremum (ties share it)."""
     g = _unreduce(g, a, dim, keepdim)
@@ -169,7 +173,8 @@ def _evenly_all(g, a, out):
     # over the nan elements
     picked = aten.logical_or.default(
         aten.eq.Tensor(a, out),
-        aten.logical_and.default(aten.isnan.default(a), aten.isnan.default(out)))
+        aten.logical_and.default(aten.isnan.default(a), aten.isnan.default(out)),
+    )
     return aten.mul.Tensor(picked, aten.div.Tensor(g, aten.sum.default(picked)))
 
 
@@ -202,6 +207,7 @@ def nanmedian_all(a):
 
 
 # --- value-selecting: max(dim), min(dim), sort, topk, kthvalue, median(dim), mode --------
+
 
 def _select_back(g, indices, a, dim, keepdim):
     """The gradient of a value-selecting op: g scattered to the input places `indices`
@@ -282,6 +288,7 @@ def topk(a, k, dim=-1, largest=True, sorted=True):
 
 # --- variance and standard deviation -----------------------------------------------------
 
+
 def _var_grad(g, a, dim, correction, keepdim):
     """d var(a) / da = 2 (a - mean) / (N - correction), N the count per output element
     (for complex a too: var is the mean of |a - mean|², real, and this is torch's gradient).
@@ -348,8 +355,12 @@ def var_mean(a, dim=None, **kwargs):
     v, m = aten.var_mean.correction(a, dim, **kwargs)
     correction, keepdim = kwargs.get("correction"), kwargs.get("keepdim", False)
     gv, gm = get_grad(v), get_grad(m)
-    put_grad(a, aten.add.Tensor(_var_grad(gv, a, dim, correction, keepdim),
-                                _mean_grad(gm, a, dim, keepdim)))
+    put_grad(
+        a,
+        aten.add.Tensor(
+            _var_grad(gv, a, dim, correction, keepdim), _mean_grad(gm, a, dim, keepdim)
+        ),
+    )
     return v, m
 
 
@@ -359,19 +370,26 @@ def std_mean(a, dim=None, **kwargs):
     correction, keepdim = kwargs.get("correction"), kwargs.get("keepdim", False)
     gs, gm = get_grad(s), get_grad(m)
     gv = _std_to_var_cotangent(gs, s)
-    put_grad(a, aten.add.Tensor(_var_grad(gv, a, dim, correction, keepdim),
-                                _mean_grad(gm, a, dim, keepdim)))
+    put_grad(
+        a,
+        aten.add.Tensor(
+            _var_grad(gv, a, dim, correction, keepdim), _mean_grad(gm, a, dim, keepdim)
+        ),
+    )
     return s, m
 
 
 # --- logsumexp, norms ----------------------------------------------------------------------
+
 
 @RULES.grad(aten.logsumexp.default)
 def logsumexp(a, dim, keepdim=False):
     # d log(sum(exp(a))) / da = exp(a) / sum(exp(a)) = exp(a - out): a softmax
     out = aten.logsumexp.default(a, dim, keepdim)
     g = _unreduce(get_grad(out), a, dim, keepdim)
-    put_grad(a, aten.mul.Tensor(g, aten.exp.default(aten.sub.Tensor(a, _unreduce(out, a, dim, keepdim)))))
+    put_grad(
+        a, aten.mul.Tensor(g, aten.exp.default(aten.sub.Tensor(a, _unreduce(out, a, dim, keepdim))))
+    )
     return out
 
 
@@ -396,17 +414,23 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
     elif math.isinf(ord):
         abs_a = aten.abs.default(a)
         picked = aten.logical_or.default(aten.eq.Tensor(abs_a, norm), aten.isnan.default(abs_a))
-        spread = aten.mul.Tensor(aten.div.Tensor(g, aten.sum.dim_IntList(picked, _dims(a, dim), True)), picked)
+        spread = aten.mul.Tensor(
+            aten.div.Tensor(g, aten.sum.dim_IntList(picked, _dims(a, dim), True)), picked
+        )
         put_grad(a, aten.mul.Tensor(aten.sgn.default(a), spread))
     elif ord < 1:
         # |a|^(p-1) is inf at a == 0 for p < 1: those elements get 0
         pw = aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1)
         pw = zero_where(aten.eq.Scalar(a, 0), pw)
         scaled = aten.mul.Tensor(aten.sgn.default(a), pw)
-        put_grad(a, aten.mul.Tensor(aten.mul.Tensor(scaled, g), aten.pow.Tensor_Scalar(norm, 1 - ord)))
+        put_grad(
+            a, aten.mul.Tensor(aten.mul.Tensor(scaled, g), aten.pow.Tensor_Scalar(norm, 1 - ord))
+        )
     else:
         if ord < 2:
-            scaled = aten.mul.Tensor(aten.sgn.default(a), aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1))
+            scaled = aten.mul.Tensor(
+                aten.sgn.default(a), aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 1)
+            )
         else:  # a |a|^(p-2): the same for p >= 2, without sign()
             scaled = aten.mul.Tensor(a, aten.pow.Tensor_Scalar(aten.abs.default(a), ord - 2))
         scale = aten.div.Tensor(g, aten.pow.Tensor_Scalar(norm, ord - 1))
@@ -416,6 +440,7 @@ def vector_norm(a, ord=2, dim=None, keepdim=False, **kwargs):
 
 
 # --- scans ---------------------------------------------------------------------------------
+
 
 @RULES.grad(aten.cumsum.default, supports_complex=True)
 def cumsum(a, dim, **kwargs):
@@ -450,7 +475,9 @@ def cumprod(a, dim, **kwargs):
     # at the first zero: (product before it) * reversed cumsum of g times the running
     # product of what comes after it
     head = aten.prod.dim_int(x_before, dim, True)
-    after = aten.cumprod.default(aten.where.self(aten.logical_or.default(before, first), one, x), dim)
+    after = aten.cumprod.default(
+        aten.where.self(aten.logical_or.default(before, first), one, x), dim
+    )
     d_first = aten.mul.Tensor(head, _reversed_cumsum(aten.mul.Tensor(g, after), dim))
     zero = scalar_zero(d_first)
     put_grad(a, aten.where.self(before, d_before, aten.where.self(first, d_first, zero)))
@@ -460,8 +487,14 @@ def cumprod(a, dim, **kwargs):
 # --- no gradient ----------------------------------------------------------------------------
 
 RULES.nondifferentiable(
-    aten.argmax.default, aten.argmin.default,
-    aten.any.default, aten.any.dim, aten.any.dims,
-    aten.all.default, aten.all.dim, aten.all.dims,
-    aten.count_nonzero.default, aten.count_nonzero.dim_IntList,
+    aten.argmax.default,
+    aten.argmin.default,
+    aten.any.default,
+    aten.any.dim,
+    aten.any.dims,
+    aten.all.default,
+    aten.all.dim,
+    aten.all.dims,
+    aten.count_nonzero.default,
+    aten.count_nonzero.dim_IntList,
 )

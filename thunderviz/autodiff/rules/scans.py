@@ -21,8 +21,10 @@ def _running_extreme(op):
         if a.ndim == 0:
             put_grad(a, g)
         else:
-            put_grad(a, aten.scatter_add.default(aten.new_zeros.default(g, list(a.shape)), dim,
-                                                 indices, g))
+            put_grad(
+                a,
+                aten.scatter_add.default(aten.new_zeros.default(g, list(a.shape)), dim, indices, g),
+            )
         return values, indices
 
     rule.__name__ = rule.__qualname__ = op.id.split(".")[1]
@@ -51,8 +53,11 @@ def logcumsumexp(a, dim):
     parts = []
     for sign_g in (g, aten.neg.default(g)):
         log_part = aten.where.self(aten.gt.Scalar(sign_g, 0), aten.log.default(sign_g), minus_inf)
-        parts.append(aten.exp.default(aten.add.Tensor(
-            _reversed_logcumsumexp(aten.sub.Tensor(log_part, out), dim), a)))
+        parts.append(
+            aten.exp.default(
+                aten.add.Tensor(_reversed_logcumsumexp(aten.sub.Tensor(log_part, out), dim), a)
+            )
+        )
     grad = aten.sub.Tensor(*parts)
     # where every input so far is -inf the output is -inf too: no gradient flows there
     put_grad(a, aten.where.self(aten.isnan.default(grad), scalar_zero(grad), grad))

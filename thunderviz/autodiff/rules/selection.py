@@ -16,6 +16,7 @@ RULES = RuleSet("selection")
 
 # --- selection: max/min, clamp, where, masked_fill ----------------------------------------
 
+
 def _split_at_ties(g, a, b, loses_a, loses_b):
     # the gradient goes to the selected operand; at ties (a == b) each gets half
     half = aten.where.self(aten.eq.Tensor(a, b), aten.div.Tensor(g, 2), g)
@@ -109,6 +110,7 @@ def clamp_tensor(a, min=None, max=None):
 def _one_sided_clamp_rule(op, keeps):
     """clamp_min / clamp_max against a number or a tensor bound: the gradient goes to `a`
     where `keeps(a, bound)` (at the bound itself too, as autograd), elsewhere to the bound."""
+
     def one_sided_clamp(a, bound):
         out = op(a, bound)
         g = get_grad(out)
@@ -123,8 +125,12 @@ def _one_sided_clamp_rule(op, keeps):
     return one_sided_clamp
 
 
-for _op, _keeps in ((aten.clamp_min.default, aten.ge.Scalar), (aten.clamp_min.Tensor, aten.ge.Tensor),
-                    (aten.clamp_max.default, aten.le.Scalar), (aten.clamp_max.Tensor, aten.le.Tensor)):
+for _op, _keeps in (
+    (aten.clamp_min.default, aten.ge.Scalar),
+    (aten.clamp_min.Tensor, aten.ge.Tensor),
+    (aten.clamp_max.default, aten.le.Scalar),
+    (aten.clamp_max.Tensor, aten.le.Tensor),
+):
     RULES.grad(_op)(_one_sided_clamp_rule(_op, _keeps))
 
 

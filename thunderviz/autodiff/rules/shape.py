@@ -56,6 +56,7 @@ def _zeros(g, shape):
 
 # --- views and reshapes ------------------------------------------------------------------
 
+
 @RULES.grad(aten.view.default)
 def view(a, size):
     out = aten.view.default(a, size)
@@ -180,13 +181,23 @@ def unfold(a, dimension, size, step):
 
 # --- slicing and selecting ---------------------------------------------------------------
 
+
 @RULES.grad(aten.slice.Tensor)
 def slice_(*args, **kwargs):
     out = aten.slice.Tensor(*args, **kwargs)
     a, dim, start, end, step = op_args(aten.slice.Tensor, args, kwargs)
     g = get_grad(out)
-    put_grad(a, aten.slice_backward.default(g, list(a.shape), dim, 0 if start is None else start,
-                                            _INT64_MAX if end is None else end, step))
+    put_grad(
+        a,
+        aten.slice_backward.default(
+            g,
+            list(a.shape),
+            dim,
+            0 if start is None else start,
+            _INT64_MAX if end is None else end,
+            step,
+        ),
+    )
     return out
 
 
@@ -262,6 +273,7 @@ def repeat(a, repeats):
 
 # --- joining and splitting ---------------------------------------------------------------
 
+
 def _skipped_by_cat(t, out_ndim: int) -> bool:
     """cat ignores 1-d empty tensors (legacy behavior) whatever the other inputs' rank."""
     return t.ndim == 1 and t.shape[0] == 0 and out_ndim != 1
@@ -309,6 +321,7 @@ def _cat_piece_grads(a, outs, dim):
 def _split_rule(op):
     """The joint rule of one split-like op: the forward is `op` itself (called as recorded),
     the input's gradient is its pieces' cotangents concatenated back along `dim`."""
+
     def split_like(*args, **kwargs):
         outs = op(*args, **kwargs)
         a, _, dim = op_args(op, args, kwargs)
@@ -319,8 +332,13 @@ def _split_rule(op):
     return split_like
 
 
-for _op in (aten.split.Tensor, aten.split_with_sizes.default, aten.unsafe_split.Tensor,
-            aten.tensor_split.sections, aten.tensor_split.indices):
+for _op in (
+    aten.split.Tensor,
+    aten.split_with_sizes.default,
+    aten.unsafe_split.Tensor,
+    aten.tensor_split.sections,
+    aten.tensor_split.indices,
+):
     RULES.grad(_op)(_split_rule(_op))
 
 
@@ -334,6 +352,7 @@ def unbind(*args, **kwargs):
 
 
 # --- gather / scatter / index --------------------------------------------------------------
+
 
 def _pad_to(x, shape):
     """Zero-pad `x` at the end of each dim up to `shape` (scatter reads only the first
@@ -429,8 +448,9 @@ def _integer_indices(bsym) -> bool:
     values tell (meta tensors cannot): capture records such a call with subsymbols that
     select by `nonzero(mask)` instead (capture/masks.py), and those are differentiated."""
     indices = bsym.args[1] if len(bsym.args) > 1 else bsym.kwargs.get("indices", ())
-    return not any(isinstance(i, TensorProxy) and i.dtype in (torch.bool, torch.uint8)
-                   for i in indices)
+    return not any(
+        isinstance(i, TensorProxy) and i.dtype in (torch.bool, torch.uint8) for i in indices
+    )
 
 
 @RULES.grad(aten.index.Tensor, applies=_integer_indices)
@@ -476,6 +496,7 @@ def unsafe_index_put(*args, **kwargs):
 
 # --- writing into a tensor (what functionalized mutation and setitem become) -----------------
 # (copy, fill and alias are elementwise rules)
+
 
 @RULES.grad(aten.select_scatter.default)
 def select_scatter(a, src, dim, index):

@@ -65,19 +65,36 @@ _unary_rule(aten.lgamma.default, lambda a, out: aten.digamma.default(a))
 _unary_rule(aten.digamma.default, lambda a, out: aten.polygamma.default(1, a))
 _unary_rule(aten.i0.default, lambda a, out: aten.special_i1.default(a))
 # i0e(a) = exp(-|a|) i0(a): i1e(a) - sign(a) i0e(a)
-_unary_rule(aten.special_i0e.default, lambda a, out: aten.sub.Tensor(
-    aten.special_i1e.default(a), aten.mul.Tensor(aten.sign.default(a), out)))
+_unary_rule(
+    aten.special_i0e.default,
+    lambda a, out: aten.sub.Tensor(
+        aten.special_i1e.default(a), aten.mul.Tensor(aten.sign.default(a), out)
+    ),
+)
 _unary_rule(aten.special_i1.default, _i1_derivative)
 _unary_rule(aten.special_i1e.default, _i1e_derivative)
 # erfcx(a) = exp(a^2) erfc(a): 2 a erfcx(a) - 2/sqrt(pi)
-_unary_rule(aten.special_erfcx.default, lambda a, out: aten.sub.Tensor(
-    aten.mul.Tensor(aten.mul.Tensor(a, out), 2), _TWO_OVER_SQRT_PI))
+_unary_rule(
+    aten.special_erfcx.default,
+    lambda a, out: aten.sub.Tensor(aten.mul.Tensor(aten.mul.Tensor(a, out), 2), _TWO_OVER_SQRT_PI),
+)
 # ndtri is the inverse of the normal CDF: 1 / pdf(ndtri(a)) = sqrt(2 pi) exp(out^2 / 2)
-_unary_rule(aten.special_ndtri.default, lambda a, out: aten.mul.Tensor(
-    aten.exp.default(aten.div.Tensor(aten.mul.Tensor(out, out), 2)), _SQRT_2PI))
+_unary_rule(
+    aten.special_ndtri.default,
+    lambda a, out: aten.mul.Tensor(
+        aten.exp.default(aten.div.Tensor(aten.mul.Tensor(out, out), 2)), _SQRT_2PI
+    ),
+)
 # log_ndtr = log(cdf(a)): pdf(a) / cdf(a) = exp(-(out + a^2 / 2)) / sqrt(2 pi)
-_unary_rule(aten.special_log_ndtr.default, lambda a, out: aten.div.Tensor(aten.exp.default(
-    aten.neg.default(aten.add.Tensor(out, aten.div.Tensor(aten.mul.Tensor(a, a), 2)))), _SQRT_2PI))
+_unary_rule(
+    aten.special_log_ndtr.default,
+    lambda a, out: aten.div.Tensor(
+        aten.exp.default(
+            aten.neg.default(aten.add.Tensor(out, aten.div.Tensor(aten.mul.Tensor(a, a), 2)))
+        ),
+        _SQRT_2PI,
+    ),
+)
 
 
 @RULES.grad(aten.polygamma.default)
@@ -93,7 +110,9 @@ def frexp(a):
     exponent has none."""
     mantissa, exponent = aten.frexp.Tensor(a)
     g = get_grad(mantissa)
-    put_grad(a, aten.div.Tensor(g, aten.exp2.default(aten._to_copy.default(exponent, dtype=a.dtype))))
+    put_grad(
+        a, aten.div.Tensor(g, aten.exp2.default(aten._to_copy.default(exponent, dtype=a.dtype)))
+    )
     return mantissa, exponent
 
 

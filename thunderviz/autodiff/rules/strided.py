@@ -29,8 +29,9 @@ def _numbered(a_int, first):
     """A tensor with `a_int`'s layout in a copy of its storage whose elements of `a` hold
     first, first ± 1, ... (row-major); storage outside `a` keeps its bytes."""
     step = 1 if first >= 0 else -1
-    numbers = aten.arange.start_step(first, first + step * a_int.numel, step, dtype=a_int.dtype,
-                                     device=a_int.device)
+    numbers = aten.arange.start_step(
+        first, first + step * a_int.numel, step, dtype=a_int.dtype, device=a_int.device
+    )
     lead = aten.unsqueeze.default(a_int, 0)  # slice_scatter wants a dim, a 0-dim `a` has none
     src = aten.view.default(numbers, [1, *a_int.shape])
     return aten.slice_scatter.default(lead, src, 0, 0, 1)
@@ -41,13 +42,14 @@ def read_positions(a, size, stride, storage_offset):
     `as_strided(a, size, stride, storage_offset)` reads, or `a.numel` where it reads storage
     outside `a`. Computed where `a` is the real tensor (the forward)."""
     complex_ = a.dtype.is_complex
-    units = aten.view_as_real.default(a) if complex_ else a   # a complex element is two reals
+    units = aten.view_as_real.default(a) if complex_ else a  # a complex element is two reals
     a_int = aten.view.dtype(units, _INT_OF_SIZE[units.dtype.itemsize])
     if a_int.numel > torch.iinfo(a_int.dtype).max:
         raise AutodiffError(
             f"as_strided of a {a.dtype} tensor of {a.numel} elements: its gradient numbers the "
             f"elements in {a_int.dtype}, which holds up to {torch.iinfo(a_int.dtype).max}. "
-            "Call as_strided on a float32 copy (`x.float().as_strided(...)`).")
+            "Call as_strided on a float32 copy (`x.float().as_strided(...)`)."
+        )
     k = 2 if complex_ else 1
     size, stride = list(size), [k * s for s in stride]
     # None: from `a`'s own storage offset, which the numbered copies keep
@@ -58,8 +60,9 @@ def read_positions(a, size, stride, storage_offset):
     down = aten.as_strided.default(_numbered(a_int, -1), size, stride, offset)
     inside = aten.ne.Tensor(up, down)
     index = aten.floor_divide.default(aten._to_copy.default(up, dtype=torch.int64), k)
-    return aten.where.self(inside, index, aten.scalar_tensor.default(
-        a.numel, dtype=torch.int64, device=a.device))
+    return aten.where.self(
+        inside, index, aten.scalar_tensor.default(a.numel, dtype=torch.int64, device=a.device)
+    )
 
 
 @RULES.grad(aten.as_strided.default, supports_complex=True)  # numbers complex elements as pairs
@@ -84,8 +87,9 @@ def as_strided_scatter(*args, **kwargs):
     a, src, size, stride, storage_offset = op_args(aten.as_strided_scatter.default, args, kwargs)
     positions = read_positions(a, size, stride, storage_offset)
     g = get_grad(out)
-    flat = aten.cat.default([aten.reshape.default(g, [a.numel]),
-                             aten.new_zeros.default(g, [1])])  # the slot for "outside a"
+    flat = aten.cat.default(
+        [aten.reshape.default(g, [a.numel]), aten.new_zeros.default(g, [1])]
+    )  # the slot for "outside a"
     if requires_grad(a):
         kept = aten.index_put.default(flat, [positions], aten.new_zeros.default(g, []), False)
         put_grad(a, aten.view.default(aten.slice.Tensor(kept, 0, 0, a.numel), list(a.shape)))
