@@ -74,7 +74,7 @@ def test_find_the_nan_runs(tmp_path):
     assert "NaN in proj.weight.grad: True" in text
     assert re.search(r"why: NaN/Inf in t\d+", text)
     line = re.search(r"your line: (\S+) -> (.*)", text)
-    assert line and line.group(2).strip() == "dist = torch.sqrt((diff ** 2).sum(-1))"
+    assert line and line.group(2).strip() == "dist = torch.sqrt((diff**2).sum(-1))"
     assert "its forward op: <BoundSymbol" in text and "torch.sqrt" in text
     assert "NaN/Inf anywhere in the backward: False" in text
     assert_shows_the_debugger(rich)
