@@ -1,0 +1,183 @@
+"""The autograd bridge of `jit`: one cache entry's compiled traces, run as the forward and
+backward of a `torch.autograd.Function`.
+
+Everything here runs on every call, so it is written for a small program's per-call cost:
+the Function is entered through autograd's C++ `apply` (what `Function.apply` calls after its
+generic checks, done here only where they can matter), and saved intermediates are released
+by a plain weak reference's callback.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch._C._functorch import unwrap_if_dead
+from torch.utils import _pytree as pytree
+
+from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.run_errors import attribute_error
+from thunderviz.core.trace import Trace
+from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
+from thunderviz.executor.guards import Guard, GuardFailure, same_value
+
+__all__ = ["CompiledEntry", "apply", "running", "without_no_grad"]
+
+
+@dataclass
+class CompiledEntry:
+    """One cache entry: the traces for one input signature and their compiled callables."""
+
+    forward: Trace
+    result: AutodiffResult | None  # None when nothing requires grad
+    run_forward: Callable[..., Any] | None  # what runs when nothing requires grad
+    run_augmented: Callable[..., Any] | None = None
+    run_backward: Callable[..., Any] | None = None
+    differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
+    n_args: int = 0
+    guards: list[Guard] = field(default_factory=list)
+    executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
+    attributes: tuple[tuple[Any, ...], ...] = ()  # plain attributes/globals when traced
+    inputs_read: list[frozenset[int]] | None = None  # per differentiable output, made on demand
+
+    def __post_init__(self) -> None:
+        # worked out once, not on every call
+        self.kwarg_names = tuple(self.forward.kwargs)
+        self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
+        self.single_output = isinstance(self.forward.output, TensorProxy)
+        self.run_backward_in_no_grad = (
+            without_no_grad(self.run_backward) if self.run_backward else None
+        )
+        self.non_differentiable_outputs = [
+            i
+            for i, p in enumerate(pytree.tree_leaves(self.forward.output))
+            if isinstance(p, TensorProxy) and i not in self.differentiable_outputs
+        ]
+
+    def agrees_with(self, seen: dict[Any, Any]) -> bool:
+        """None of this entry's guards contradicts a value this call has already shown."""
+        return all(g.key not in seen or same_value(seen[g.key], g.expected) for g in self.guards)
+
+
+class _TraceFunction(torch.autograd.Function):
+    """Bridges one call: forward = augmented forward trace, backward = backward trace."""
+
+    @staticmethod
+    def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
+        if kwarg_names:
+            n_pos = len(flat) - len(kwarg_names)
+            out, saved = running(
+                entry,
+                entry.run_augmented,
+                *flat[:n_pos],
+                **dict(zip(kwarg_names, flat[n_pos:], strict=True)),
+            )
+        else:  # the common case: no dict to build
+            out, saved = running(entry, entry.run_augmented, *flat)
+        ctx.entry = entry
+        ctx.set_materialize_grads(False)  # an output the loss does not use: None (see backward)
+        flat_out = [out] if entry.single_output else pytree.tree_leaves(out)
+        # Inputs and outputs go through save_for_backward (autograd checks they were not
+        # modified in place before backward). Intermediates the forward made are held on
+        # ctx directly, as torch's docs advise: nothing else can see or modify them, and
+        # packing hundreds of them costs more than the checks are worth. They live exactly as
+        # long as autograd keeps this node's saved tensors (freed after a backward, kept with
+        # retain_graph=True): an empty anchor tensor is saved with the checked ones and its
+        # finalizer empties the list.
+        exposed = set(map(id, flat))
+        exposed.update(map(id, flat_out))
+        checked = [
+            i for i, t in enumerate(saved) if id(t) in exposed and isinstance(t, torch.Tensor)
+        ]
+        ctx.checked = checked
+        anchor = torch.empty(0)
+        ctx.save_for_backward(*(saved[i] for i in checked), anchor)
+        if checked:
+            checked_set = set(checked)
+            intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
+        else:
+            intermediates = list(saved)
+        # A weak reference's callback (cheaper than weakref.finalize); ctx holds the reference,
+        # and were ctx to go first, the list would go with it.
+        ctx.release = weakref.ref(anchor, lambda _: intermediates.clear())
+        ctx.intermediates = intermediates
+        if entry.non_differentiable_outputs:
+            ctx.mark_non_differentiable(
+                *(
+                    flat_out[i]
+                    for i in entry.non_differentiable_outputs
+                    if isinstance(flat_out[i], torch.Tensor)
+                )
+            )
+        return tuple(flat_out)
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        entry: CompiledEntry = ctx.entry
+        checked = ctx.checked
+        # Put the checked values back where they were: inserting in increasing position
+        # order restores the forward's list (each lands after everything that preceded it),
+        # without a Python loop over every saved value.
+        *checked_values, _anchor = ctx.saved_tensors  # raises, as eager, once autograd freed them
+        saved: list[Any] = list(ctx.intermediates)  # a copy: retain_graph may run this again
+        for i, t in zip(checked, checked_values, strict=True):
+            saved.insert(i, t)
+        cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
+        unreached: set[int] = set()
+        if any(ct is None for ct in cotangents):
+            if entry.inputs_read is None:
+                entry.inputs_read = inputs_each_output_reads(
+                    entry.forward, entry.differentiable_outputs
+                )
+            cotangents, unreached = fill_absent(
+                entry.forward, entry.differentiable_outputs, cotangents, entry.inputs_read
+            )
+        # The engine runs backward without grad unless create_graph=True; only then does the
+        # trace's own no_grad wrapper have work to do.
+        run = entry.run_backward if torch.is_grad_enabled() else entry.run_backward_in_no_grad
+        grads = running(entry, run, tuple(saved), cotangents)
+        if unreached:  # inputs only unused outputs read: None, as eager gives them
+            grads = [None if i in unreached else g for i, g in enumerate(grads)]
+        return (None, None, *grads)
+
+
+def running(entry: CompiledEntry, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one compiled trace; an error says which bound symbol raised it."""
+    try:
+        return fn(*args, **kwargs)
+    except GuardFailure:
+        raise
+    except Exception as e:
+        attribute_error(e, entry.executed)
+        raise
+
+
+def without_no_grad(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A compiled trace without its `@torch.no_grad()` wrapper (entering and leaving the
+    mode is a measurable part of a small program's call), for callers already in no-grad."""
+    if isinstance(fn, functools.partial):
+        return functools.partial(without_no_grad(fn.func), *fn.args, **fn.keywords)
+    return getattr(fn, "__wrapped__", fn)
+
+
+# `Function.apply`'s C++ half: the Python half binds default arguments (only for a Function
+# with `setup_context`, which this one has not), then unwraps dead functorch wrappers and calls
+# this when no functorch transform is active.
+_FUNCTION_APPLY = torch._C._FunctionBase.__dict__["apply"].__get__(None, _TraceFunction)
+
+
+def apply(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
+    """`_TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)`, without the Python
+    frame and generic checks of `Function.apply`, which weigh in a small program's call."""
+    if torch._C._are_functorch_transforms_active():
+        return _TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)  # torch's error
+    return _FUNCTION_APPLY(
+        entry,
+        entry.kwarg_names,
+        *[unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in flat_inputs],
+    )
