@@ -29,7 +29,7 @@ class JointRun:
     backward: TraceBuilder
     needs_grad: Callable[[Proxy], bool]
     placeholders: dict[str, TensorProxy] = field(default_factory=dict)
-    grads: list[tuple[Proxy, TensorProxy]] = field(default_factory=list)
+    grads: list[tuple[Proxy, Proxy]] = field(default_factory=list)
     # placeholders that read None, not zeros, when no cotangent flows to their output
     none_if_absent: set[str] = field(default_factory=set)
     in_backward: bool = False

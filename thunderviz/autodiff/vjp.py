@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import JointRun, run_joint
-from thunderviz.autodiff.registry import GradRule, RuleSet
+from thunderviz.autodiff.registry import JointFn, RuleSet
 from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
 from thunderviz.core.builder import TraceBuilder
@@ -70,7 +70,7 @@ class _Unit:
 
     bsym: BoundSymbol
     top: BoundSymbol
-    rule: GradRule | None
+    joint: JointFn | None  # its rule's joint function; None where no gradient flows through
 
 
 def autodiff(
@@ -86,7 +86,7 @@ def autodiff(
         fwd_segments, bwd_bsyms, cts, seeded = _sweep(trace, units, needs, recorder, applications)
         seeds = [seed for _, seed in seeded]
         grad_inputs = [cts.get(p.name) if p.name in needs else None for p in trace.flat_args]
-    timings["vjp"] = prov.result.took_ms
+    timings["vjp"] = prov.took_ms
 
     with timed_provenance("forward-backward split") as split_prov:
         backward, saved_names = _backward_trace(trace, bwd_bsyms, seeds, grad_inputs)
@@ -99,7 +99,7 @@ def autodiff(
             tags={TraceTag.AUGMENTED_FORWARD},
         )
         saved = describe_saved(saved_names, augmented, backward)
-    timings["split"] = split_prov.result.took_ms
+    timings["split"] = split_prov.took_ms
     for t, provs in (
         (augmented, (prov.result, split_prov.result)),
         (backward, (prov.result, split_prov.result)),
@@ -140,7 +140,7 @@ def _flatten(
     if refused_complex:
         rule = None  # its subsymbols may have rules that support complex tensors
     if rule is not None and _float_outs(bsym):
-        units.append(_Unit(bsym, top, rule if rule.differentiable else None))
+        units.append(_Unit(bsym, top, rule.joint))
         if rule.differentiable:
             needs.update(p.name for p in _float_outs(bsym))
         return
@@ -191,11 +191,11 @@ def _sweep(
         unit = units[i]
         b = unit.bsym
         out_cts = {p.name: cts.get(p.name) for p in _float_outs(b)}
-        if unit.rule is None or not any(v is not None for v in out_cts.values()):
+        if unit.joint is None or not any(v is not None for v in out_cts.values()):
             fwd_segments[i] = [b]
             continue
         run = run_joint(
-            unit.rule.joint,
+            unit.joint,
             b.args,
             b.kwargs,
             names,

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunderviz.core.quoting import is_identifier, string
 from thunderviz.core.symbol import BoundSymbol, SymbolKind
 
@@ -146,9 +146,7 @@ def output_pattern(output: Any) -> str | None:
 def type_comment(proxies: list[Proxy]) -> str:
     parts = []
     for p in proxies:
-        if isinstance(p, TensorProxy):
-            parts.append(f'{p.name}: "{p.type_string()}"')
-        elif hasattr(p, "type_string"):
+        if isinstance(p, TensorProxy | NumberProxy):
             parts.append(f'{p.name}: "{p.type_string()}"')
     return ", ".join(parts)
 

@@ -24,9 +24,9 @@ _NOTE_MARK = "thunderviz: raised while running"
 def bsym_at_line(trace: Trace, lineno: int) -> BoundSymbol | None:
     """The bound symbol whose statement is line `lineno` (1-based) of the compiled trace."""
     lines = trace.printed_lines(print_depth=0)
-    if not 1 <= lineno <= len(lines) or lines[lineno - 1].path is None:
+    path = lines[lineno - 1].path if 1 <= lineno <= len(lines) else None
+    if path is None:
         return None
-    path = lines[lineno - 1].path
     bsym = trace.bound_symbols[path[0]]
     for i in path[1:]:
         bsym = bsym.subsymbols[i]

@@ -160,7 +160,7 @@ class BoundSymbol:
 
     def with_changes(self, **changes: Any) -> BoundSymbol:
         """A copy with some fields replaced (bound symbols are treated as values by passes)."""
-        fields = dict(
+        fields: dict[str, Any] = dict(
             sym=self.sym,
             args=self.args,
             kwargs=self.kwargs,

@@ -47,15 +47,23 @@ class timed_provenance:
 
     def __init__(self, pass_name: str, note: str = "") -> None:
         self.pass_name, self.note = pass_name, note
-        self.result: Provenance | None = None
+        self.took_ms = 0.0
+        self._result: Provenance | None = None
 
     def __enter__(self) -> timed_provenance:
         self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        ms = (time.perf_counter() - self._t0) * 1e3
-        self.result = Provenance(self.pass_name, ms, self.note)
+        self.took_ms = (time.perf_counter() - self._t0) * 1e3
+        self._result = Provenance(self.pass_name, self.took_ms, self.note)
+
+    @property
+    def result(self) -> Provenance:
+        """The pass's provenance; reading it inside the `with` block is a bug in the pass."""
+        if self._result is None:
+            raise RuntimeError(f"{self.pass_name}: provenance read before its pass ended")
+        return self._result
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,7 @@ class Trace:
 
     def from_trace(self, **changes: Any) -> Trace:
         """A new trace sharing this one's signature and names, with some fields replaced."""
-        fields = dict(
+        fields: dict[str, Any] = dict(
             name=self.name,
             args=list(self.args),
             kwargs=dict(self.kwargs),

@@ -111,14 +111,20 @@ class _Packet:
         return f"aten.{self._name}"
 
 
+# A plain function holds the cache so that `__getattr__` keeps its signature, which is what
+# tells a type checker that any attribute of `aten` is a `_Packet`.
+@functools.cache
+def _packet(name: str) -> _Packet:
+    return _Packet(name)
+
+
 class _AtenNamespace:
     """`aten.mul.Tensor` is the Symbol for `torch.ops.aten.mul.Tensor`."""
 
-    @functools.cache  # noqa: B019 - one namespace object lives for the process
     def __getattr__(self, name: str) -> _Packet:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _Packet(name)
+        return _packet(name)
 
 
 aten = _AtenNamespace()
