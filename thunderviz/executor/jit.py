@@ -36,6 +36,7 @@ from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (
+    RecentKey,
     ambient_key,
     changed_attribute,
     code_constants,
@@ -88,6 +89,10 @@ class JittedFunction:
         self.cache_size = cache_size
         # key -> entries for that key (one per combination of guard outcomes), most recent last
         self._cache: OrderedDict[Any, list[CompiledEntry]] = OrderedDict()
+        # the last key looked up, and its fast check when it came twice running (the most
+        # recently used key of the cache, so a call it holds for moves nothing)
+        self._previous_key: Any = None
+        self._recent: RecentKey | None = None
         self._walk_modules()
         self._hooks = HookRunner(self.module)
         self.last: CompiledEntry | None = None
@@ -120,10 +125,8 @@ class JittedFunction:
             self._walk_modules()  # a submodule was added, replaced or removed
         arg_leaves, state = _leaves(args), self._state()
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
-        key = self._key(args, kwargs, state)
-        entries = self._cache.get(key)
+        key, entries = self._lookup(args, kwargs, state)
         if entries is not None:
-            self._cache.move_to_end(key)
             last = entries[-1]
             if not last.guards and changed_attribute(last.attributes) is None:
                 self.last = last  # the common case: nothing to check while running
@@ -186,8 +189,33 @@ class JittedFunction:
         # Shared (tied) tensors are rare: dedupe only when the cheap count says so.
         return _first_of_each(params) + _first_of_each(buffers)
 
-    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]) -> Any:
-        # Runs on every call: tensors (the common case) are keyed inline, without a call.
+    def _lookup(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]
+    ) -> tuple[Any, list[CompiledEntry] | None]:
+        """The call's cache key and its entries (None: not cached), most recent first."""
+        ddp = self.ddp is not None and self.ddp.syncing
+        rest = (module_key(self._submodules), ambient_key(), ddp)
+        recent = self._recent
+        if recent is not None and not kwargs and recent.holds(args, state, rest):
+            return recent.key, recent.entries  # still the most recent key: nothing to move
+        key = self._key(args, kwargs, state, rest)
+        entries = self._cache.get(key)
+        if entries is not None:
+            self._cache.move_to_end(key)
+        # A key seen twice running is likely to come again: worth the check's set-up.
+        seen_twice = entries is not None and self._previous_key == key and not kwargs
+        self._recent = RecentKey(key, entries, args, state, rest) if seen_twice else None
+        self._previous_key = key
+        return key, entries
+
+    def _key(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        state: list[torch.Tensor],
+        rest: tuple[Any, ...],
+    ) -> Any:
+        # Tensors (the common case) are keyed inline, without a call.
         inputs = tuple(
             (a.shape, a.dtype, a.device, a.requires_grad, a.is_contiguous())
             if type(a) is torch.Tensor
@@ -198,8 +226,7 @@ class JittedFunction:
         params = tuple(
             [(t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state]
         )
-        ddp = self.ddp is not None and self.ddp.syncing
-        return (inputs, named, params, module_key(self._submodules), ambient_key(), ddp)
+        return (inputs, named, params, *rest)
 
     def _miss_reason(self, key: Any) -> str:
         if not self._cache:
