@@ -27,6 +27,7 @@ from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 from thunderviz.prims import aten
+from thunderviz.prims.call_args import op_args
 from thunderviz.transforms.dce import dce
 from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
 
@@ -291,13 +292,7 @@ def _call_values(bsym: BoundSymbol) -> Any:
     op = bsym.sym.fn
     if not isinstance(op, torch._ops.OpOverload):
         return bsym.args, bsym.kwargs
-    values = []
-    for i, arg in enumerate(op._schema.arguments):
-        if i < len(bsym.args) and not arg.kwarg_only:
-            values.append(bsym.args[i])
-        else:
-            values.append(bsym.kwargs.get(arg.name, arg.default_value))
-    return values
+    return op_args(op, bsym.args, bsym.kwargs)
 
 
 def _backward_trace(

@@ -16,8 +16,8 @@ from typing import Any
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.shape import op_args
 from thunderviz.prims import aten
+from thunderviz.prims.call_args import op_args
 
 RULES = RuleSet("indexed_reductions")
 

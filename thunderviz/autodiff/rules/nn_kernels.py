@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.shape import op_args
 from thunderviz.prims import aten
+from thunderviz.prims.call_args import op_args
 
 RULES = RuleSet("nn_kernels")
 

@@ -9,39 +9,18 @@ and a scatter gathers. Broadcasting (`expand`) needs nothing: `put_grad` sums ba
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.core.proxies import TensorProxy
-from thunderviz.core.symbol import Symbol
 from thunderviz.prims import aten
+from thunderviz.prims.call_args import op_args
 
 RULES = RuleSet("shape", supports_complex=True)  # linear maps: no conjugates
 
 _INT64_MAX = sys.maxsize  # what ATen means by "to the end" in slice
-
-
-def op_args(op: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """Every argument of the ATen op `op` in schema order, defaults filled in.
-
-    Rules call the op again with exactly the `*args, **kwargs` they got (the trace keeps the
-    call as it was recorded, defaults left out) and read the arguments from this.
-    """
-    schema = op.fn._schema
-    out = []
-    for i, arg in enumerate(schema.arguments):
-        if i < len(args) and not arg.kwarg_only:
-            out.append(args[i])
-        elif arg.name in kwargs:
-            out.append(kwargs[arg.name])
-        elif arg.has_default_value():
-            out.append(arg.default_value)
-        else:
-            raise TypeError(f"{op.id}: missing argument {arg.name!r}")
-    return tuple(out)
 
 
 def _norm_dim(dim: int, ndim: int) -> int:
