@@ -4,21 +4,20 @@
 // what to mark, and hears back through onSelect / onToggle.
 
 import { h, replace, scrollWithin } from "./dom.js";
+import { graphToolbar, bindPaneEvents, READABLE_ZOOM } from "./graphcontrols.js";
+import { nodeTooltip, splitToggle, viewBoxSize } from "./graphlabels.js";
 import { fitVisibleGraph, nodesFor, moduleId, DEFAULT_LIMITS } from "./visible.js";
 import { graphToDot, tensorLabel } from "./dot.js";
 import { layoutDot, timings } from "./layout.js";
 import { buildSvg } from "./svgtree.js";
 import { svgText, svgToPng, download } from "./picture.js";
-import { legend } from "./legend.js";
 import { Minimap } from "./minimap.js";
 import { GradOverlay } from "./gradoverlay.js";
-import { maxOf } from "./arrays.js";
 import { LEDGER_CLASSES } from "./debugtools.js";
 
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
 const FAST_LAYOUT_NODES = 500;
 const MARK_CLASSES = ["tv-selected", "tv-highlight", "tv-current-step", ...LEDGER_CLASSES];
-const READABLE_ZOOM = 1;
 let paneCount = 0;
 
 export class GraphView {
@@ -63,129 +62,16 @@ export class GraphView {
     this.el = h(
       "div",
       { class: "tv-graph-pane", data: { graph: this.ti.kind, ready: "false" } },
-      this.buildToolbar(),
+      graphToolbar(this),
       this.message,
       this.canvas,
       this.minimap.el,
       this.busy,
       this.legend,
     );
-    this.bindEvents();
+    bindPaneEvents(this);
   }
 
-  buildToolbar() {
-    const { options } = this;
-    const button = (label, title, action, onClick) =>
-      h("button", { title, data: { "graph-action": action }, on: { click: onClick } }, label);
-    const items = [
-      h("span", { class: "tv-pane-title" }, options.title),
-      button("−", "Zoom out (Ctrl+wheel)", "zoom-out", () => this.setZoom(this.zoom / 1.25)),
-      button("+", "Zoom in (Ctrl+wheel)", "zoom-in", () => this.setZoom(this.zoom * 1.25)),
-      button("Fit", "Show the whole graph", "fit", () => this.fit()),
-      button("1:1", "Readable size (labels 10 px), centred on the selection", "readable", () => {
-        this.setZoom(READABLE_ZOOM);
-        this.centreOnFocus(true);
-      }),
-    ];
-    if (options.onSetExpanded) {
-      items.push(
-        button("Default", "Default collapse", "default", () => options.onSetExpanded(options.defaultExpansion())),
-        button("Collapse all", "Collapse every module and op", "collapse-all", () => options.onSetExpanded(new Set())),
-      );
-      const deepest = maxOf(this.ti.depth.values(), 0);
-      if (deepest > 0) items.push(this.levelControl(deepest));
-    }
-    if (options.gradFlow && Object.keys(options.gradFlow).length) {
-      const controls = this.overlay.controls(options.onGradFlowToggle, () => this.applyGradFlow());
-      this.gradFlowBox = controls.box;
-      items.push(...controls.items);
-    }
-    items.push(
-      button("SVG", "Save this graph as it is drawn (expansion, selection) as an SVG file", "export-svg", () => this.exportPicture("svg")),
-      button("PNG", "Save this graph as it is drawn as a PNG file", "export-png", () => this.exportPicture("png")),
-      legend(),
-    );
-    return h("div", { class: "tv-toolbar" }, items);
-  }
-
-  /**
-   * "symbols: level N": open every op above level N to show its subsymbols (module
-   * expansions are kept; the node limit still applies).
-   */
-  levelControl(deepest) {
-    const select = h(
-      "select",
-      { title: "Show subsymbols down to this level", data: { "graph-action": "level" } },
-      Array.from({ length: deepest + 1 }, (_, level) => h("option", { attrs: { value: level } }, `level ${level}`)),
-    );
-    select.addEventListener("change", () => {
-      const level = Number(select.value);
-      const current = this.options.currentExpansion ? this.options.currentExpansion() : new Set();
-      const next = new Set([...current].filter((id) => !this.ti.ops.has(id)));
-      for (const [id, depth] of this.ti.depth) if (depth < level && this.ti.children.has(id)) next.add(id);
-      this.options.onSetExpanded(next);
-    });
-    return h("label", {}, "symbols ", select);
-  }
-
-  bindEvents() {
-    const idOf = (target) => {
-      const g = target.closest && target.closest("g.node, g.cluster");
-      return g ? g.getAttribute("data-tv-id") : null;
-    };
-    this.canvas.addEventListener("click", (event) => {
-      if (this.dragMoved) return;
-      const id = idOf(event.target);
-      if (id === null) return;
-      if (event.target.closest(".tv-toggle")) return this.options.onToggle(id);
-      // a double-click opens without selecting: remember what its first click replaced
-      if (event.detail === 1) this.beforeClick = this.options.currentSelection ? this.options.currentSelection() : null;
-      this.options.onSelect(this.selectionOf(id));
-    });
-    this.canvas.addEventListener("contextmenu", (event) => {
-      const id = idOf(event.target);
-      if (id !== null && this.options.onContextMenu && this.options.onContextMenu(this.selectionOf(id), event)) event.preventDefault();
-    });
-    this.canvas.addEventListener("dblclick", (event) => {
-      const g = event.target.closest && event.target.closest("g.node");
-      if (g && g.classList.contains("tv-expandable") && !event.target.closest(".tv-toggle")) {
-        if (this.beforeClick !== null && this.beforeClick !== undefined) this.options.onSelect(this.beforeClick);
-        this.options.onToggle(g.getAttribute("data-tv-id"));
-      }
-    });
-    // drag to pan; Ctrl/Cmd + wheel to zoom (plain wheel keeps scrolling the pane)
-    this.canvas.addEventListener("pointerdown", (event) => {
-      if (event.button !== 0 || event.target.closest("g.node, .tv-toggle")) return;
-      this.drag = { x: event.clientX, y: event.clientY, left: this.canvas.scrollLeft, top: this.canvas.scrollTop };
-      this.dragMoved = false;
-    });
-    this.canvas.addEventListener("pointermove", (event) => {
-      if (!this.drag) return;
-      const dx = event.clientX - this.drag.x;
-      const dy = event.clientY - this.drag.y;
-      if (!this.dragMoved && Math.abs(dx) + Math.abs(dy) < 4) return;
-      this.dragMoved = true;
-      this.canvas.classList.add("tv-dragging");
-      this.canvas.scrollLeft = this.drag.left - dx;
-      this.canvas.scrollTop = this.drag.top - dy;
-    });
-    const endDrag = () => {
-      this.drag = null;
-      this.canvas.classList.remove("tv-dragging");
-      setTimeout(() => (this.dragMoved = false), 0);
-    };
-    this.canvas.addEventListener("pointerup", endDrag);
-    this.canvas.addEventListener("pointerleave", endDrag);
-    this.canvas.addEventListener(
-      "wheel",
-      (event) => {
-        if (!event.ctrlKey && !event.metaKey) return;
-        event.preventDefault();
-        this.setZoom(this.zoom * (event.deltaY < 0 ? 1.15 : 1 / 1.15), { x: event.clientX, y: event.clientY });
-      },
-      { passive: false },
-    );
-  }
 
   /**
    * Show the graph for this expansion; lays out only when the visible graph changed.
@@ -286,7 +172,7 @@ export class GraphView {
         g.setAttribute("role", "button");
         g.setAttribute("aria-label", [...g.querySelectorAll(":scope > text")].map((t) => t.textContent).join(", "));
         this.nodeEls.set(item.id, g);
-        if (title) title.textContent = this.tooltip(node);
+        if (title) title.textContent = nodeTooltip(this.ti, node);
         if (node.expandable) splitToggle(g.querySelector(":scope > text"));
       } else {
         this.clusterEls.set(item.id, g);
@@ -324,22 +210,6 @@ export class GraphView {
     return id;
   }
 
-  tooltip(node) {
-    if (node.type === "saved") {
-      const lines = node.tensors.slice(0, 12).map((t) => `${t}: ${tensorLabel(this.ti.tensors[t])}`);
-      if (node.tensors.length > 12) lines.push(`… (${node.tensors.length})`);
-      return `saved for backward, read here:\n${lines.join("\n")}\nclick: select (shows its producer in the forward)`;
-    }
-    if (node.type === "op") {
-      const op = this.ti.ops.get(node.opId);
-      return `${op.name} (${op.id})${node.module ? `\nmodule: ${node.module}` : ""}${readsAndReturns(node)}` +
-        (node.expandable ? "\ndouble-click or ▸ to expand" : "");
-    }
-    if (node.type === "module") return `${node.module}: ${node.count} ops${readsAndReturns(node)}\ndouble-click or ▸ to expand`;
-    if (node.type === "input") return `${node.id}: ${tensorLabel(this.ti.tensors[node.id])}`;
-    if (node.type === "inputs") return node.tensors.join(", ");
-    return node.label;
-  }
 
   /** Zoom to fit the pane's width (never above 100%, never below 30%). */
   fit() {
@@ -465,38 +335,3 @@ const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 /** After the next frame has been rendered (rAF runs before rendering; the timeout after it). */
 const afterNextPaint = () =>
   new Promise((resolve) => (typeof requestAnimationFrame === "function" ? requestAnimationFrame(() => setTimeout(resolve, 0)) : setTimeout(resolve, 0)));
-
-/** Tooltip lines for what a node reads or returns without drawn edges. */
-function readsAndReturns(node) {
-  const lines = [];
-  const list = (names) => (names.length > 8 ? `${names.slice(0, 8).join(", ")}, … (${names.length})` : names.join(", "));
-  if (node.params && node.params.length) lines.push(`params: ${list(node.params)}`);
-  if (node.saved && node.saved.length) lines.push(`saved: ${list(node.saved)}`);
-  if (node.returns && node.returns.length) lines.push(`returns: ${list(node.returns)}`);
-  return lines.map((l) => "\n" + l).join("");
-}
-
-/**
- * Make the leading ▸ / ▾ of a label its own <tspan class="tv-toggle">, so clicking the
- * glyph expands or collapses while clicking the rest of the label selects.
- */
-function splitToggle(text) {
-  if (!text) return;
-  const content = text.textContent;
-  if (!/^[▸▾] /.test(content)) return;
-  const ns = text.namespaceURI;
-  const glyph = text.ownerDocument.createElementNS(ns, "tspan");
-  glyph.setAttribute("class", "tv-toggle");
-  glyph.textContent = content[0];
-  const rest = text.ownerDocument.createElementNS(ns, "tspan");
-  rest.textContent = content.slice(1);
-  while (text.firstChild) text.removeChild(text.firstChild);
-  text.appendChild(glyph);
-  text.appendChild(rest);
-}
-
-function viewBoxSize(svg) {
-  const box = (svg.getAttribute("viewBox") || "").split(/[\s,]+/).map(Number);
-  if (box.length === 4 && box.every(Number.isFinite)) return { width: box[2], height: box[3] };
-  return { width: parseFloat(svg.getAttribute("width")) || 100, height: parseFloat(svg.getAttribute("height")) || 100 };
-}

@@ -5,22 +5,20 @@
 
 import { h, replace, clear } from "./dom.js";
 import { installStyle } from "./style.js";
-import { validateDocument, parseDocument, indexDocument, TRACE_TITLES } from "./document.js";
+import { validateDocument, parseDocument, indexDocument } from "./document.js";
 import { DEFAULT_LIMITS, defaultExpanded, isModuleId, modulePathOf } from "./visible.js";
 import { linkedHighlights, addExplicitHighlights } from "./links.js";
 import { describeOp, gradLabel } from "./opnames.js";
 import { navigateSteps, emptyBreakpoints } from "./stepper.js";
 import { GraphView } from "./graphview.js";
-import { TraceText } from "./tracetext.js";
 import { DetailsPanel } from "./details.js";
 import { StepPanel } from "./steps.js";
-import { SavedPanel } from "./saved.js";
-import { TransformsPanel } from "./transforms.js";
 import { SearchBox } from "./searchbox.js";
 import { expansionToReveal } from "./search.js";
 import { PaneExpansions, regionToFollow } from "./expansion.js";
 import { backwardFlow } from "./gradflow.js";
-import { DebugToolsPanel, hasDebugTools, ledgerMarks } from "./debugtools.js";
+import { ledgerMarks } from "./debugtools.js";
+import { defineTabs } from "./tabs.js";
 import { InterveneMenu } from "./intervenemenu.js";
 
 /** Traits render() listens to (the Python widget defines the same names). */
@@ -122,7 +120,7 @@ class App {
       jump: (i) => this.jump(i),
     });
 
-    this.tabs = this.defineTabs();
+    this.tabs = defineTabs(this);
     this.tabButtons = new Map(
       this.tabs.map((tab) => [tab.id, h("button", { data: { tab: tab.id }, on: { click: () => this.setTrait("tab", tab.id) } }, tab.label)]),
     );
@@ -155,19 +153,6 @@ class App {
 
   destroy() {
     this.destroyed = true;
-  }
-
-  defineTabs() {
-    const { kinds } = this.index;
-    const tabs = [];
-    if (kinds.includes("forward") && kinds.includes("backward")) {
-      tabs.push({ id: "forward_backward", label: "Forward ↔ Backward", create: () => this.fwdBwdTab() });
-    }
-    for (const kind of kinds) tabs.push({ id: kind, label: TRACE_TITLES[kind] || kind, create: () => this.traceTab(kind) });
-    if (this.index.saved.length) tabs.push({ id: "saved", label: "Saved tensors", create: () => this.savedTab() });
-    if (hasDebugTools(this.index, this.model.get("live"))) tabs.push({ id: "debugging", label: "NaN/Inf · interventions", create: () => this.debugTab() });
-    if (this.index.transforms.length) tabs.push({ id: "transforms", label: "Transforms", create: () => this.transformsTab() });
-    return tabs;
   }
 
   // ---- traits -------------------------------------------------------------------------
@@ -388,68 +373,9 @@ class App {
     return union;
   }
 
-  /** "follow selection": selecting in one pane opens and shows its region in the other. */
-  followSwitch() {
-    const box = h("input", { attrs: { type: "checkbox" }, data: { action: "follow" } });
-    box.checked = this.local.follow;
-    box.addEventListener("change", () => {
-      this.local.follow = box.checked;
-      if (box.checked) this.refresh(new Set(["selected"]));
-    });
-    return h("label", { class: "tv-follow", title: "Selecting a forward module or op opens its region in the backward pane, and the reverse" }, box, " follow selection");
-  }
-
-  side(withSteps) {
-    const detailsSlot = h("div", {});
-    const stepsSlot = withSteps ? h("div", {}) : null;
-    return { detailsSlot, stepsSlot, sideEl: h("div", { class: "tv-col tv-side" }, stepsSlot, detailsSlot) };
-  }
 
   hasStepping() {
     return this.steps().length > 0 || Boolean(this.model.get("live"));
-  }
-
-  fwdBwdTab() {
-    const forward = this.graphView("forward", "Forward");
-    const backward = this.graphView("backward", "Backward");
-    const side = this.side(true);
-    side.sideEl.prepend(this.followSwitch());
-    const el = h("div", { class: "tv-panel-tab tv-layout-fwdbwd", data: { panel: "forward_backward" } },
-      h("div", { class: "tv-col" }, forward.el), h("div", { class: "tv-col" }, backward.el), side.sideEl);
-    return { el, views: [forward, backward], texts: [], detailsSlot: side.detailsSlot, stepsSlot: side.stepsSlot };
-  }
-
-  traceTab(kind) {
-    const view = this.graphView(kind, TRACE_TITLES[kind] || kind);
-    const text = new TraceText(this.index.traces.get(kind), (id) => this.select(id));
-    const side = this.side(kind === "backward");
-    const el = h("div", { class: "tv-panel-tab tv-layout-trace", data: { panel: kind } },
-      h("div", { class: "tv-col" }, view.el), h("div", { class: "tv-col" }, text.el), side.sideEl);
-    return { el, views: [view], texts: [text], detailsSlot: side.detailsSlot, stepsSlot: side.stepsSlot, kind };
-  }
-
-  debugTab() {
-    const actions = this.model.get("live") ? {
-      intervene: (edit) => this.intervene(this.model.get("selected") || "", edit),
-      clear: () => this.model.send({ type: "clear_interventions" }),
-    } : null;
-    const debug = new DebugToolsPanel(this.index, (id) => this.select(id), (id) => describeOp(this.index, id), actions);
-    const side = this.side(false);
-    const el = h("div", { class: "tv-panel-tab tv-layout-saved", data: { panel: "debugging" } }, h("div", { class: "tv-col" }, debug.el), side.sideEl);
-    return { el, views: [], texts: [], debug, detailsSlot: side.detailsSlot, stepsSlot: null };
-  }
-
-  savedTab() {
-    const saved = new SavedPanel(this.index.saved, (id) => this.select(id), (id) => describeOp(this.index, id));
-    const side = this.side(false);
-    const el = h("div", { class: "tv-panel-tab tv-layout-saved", data: { panel: "saved" } }, h("div", { class: "tv-col" }, saved.el), side.sideEl);
-    return { el, views: [], texts: [], saved, detailsSlot: side.detailsSlot, stepsSlot: null };
-  }
-
-  transformsTab() {
-    const panel = new TransformsPanel(this.index.transforms, { limits: this.limits });
-    const el = h("div", { class: "tv-panel-tab tv-layout-transforms", data: { panel: "transforms" } }, panel.el);
-    return { el, views: [], texts: [], detailsSlot: null, stepsSlot: null, transforms: panel };
   }
 
   // ---- refresh --------------------------------------------------------------------------
