@@ -174,8 +174,12 @@ def test_breakpoints_read_back_what_they_write(mlp_case):
     }
     s.set_breakpoints({**spec, "modules": ["module:fc1"]})  # the viewer's module ids too
     assert s.breakpoints == spec
+    off = {"ops": [], "modules": [], "nan_inf": False, "grad_norm_above": None}
     s.set_breakpoints({"grad_norm_above": True})  # not a number: off, like the rest
-    assert s.breakpoints == {"ops": [], "modules": [], "nan_inf": False, "grad_norm_above": None}
+    assert s.breakpoints == off
+    for bad in (float("inf"), float("nan")):  # JSON has no such numbers
+        s.set_breakpoints({"grad_norm_above": bad})
+        assert s.breakpoints == off
 
 
 def test_module_breakpoint_fires_on_entering_the_module(mlp_case):

@@ -7,6 +7,7 @@ reads and writes the viewer's form {ops, modules, nan_inf, grad_norm_above}.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,8 +141,10 @@ class Breakpoints:
             if isinstance(path, str):
                 self.on_module(path.removeprefix(protocol.MODULE_PREFIX))
         self.nan_inf = bool(spec.get("nan_inf", False))
+        # a threshold that is not a finite number is off: JSON cannot carry inf or nan, and
+        # no step's norm is ever above them
         norm = spec.get("grad_norm_above")
-        ok = isinstance(norm, (int, float)) and not isinstance(norm, bool)
+        ok = isinstance(norm, (int, float)) and not isinstance(norm, bool) and math.isfinite(norm)
         self.grad_norm_above = float(norm) if ok else None
 
     def reason(self, r: StepRecord, previous_module: str | None) -> str | None:
