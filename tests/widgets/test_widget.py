@@ -11,9 +11,10 @@ import torch
 from tests.helpers import autograd_reference
 from tests.widgets.models import BlockMLP, mlp_inputs
 from thunderviz.debug import Session
-from thunderviz.widgets import widget as widget_module
+from thunderviz.widgets import esm as esm_module
+from thunderviz.widgets import twin as twin_module
+from thunderviz.widgets.esm import TWIN_MARK
 from thunderviz.widgets.widget import (
-    TWIN_MARK,
     VIEW_MIME,
     WIDGET_MIME,
     DebuggerWidget,
@@ -53,8 +54,8 @@ class Sent:
 
 
 def test_a_missing_bundle_says_to_run_make_frontend(monkeypatch, tmp_path, mlp_session):
-    monkeypatch.setattr(widget_module, "BUNDLE_PATH", tmp_path / "viewer.js")
-    monkeypatch.setattr(widget_module, "_bundle_cache", {})
+    monkeypatch.setattr(esm_module, "BUNDLE_PATH", tmp_path / "viewer.js")
+    monkeypatch.setattr(esm_module, "_bundle_cache", {})
     with pytest.raises(ViewerNotBuilt, match="make frontend"):
         DebuggerWidget(mlp_session.document())
 
@@ -75,7 +76,7 @@ def test_traits_travel_under_the_viewer_names(mlp_session):
     assert state["live"] is True and state["current_step"] == -1
     assert state["document"]["format"] == "thunderviz"
     assert w.get_state("selected") == {"selected": ""}
-    assert w.get_state(["selected_id", "tab"]) == {"selected": "", "tab": ""}
+    assert w.get_state(["selected", "tab"]) == {"selected": "", "tab": ""}
 
 
 def test_browser_selection_maps_to_the_real_objects(mlp, mlp_session):
@@ -118,11 +119,11 @@ def test_select_and_highlight_from_python(mlp, mlp_session):
     assert w.selected_id == mlp_session.forward.bound_symbols[1].output.name
     w.select(None)
     assert w.selected_id == ""
-    w.highlight(mlp_session.forward.bound_symbols[0], ["backward:2", model.block], None)
-    assert w.highlight_ids == ["forward:0", "backward:2", "module:block"]
-    assert sent.of("update")[-1]["state"] == {"highlight": w.highlight_ids}
-    w.highlight()
-    assert w.highlight_ids == []
+    w.highlight = [mlp_session.forward.bound_symbols[0], ["backward:2", model.block], None]
+    assert w.highlight == ["forward:0", "backward:2", "module:block"]
+    assert sent.of("update")[-1]["state"] == {"highlight": w.highlight}
+    w.highlight = []
+    assert w.highlight == []
     with pytest.raises(ValueError, match="not an op id"):
         w.select("no such thing")
     other = Session(*mlp_inputs(1))
@@ -142,6 +143,22 @@ def test_a_change_from_the_browser_is_echoed_not_sent_back(mlp_session):
     echoes = sent.of("echo_update")
     assert echoes and echoes[0]["state"] == {"selected": "forward:1", "expanded": ["block"]}
     assert not sent.of("update")
+
+
+def test_an_id_goes_back_to_the_browser_as_it_came(mlp_session):
+    w = DebuggerWidget(mlp_session)
+    sent = Sent(w)
+    w.set_state({"selected": "forward:999", "highlight": ["backward:1", "not_a_tensor"]})
+    assert w.selected is None and w.selected_id == "forward:999"
+    assert w.get_state(["selected", "highlight"]) == {
+        "selected": "forward:999",
+        "highlight": ["backward:1", "not_a_tensor"],
+    }
+    assert not sent.of("update")  # what the browser sent is not sent back
+    w.select(None)  # `selected` stays None, yet the browser must hear that the id is gone
+    assert w.selected_id == "" and sent.of("update")[-1]["state"] == {"selected": ""}
+    with pytest.raises(ValueError, match="not an op id"):
+        w.highlight = ["not_a_tensor"]  # from Python an id must name something
 
 
 def test_stepping_from_python_drives_the_stepper_and_pushes_steps():
@@ -204,9 +221,12 @@ def test_messages_from_the_browser_step_the_backward():
         },
         [],
     )
-    assert w.stepper.breakpoints["ops"] == ["backward:5"]
-    assert w.stepper.breakpoints["modules"] == ["block"]
-    assert w.stepper.breakpoints["grad_norm_above"] == 100.0
+    assert w.stepper.breakpoints == {
+        "ops": ["backward:5"],
+        "modules": ["block"],
+        "nan_inf": False,
+        "grad_norm_above": 100.0,
+    }
     assert any("breakpoints ignored" in m.get("text", "") for m in sent.custom())
     # bad messages become errors in the viewer, not exceptions in the kernel
     w._handle_message(w, {"type": "step", "action": "explode"}, [])
@@ -214,6 +234,28 @@ def test_messages_from_the_browser_step_the_backward():
     errors = [m for m in sent.custom() if m["type"] == "error"]
     assert len(errors) == 2 and "explode" in errors[0]["text"]
     assert isinstance(w.last_error, ValueError)
+
+
+def test_the_viewers_breakpoints_reach_the_stepper_as_its_json_form():
+    w, *_ = fresh_widget()
+    s = w.session
+    produced = s.result.backward.bound_symbols[6].flat_proxy_outs[0].name
+    aug = s.result.augmented_forward.bound_symbols[1]
+    fwd_index = next(i for i, b in enumerate(s.forward.bound_symbols) if b is aug.fwd_bsym)
+    spec = {
+        "ops": [produced, "augmented_forward:1", "module:head", 3.5],
+        "modules": ["module:block"],
+        "nan_inf": True,
+        "grad_norm_above": float("inf"),  # not a finite number: off
+    }
+    ignored = w.set_breakpoints(spec)
+    assert len(ignored) == 1 and ignored[0].startswith("3.5:")
+    assert w.stepper.breakpoints == {
+        "ops": ["backward:6", f"forward:{fwd_index}"],
+        "modules": ["head", "block"],
+        "nan_inf": True,
+        "grad_norm_above": None,
+    }
 
 
 def test_run_to_takes_objects_tensors_and_augmented_ops():
@@ -302,10 +344,10 @@ class _Kernel:
 def test_in_a_kernel_the_static_twin_comes_first(monkeypatch, mlp_session):
     shown = []
     monkeypatch.setattr(
-        widget_module, "display", lambda data, raw=False, metadata=None: shown.append(data)
+        twin_module, "display", lambda data, raw=False, metadata=None: shown.append(data)
     )
     w = DebuggerWidget(mlp_session)
-    monkeypatch.setattr(widget_module, "get_ipython", lambda: _Kernel())
+    monkeypatch.setattr(twin_module, "get_ipython", lambda: _Kernel())
     w._ipython_display_()
     assert [set(d) for d in shown] == [
         {VIEW_MIME, "image/svg+xml", "text/plain"},
@@ -317,7 +359,7 @@ def test_in_a_kernel_the_static_twin_comes_first(monkeypatch, mlp_session):
     assert [set(d) for d in shown] == [{WIDGET_MIME, VIEW_MIME, "image/svg+xml", "text/plain"}]
     shown.clear()
     w.static_twin = True
-    monkeypatch.setattr(widget_module, "get_ipython", lambda: None)  # plain Python / terminal
+    monkeypatch.setattr(twin_module, "get_ipython", lambda: None)  # plain Python / terminal
     w._ipython_display_()
     assert len(shown) == 1 and WIDGET_MIME in shown[0]
 
@@ -348,7 +390,7 @@ def test_options_reach_the_traits(mlp_session):
 def test_a_closed_widget_still_shows_its_picture(monkeypatch, mlp_session):
     shown = []
     monkeypatch.setattr(
-        widget_module, "display", lambda data, raw=False, metadata=None: shown.append(data)
+        twin_module, "display", lambda data, raw=False, metadata=None: shown.append(data)
     )
     w = DebuggerWidget(mlp_session)
     w.close()

@@ -28,14 +28,11 @@ from typing import Any
 from thunderviz.viz.files import write_text_atomic
 from thunderviz.viz.static import static_svg
 from thunderviz.viz.tvz import validate
+from thunderviz.widgets.esm import viewer_bundle
 from thunderviz.widgets.show import document_of, make_session
 from thunderviz.widgets.sidebyside import is_side_by_side, side_by_side_document
-from thunderviz.widgets.widget import (
-    DebuggerWidget,
-    default_cotangents,
-    is_steppable,
-    viewer_bundle,
-)
+from thunderviz.widgets.stepping import default_cotangents, is_steppable
+from thunderviz.widgets.widget import DebuggerWidget
 
 __all__ = ["export_html", "render_html", "json_for_script", "content_security_policy"]
 
