@@ -72,12 +72,18 @@ bench: setup
 	$(PY) benchmarks/saved_memory.py
 	$(PY) benchmarks/view_speed.py
 
-# Only the virtualenv: linting needs neither Chromium, graphviz nor npm (pyright's node is a
-# wheel in the venv; IGNORE_WARNINGS stops it asking PyPI for a newer version).
-lint: $(STAMP)
+FRONTEND_DEPS := frontend/node_modules/.package-lock.json
+$(FRONTEND_DEPS): frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+
+# The virtualenv and the frontend's npm packages; neither Chromium nor graphviz. Pyright's
+# node is a wheel in the venv; IGNORE_WARNINGS stops it asking PyPI for a newer version.
+# The frontend: eslint, then tsc's checkJs against frontend/typecheck-baseline.txt.
+lint: $(STAMP) $(FRONTEND_DEPS)
 	$(PY) -m ruff check thunderviz tests benchmarks examples
 	$(PY) -m ruff format --check thunderviz tests benchmarks examples
 	PYRIGHT_PYTHON_IGNORE_WARNINGS=1 $(VENV)/bin/pyright --pythonpath $(PY)
+	cd frontend && npm run --silent lint
 
 clean:
 	rm -rf $(VENV) .cache frontend/node_modules extension/node_modules extension/.yarn extension/lib thunderviz/labextension $(VIEWER)

@@ -21,6 +21,7 @@ export function hasDebugTools(index, live = false) {
 export const LEDGER_CLASSES = LEDGER_ORDER.filter((s) => s !== "clean").map((s) => `tv-ledger-${s}`);
 
 /** The edits the buttons offer: label and the message's `edit` (GradEdit's spelling). */
+/** @type {Array<[string, string | Array<string | number>]>} */
 export const EDIT_BUTTONS = [
   ["zero", "zero"],
   ["× 0.5", ["scale", 0.5]],

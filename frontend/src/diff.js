@@ -23,6 +23,7 @@ export function diffLines(before, after) {
   let tail = 0;
   while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
 
+  /** @type {DiffLine[]} */
   const out = [];
   for (let i = 0; i < head; i++) out.push({ type: "same", text: a[i], oldLine: i + 1, newLine: i + 1 });
   pushAll(out, diffMiddle(a.slice(head, a.length - tail), b.slice(head, b.length - tail), head));

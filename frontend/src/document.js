@@ -17,6 +17,7 @@ export const TRACE_TITLES = {
   backward: "Backward",
 };
 
+/** @type {(v: unknown) => v is Record<string, any>} */
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**

@@ -33,6 +33,7 @@ export function tensorLabel(tensor) {
 export function escapeDotString(text) {
   return String(text)
     .replace(/\r\n?/g, "\n")
+    // eslint-disable-next-line no-control-regex -- control characters are what it removes
     .replace(/[\u0000-\u0009\u000b-\u001f\u007f]/g, "")
     .replace(/\\/g, "\\\\")
     .replace(/"/g, '\\"')

@@ -87,6 +87,7 @@ export function rankPosition(norm, range) {
  * Gradient flow of the backward graph from its recorded steps: each tensor a step produced,
  * by the norm and NaN/Inf counts recorded for it (the same form as document.grad_flow).
  * `notGradients`: names to leave out (the saved forward values the backward unpacks).
+ * @param {{has: (name: string) => boolean}} [notGradients] a Set of names or a Map by name
  */
 export function backwardFlow(steps, notGradients = new Set()) {
   const flow = {};

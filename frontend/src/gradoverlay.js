@@ -21,6 +21,7 @@ export class GradOverlay {
     this.legend = legend;
     this.styled = [];
     this.labels = [];
+    /** @type {"log" | "rank" | "module"} */
     this.scale = "log";
     this.showNorms = false;
   }
@@ -35,7 +36,7 @@ export class GradOverlay {
     const scale = h("select", { title: "Colour scale: log of the norm (absolute), its rank (separates similar blocks) or relative to the largest norm in the open module it is drawn in", data: { "graph-action": "grad-scale" } },
       SCALES.map(([value, label]) => h("option", { attrs: { value } }, label)));
     scale.addEventListener("change", () => {
-      this.scale = scale.value;
+      this.scale = /** @type {"log" | "rank" | "module"} */ (scale.value); // one of SCALES
       redraw();
     });
     const norms = h("input", { attrs: { type: "checkbox" }, data: { "graph-action": "grad-norms" } });

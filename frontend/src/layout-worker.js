@@ -44,7 +44,9 @@ async function layout(dot) {
 }
 
 // Inside a worker: answer {id, dot} with {id, tree, ms, initMs} or {id, error}.
-const inWorker = typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlobalScope; // eslint-disable-line no-undef
+// WorkerGlobalScope is read off globalThis: the page's DOM types (and globals) do not name it.
+const WorkerScope = /** @type {any} */ (globalThis).WorkerGlobalScope;
+const inWorker = WorkerScope !== undefined && globalThis instanceof WorkerScope;
 if (inWorker) {
   globalThis.onmessage = async (event) => {
     const { id, dot } = event.data || {};

@@ -27,6 +27,7 @@ export const DROPPED_ATTRIBUTES = new Set(["id", "xmlns", "xmlns:xlink", "xml:sp
 /** Is this attribute safe to keep? `url(...)` is allowed only as a local reference. */
 export function isSafeAttribute(name, value) {
   if (!ALLOWED_ATTRIBUTES.has(name)) return false;
+  // eslint-disable-next-line no-control-regex -- control characters are what it removes
   const compact = String(value).replace(/[\s\u0000-\u001f]/g, "").toLowerCase();
   if (compact.includes("javascript:") || compact.includes("data:") || compact.includes("expression(")) return false;
   const urls = compact.match(/url\(([^)]*)\)/g) || [];
@@ -41,11 +42,12 @@ export function isSafeAttribute(name, value) {
 export function sanitizeTree(element) {
   for (const child of [...element.childNodes]) {
     if (child.nodeType === 3) continue; // text
-    if (child.nodeType !== 1 || !ALLOWED_ELEMENTS.has(child.localName || child.nodeName)) {
+    const el = /** @type {Element} */ (child); // an element where nodeType is 1
+    if (child.nodeType !== 1 || !ALLOWED_ELEMENTS.has(el.localName || child.nodeName)) {
       element.removeChild(child);
       continue;
     }
-    sanitizeTree(child);
+    sanitizeTree(el);
   }
   for (const attr of [...element.attributes]) {
     if (!isSafeAttribute(attr.name, attr.value)) element.removeAttribute(attr.name);

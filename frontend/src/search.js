@@ -15,6 +15,7 @@ const KIND_ORDER = { tensor: 0, module: 1, line: 2, op: 3 };
  * @returns {SearchEntry[]}
  */
 export function buildSearchIndex(index) {
+  /** @type {SearchEntry[]} */
   const entries = [];
   const seenTensors = new Set();
   const seenModules = new Set();

@@ -37,6 +37,7 @@ const TAG_END = /\s*(\/?)>/y;
  */
 export function svgToTree(text) {
   const top = { t: "#document", a: {}, c: [] };
+  /** @type {Array<{t: string, a?: Record<string, string>, c?: any[], skip?: boolean}>} */
   const stack = [top]; // open elements; a dropped element is {skip: true}
   let i = 0;
   const fail = (why) => {
@@ -73,6 +74,7 @@ export function svgToTree(text) {
       const name = NAME.exec(text);
       if (!name) fail("bad tag");
       i = NAME.lastIndex;
+      /** @type {Record<string, string>} */
       const attrs = {};
       for (;;) {
         ATTRIBUTE.lastIndex = i;
@@ -87,6 +89,7 @@ export function svgToTree(text) {
       if (!tagEnd) fail("bad attribute");
       i = TAG_END.lastIndex;
       const keep = !parent.skip && ALLOWED_ELEMENTS.has(name[0]);
+      /** @type {{t: string, a?: Record<string, string>, c?: any[], skip?: boolean}} */
       const node = keep ? { t: name[0], a: attrs, c: [] } : { t: name[0], skip: true };
       if (keep) parent.c.push(node);
       if (!tagEnd[1]) stack.push(node);

@@ -85,7 +85,7 @@ function moduleEntries(ti, path) {
  * Build the visible graph.
  * @param {ReturnType<import("./traceindex.js").buildTraceIndex>} ti
  * @param {Set<string>} expanded module paths and op ids that are open
- * @param {Partial<typeof DEFAULT_LIMITS> & {savedInfo?: (name: string) => ({bytes?: number} | undefined)}} [limits]
+ * @param {Partial<typeof DEFAULT_LIMITS> & {savedInfo?: (name: string) => ({bytes?: number} | undefined), labelOf?: (op: any) => string}} [limits]
  *   savedInfo: the saved-for-backward entry of a graph input, if it is one. A saved tensor
  *   enters the graph as a small stub beside each node that reads it (edges from one source
  *   would cross the whole graph); more than STUBS_PER_NODE at one node become one stub.
