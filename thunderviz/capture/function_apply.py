@@ -29,7 +29,7 @@ from thunderviz.capture.custom_function import (
     run_forward,
 )
 from thunderviz.capture.errors import CaptureError, where
-from thunderviz.capture.recorder import _Frame
+from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.core.codegen import codeval
 from thunderviz.core.proxies import Proxy, TensorProxy
@@ -97,7 +97,7 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
     # alias's proxy, and the argument takes the call's output as its new value afterwards.
     run_args = tuple(_alias(recorder, a, need) for a, need in zip(args, needs, strict=True))
     ctx = FunctionContext(needs)
-    frame = _Frame()
+    frame = Frame()
     before = dict(recorder._proxies)
     outer_source, recorder._source = recorder._source, source
     try:

@@ -1,0 +1,132 @@
+"""Mutation made functional, in the recording only (the program itself runs as eager would).
+
+An in-place op is recorded as its functional twin and the mutated tensor's proxy moves to the
+new value; a write through a view is followed by the scatter that writes the view's new value
+into its base; a view whose base changed since is re-derived before its next use
+(`recorder_state.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.capture.decompositions import DecomposingRecorder
+from thunderviz.capture.errors import CaptureError, where
+from thunderviz.capture.functional_ops import (
+    functional_variant,
+    mutated_arg_indices,
+    scatter_into_base,
+)
+from thunderviz.capture.rng import draw_order, inverse
+from thunderviz.core.proxies import Proxy, TensorProxy
+
+__all__ = ["FunctionalizingRecorder"]
+
+aten = torch.ops.aten
+
+
+def _with_defaults(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Positional arguments of a call with every omitted (non-kwarg-only) default filled in."""
+    out = list(args)
+    for a in func._schema.arguments[len(args) :]:
+        if a.kwarg_only or a.name in kwargs or not a.has_default_value():
+            break
+        out.append(a.default_value)
+    return tuple(out)
+
+
+class FunctionalizingRecorder(DecomposingRecorder):
+    """The recorder's in-place ops, recorded as their functional twins."""
+
+    def _record_mutation(
+        self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any, out: Any
+    ) -> None:
+        variant = functional_variant(func)
+        if variant is None:
+            raise CaptureError(
+                f"the in-place ATen op {func} has no functional form thunderviz knows "
+                f"({where(self._source, self.module_path)}). Use the out-of-place version of "
+                "this call in the traced code.",
+                op=str(func),
+                source=self._source,
+                module_path=self.module_path,
+            )
+        functional, returns_mutated = variant
+        schema_args = func._schema.arguments
+        # The functional twin may lack the in-place op's defaults (bernoulli_.float(p=0.5)
+        # -> bernoulli.p(p)): spell them out so none goes missing.
+        p_args = _with_defaults(func, p_args, p_kwargs)
+        mutated = []
+        for i in mutated_arg_indices(func):
+            value = args[i] if i < len(args) else kwargs.get(schema_args[i].name)
+            if isinstance(value, torch.Tensor):
+                mutated.append(value)
+        wants_grad = self._wants_grad(func, p_args, p_kwargs)
+        order = None if returns_mutated else draw_order(func, functional, args, kwargs)
+        if order is not None:
+            new_values = [self._draw_in_memory_order(functional, p_args, p_kwargs, args[0], order)]
+        else:
+            if returns_mutated:
+                normal = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+                outputs = [self._new_proxy(t, wants_grad) for t in normal]
+                new_values = [self._fresh_proxy(t, wants_grad) for t in mutated]
+                output: Any = tuple(outputs + new_values)
+            else:
+                new_values = [self._fresh_proxy(t, wants_grad) for t in mutated]
+                output = new_values[0]
+            bsym = self._bsym(functional, p_args, p_kwargs, output)
+            self._expand(bsym, functional, args, kwargs)
+            self._append(bsym)
+        frame = self._frames[-1]
+        # Writing into a temporary the same call created (rms_norm's C++ kernel does) keeps
+        # the call functional from the outside; only a write into an older tensor counts.
+        made_here = {p.name for b in frame.bsyms for p in b.flat_proxy_outs}
+        if any(id(t) in self._views or self.proxy_of(t).name not in made_here for t in mutated):
+            frame.mutated = True
+        for t, value in zip(mutated, new_values, strict=True):
+            if id(t) in self._views:
+                frame.mutated_views = True
+            self._write(t, value)
+
+    def _draw_in_memory_order(
+        self, functional: Any, p_args: Any, p_kwargs: Any, t: torch.Tensor, order: list[int]
+    ) -> TensorProxy:
+        """An in-place random draw into a transposed tensor, recorded as the functional draw
+        on it permuted into memory order, permuted back: the order eager drew in
+        (capture/rng.py)."""
+        permuted = t.permute(order)
+        source = self._record_only(aten.permute.default, (p_args[0], order), permuted)
+        drawn = self._fresh_proxy(permuted, False)
+        self._append(self._bsym(functional, (source, *p_args[1:]), p_kwargs, drawn))
+        return self._record_only(aten.permute.default, (drawn, inverse(order)), t)
+
+    def _write(self, t: torch.Tensor, value: Proxy) -> None:
+        """`t` now holds `value`: move its proxy, and write through to its base if a view."""
+        self._proxies[id(t)] = value
+        info = self._views.get(id(t))
+        if info is None:
+            self._versions[id(t)] = self._versions.get(id(t), 0) + 1
+            return
+        for step in reversed(info.chain):
+            source_proxy = self.proxy_of(step.source)
+            op, call_args = scatter_into_base(
+                step.op,
+                step.args,
+                step.kwargs,
+                step.index,
+                source_proxy,
+                tuple(step.source.shape),
+                value,
+                step.result,
+            )
+            value = self._record_only(op, call_args, step.source)
+            self._proxies[id(step.source)] = value
+        base_version = self._versions.get(id(info.base), 0) + 1
+        self._versions[id(info.base)] = base_version
+        for step in info.chain:  # every view along the way is now up to date
+            if id(step.result) in self._views:
+                self._views[id(step.result)].version = base_version
+        self._frames[-1].mutated_views = True

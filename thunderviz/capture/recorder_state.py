@@ -1,0 +1,228 @@
+"""What the recorder holds while the program runs, and the one way a tensor gets a proxy.
+
+`RecorderState` is the bottom of the recorder's classes (`decompositions.py`, `mutation.py`
+and `recorder.py` build on it): the tensor -> proxy map, including views that are re-derived
+from their base when it changed since, the frames bound symbols are recorded into, and where
+the program is (the user's line, the module path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.symbol import BoundSymbol, SourceLocation
+from thunderviz.prims.aten import aten_symbol
+
+__all__ = ["Frame", "RecorderState", "tensor_proxy"]
+
+aten = torch.ops.aten
+# Outputs of these never carry gradient, whatever their inputs.
+_NON_DIFFERENTIABLE = {aten.detach.default}
+
+
+def tensor_proxy(
+    name: str, t: torch.Tensor, requires_grad: bool, device: torch.device | None = None
+) -> TensorProxy:
+    """The proxy of a value the recording sees. `device` stands in for `t`'s own where a
+    decomposition records on meta tensors (the device the real op runs on). Only floating
+    point and complex values carry a gradient, as in eager, whatever asked for one."""
+    return TensorProxy(
+        name=name,
+        shape=tuple(int(s) for s in t.shape),
+        dtype=t.dtype,
+        device=t.device if device is None else device,
+        requires_grad=requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex),
+    )
+
+
+@dataclass
+class Frame:
+    """A bound-symbol list being filled, and whether anything in it mutated."""
+
+    bsyms: list[BoundSymbol] = field(default_factory=list)
+    mutated: bool = False
+    mutated_views: bool = False
+
+
+@dataclass
+class ViewStep:
+    op: Any
+    args: tuple[Any, ...]  # the view op's arguments after its input (as proxies/literals)
+    kwargs: dict[str, Any]
+    index: int  # which output of a multi-output view (split, unbind)
+    source: torch.Tensor  # the tensor this step viewed
+    result: torch.Tensor  # the view it produced
+
+
+@dataclass
+class ViewInfo:
+    base: torch.Tensor
+    chain: list[ViewStep]
+    version: int  # the base's version when this view's proxy was last made
+
+
+class RecorderState:
+    """Holds the tensor -> proxy map and the bound symbols recorded so far."""
+
+    def __init__(self, names: NameGenerator, module_names: dict[int, str]) -> None:
+        self.names = names
+        self.module_names = module_names
+        self._proxies: dict[int, Proxy] = {}
+        self._keepalive: list[Any] = []  # ids stay unique while the tensors live
+        self._views: dict[int, ViewInfo] = {}
+        self._versions: dict[int, int] = {}
+        self.constants: dict[str, torch.Tensor] = {}
+        self.top = Frame()
+        self._frames: list[Frame] = [self.top]
+        self._module_stack: list[str] = []
+        self._source: SourceLocation | None = None
+        self._device_override: torch.device | None = None
+
+    # --- the tensor -> proxy map ------------------------------------------------------
+    def bind(self, t: Any, proxy: Proxy) -> None:
+        self._proxies[id(t)] = proxy
+        self._keepalive.append(t)
+
+    def proxy_of(self, t: torch.Tensor) -> Proxy:
+        key = id(t)
+        proxy = self._proxies.get(key)
+        if proxy is None:
+            # A tensor from outside the traced program (a closure, a global): a constant,
+            # on the device its value lives on.
+            name = self.names.fresh("c")
+            self.constants[name] = t
+            proxy = tensor_proxy(name, t, requires_grad=False)
+            self.bind(t, proxy)
+            return proxy
+        info = self._views.get(key)
+        if info is not None and info.version != self._versions.get(id(info.base), 0):
+            proxy = self._rederive_view(t, info)
+        return proxy
+
+    def proxify(self, tree: Any) -> Any:
+        """Tensors -> proxies inside args/outputs. A hand-written walk over the containers
+        torch passes (tuples, lists, dicts): it runs for every op, and pytree is slower."""
+        kind = type(tree)
+        if kind is tuple or kind is list:
+            return kind(self.proxify(x) for x in tree)
+        if kind is dict:
+            return {k: self.proxify(v) for k, v in tree.items()}
+        if isinstance(tree, torch.Tensor):
+            return self.proxy_of(tree)
+        if isinstance(tree, (tuple, list, dict)):  # namedtuples, ModelOutputs, return types
+            return pytree.tree_map_only(torch.Tensor, self.proxy_of, tree)
+        return tree
+
+    def _fresh_proxy(self, t: torch.Tensor, requires_grad: bool) -> TensorProxy:
+        """A proxy for a new value `t`, not bound (a write binds it)."""
+        return tensor_proxy(self.names.fresh(), t, requires_grad, self._device_override)
+
+    def _new_proxy(self, t: torch.Tensor, requires_grad: bool) -> TensorProxy:
+        proxy = self._fresh_proxy(t, requires_grad)
+        self.bind(t, proxy)
+        return proxy
+
+    def _wants_grad(self, func: Any, p_args: Any, p_kwargs: Any) -> bool:
+        if func in _NON_DIFFERENTIABLE or not torch.is_grad_enabled():
+            return False
+        return any(
+            isinstance(p, TensorProxy) and p.requires_grad
+            for p in pytree.tree_leaves((p_args, p_kwargs))
+        )
+
+    # --- where we are -----------------------------------------------------------------
+    @property
+    def module_path(self) -> str:
+        return self._module_stack[-1] if self._module_stack else ""
+
+    def enter_module(self, module: torch.nn.Module) -> None:
+        name = self.module_names.get(id(module))
+        if name is None:
+            name = f"{self.module_path}.<{type(module).__name__}>".lstrip(".")
+        self._module_stack.append(name)
+
+    def exit_module(self, module: torch.nn.Module) -> None:
+        if self._module_stack:
+            self._module_stack.pop()
+
+    @contextlib.contextmanager
+    def _collecting(self, frame: Frame) -> Iterator[Frame]:
+        self._frames.append(frame)
+        try:
+            yield frame
+        finally:
+            self._frames.pop()
+
+    def _append(self, bsym: BoundSymbol) -> None:
+        self._frames[-1].bsyms.append(bsym)
+
+    def _bsym(self, func: Any, p_args: Any, p_kwargs: Any, output: Any) -> BoundSymbol:
+        if self._device_override is not None:
+            # inside a decomposition recorded on meta tensors: factory calls there name the
+            # meta device, which must read as the device the real op runs on
+            p_args, p_kwargs = pytree.tree_map_only(
+                torch.device,
+                lambda d: self._device_override if d.type == "meta" else d,
+                (p_args, p_kwargs),
+            )
+        return BoundSymbol(
+            sym=aten_symbol(func),
+            args=tuple(p_args),
+            kwargs=dict(p_kwargs),
+            output=output,
+            source=self._source,
+            module_path=self.module_path,
+        )
+
+    def _record_only(self, op: Any, call_args: tuple[Any, ...], like: torch.Tensor) -> TensorProxy:
+        """Record `op(*call_args)` without running it: its value already lives in `like`."""
+        requires_grad = any(isinstance(p, TensorProxy) and p.requires_grad for p in call_args)
+        proxy = self._fresh_proxy(like, requires_grad)
+        self._append(self._bsym(op, call_args, {}, proxy))
+        return proxy
+
+    # --- views ------------------------------------------------------------------------
+    def _register_view(
+        self,
+        func: Any,
+        args: Any,
+        kwargs: Any,
+        p_args: Any,
+        p_kwargs: Any,
+        index: int,
+        view: torch.Tensor,
+    ) -> None:
+        source = args[0]
+        parent = self._views.get(id(source))
+        base = parent.base if parent else source
+        chain = list(parent.chain) if parent else []
+        chain.append(ViewStep(func, tuple(p_args[1:]), dict(p_kwargs), index, source, view))
+        self._views[id(view)] = ViewInfo(base, chain, self._versions.get(id(base), 0))
+
+    def _rederive_view(self, t: torch.Tensor, info: ViewInfo) -> Proxy:
+        """The base changed since this view was taken: take the view again from its base."""
+        current = self.proxy_of(info.base)
+        for step in info.chain:
+            if step.op._schema.returns[0].type.kind() == "ListType":
+                # one piece of a multi-output view (split, unbind): take just that piece
+                r = step.result
+                call: tuple[Any, ...] = (
+                    current,
+                    list(r.shape),
+                    list(r.stride()),
+                    r.storage_offset(),
+                )
+                proxy = self._record_only(aten.as_strided.default, call, r)
+            else:
+                proxy = self._record_only(step.op, (current, *step.args), step.result)
+            self._proxies[id(step.result)] = proxy
+            current = proxy
+        info.version = self._versions.get(id(info.base), 0)
+        return current
