@@ -43,6 +43,7 @@ from thunderviz.executor.keys import (
     module_attributes,
     value_key,
 )
+from thunderviz.executor.runnable import without_identity_reshapes
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
 
@@ -310,6 +311,7 @@ class JittedFunction:
         if self.ddp is not None:
             result = self.ddp.add_gradient_sync(result)
         augmented, guards = guard_trace(result.augmented_forward, forward)
+        backward = without_identity_reshapes(result.backward)
         flat_out = pytree.tree_leaves(forward.output)
         wanted = {p.name for p in result.cotangent_outputs}
         positions: list[int] = []
@@ -326,11 +328,11 @@ class JittedFunction:
             None,  # the forward alone never runs here: not compiled
             # autograd.Function.forward already runs without grad: skip the trace's no_grad
             run_augmented=without_no_grad(augmented.python_callable(GUARD_NAMES)),
-            run_backward=result.backward.python_callable(),
+            run_backward=backward.python_callable(),
             differentiable_outputs=positions,
             n_args=n_args,
             guards=guards,
-            executed=[augmented, result.backward],
+            executed=[augmented, backward],
             attributes=attributes,
         )
 
