@@ -19,24 +19,16 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.vjp import AutodiffResult
-from thunderviz.core.proxies import Proxy
-from thunderviz.core.rng import preserved_rng
-from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.core.symbol import BoundSymbol
 from thunderviz.debug.breakpoints import Breakpoints, OpIndex, OpTarget
-from thunderviz.debug.interpret import (
-    MISSING,
-    StepError,
-    is_unpack,
-    number_default,
-    run_bsym,
-    where_of,
-)
+from thunderviz.debug.forward_run import cotangent_values, env_reader, run_forward
+from thunderviz.debug.interpret import MISSING, StepError, is_unpack, run_bsym, where_of
 from thunderviz.debug.reference import GradComparison, autograd_grads, compare_grad
-from thunderviz.debug.stats import TensorStats, tensor_stats
-from thunderviz.debug.steps import StepRecord, module_of, module_within
+from thunderviz.debug.stats import TensorStats
+from thunderviz.debug.steps import StepRecord, StepRecorder, module_of, module_within
 
 # StepRecord, StepError and module_within are re-exported for the importers that take them
-# from here (widgets/widget.py).
+# from here (widgets/stepping.py).
 __all__ = ["BackwardStepper", "StepRecord", "StepError", "module_within"]
 
 
@@ -72,118 +64,17 @@ class BackwardStepper:
                 "user's inputs, then the module's parameters and buffers, then keyword values."
             )
         self.forward_inputs = forward_inputs
-        self.forward_stats: dict[str, TensorStats] = {}
-        with preserved_rng():  # the forward's dropout draws what eager would; the user's RNG stays
-            self.forward_values = self._run_forward(record_forward)
-        self.cotangents = self._cotangent_values(cotangents)
-        self._grad_of: dict[str, list[str]] = {}  # backward name -> forward args it is the grad of
-        for p, g in zip(fwd_args, result.grad_inputs, strict=True):
-            if g is not None:
-                self._grad_of.setdefault(g.name, []).append(p.name)
+        forward = run_forward(result, forward_inputs, record_forward)
+        self.forward_values = forward.values
+        self.forward_stats: dict[str, TensorStats] = forward.stats
+        self.cotangents = cotangent_values(result, self.forward_values, cotangents)
         self._ops = OpIndex(result)
-        self._aug_producer = {
-            p.name: b for b in result.augmented_forward.bound_symbols for p in b.flat_proxy_outs
-        }
+        self._recorder = StepRecorder(result, self._ops.top_forward_of)
         self._breakpoints = Breakpoints(self._ops)
         self.stop_reason = ""
         # an InterventionPlan (debug/interventions.py) that runs each step with its edits
         self.interventions: Any = None
         self.reset()
-
-    # --- running the forward --------------------------------------------------------------
-    def _forward_args(self) -> tuple[list[Any], dict[str, Any]]:
-        fwd = self.result.forward
-        values = list(self.forward_inputs)
-        mutated = {
-            b.args[0].name
-            for b in self.result.augmented_forward.bound_symbols
-            if BsymTag.MUTATION_EPILOGUE in b.tags and b.args and isinstance(b.args[0], Proxy)
-        }
-        names = [p.name for p in fwd.flat_args]
-        # Never write into the caller's tensors: the program's own in-place updates (BatchNorm's
-        # running statistics, an input updated in place) land on copies. Everything but
-        # parameters is copied, not only what the trace says it mutates: interpreting a
-        # torch-level call runs the call itself, which may update a buffer in place.
-        for i, name in enumerate(names):
-            v = values[i]
-            if isinstance(v, torch.Tensor) and (
-                name in mutated or not isinstance(v, torch.nn.Parameter)
-            ):
-                values[i] = v.detach().clone()
-        n = len(fwd.args)
-        return values[:n], dict(zip(fwd.kwargs, values[n:], strict=True))
-
-    def _run_forward(self, record: bool) -> dict[str, Any]:
-        aug = self.result.augmented_forward
-        pos, kw = self._forward_args()
-        if not record:
-            with torch.no_grad():
-                out, saved = aug.python_callable()(*pos, **kw)
-            primal, saved_names = aug.output
-            env = {p.name: v for p, v in zip(aug.flat_args, [*pos, *kw.values()], strict=True)}
-            flat_p = pytree.tree_leaves(primal)
-            flat_v = pytree.tree_leaves(out)
-            if len(flat_p) == len(flat_v):
-                env.update(
-                    {p.name: v for p, v in zip(flat_p, flat_v, strict=True) if isinstance(p, Proxy)}
-                )
-            env.update({p.name: v for p, v in zip(saved_names, saved, strict=True)})
-            return env
-        env = dict(aug.constants)
-        env.update({p.name: v for p, v in zip(aug.flat_args, [*pos, *kw.values()], strict=True)})
-        for p in aug.flat_args:
-            if isinstance(env.get(p.name), torch.Tensor):
-                self.forward_stats[p.name] = tensor_stats(env[p.name])
-
-        def write(name: str, value: Any) -> None:
-            env[name] = value
-            if isinstance(value, torch.Tensor):
-                self.forward_stats[name] = tensor_stats(value)
-
-        with torch.no_grad():
-            for bsym in aug.bound_symbols:
-                try:
-                    run_bsym(bsym, self._reader(env), write)
-                except StepError:
-                    raise
-                except Exception as e:
-                    raise StepError(
-                        f"the augmented forward failed at {bsym.sym.id} "
-                        f"{where_of(bsym)}: {type(e).__name__}: {e}",
-                        bsym,
-                    ) from e
-        return env
-
-    def _cotangent_values(self, cotangents: Any) -> list[Any]:
-        outs = self.result.cotangent_outputs
-        if cotangents is None:
-            values = []
-            for p in outs:
-                v = self.forward_values.get(p.name)
-                if not isinstance(v, torch.Tensor) or v.numel() != 1:
-                    shapes = [q.type_string() for q in outs]
-                    raise ValueError(
-                        "the forward returns non-scalar outputs that take a cotangent "
-                        f"({', '.join(f'{q.name}: {s}' for q, s in zip(outs, shapes, strict=True))}); "  # noqa: E501
-                        "pass cotangents=[...] (one tensor per output, in that order) or a dict "
-                        "by output name"
-                    )
-                values.append(torch.ones_like(v))
-            return values
-        if isinstance(cotangents, torch.Tensor):
-            cotangents = [cotangents]
-        if isinstance(cotangents, Mapping):
-            missing = [p.name for p in outs if p.name not in cotangents]
-            if missing:
-                raise ValueError(f"cotangents missing for forward outputs {missing}")
-            return [cotangents[p.name] for p in outs]
-        cotangents = list(cotangents)
-        if len(cotangents) != len(outs):
-            raise ValueError(
-                f"expected {len(outs)} cotangents (for {[p.name for p in outs]}), "
-                f"got {len(cotangents)}"
-            )
-        return cotangents
 
     # --- state ---------------------------------------------------------------------------
     def reset(self) -> None:
@@ -255,19 +146,6 @@ class BackwardStepper:
         return out
 
     # --- running -------------------------------------------------------------------------
-    def _reader(self, env: dict[str, Any]) -> Callable[[Proxy], Any]:
-        def read(p: Proxy) -> Any:
-            v = env.get(p.name, MISSING)
-            if v is MISSING:
-                v = self.forward_values.get(p.name, MISSING) if env is self._env else MISSING
-            if v is MISSING:
-                v = number_default(p)
-            if v is MISSING:
-                raise StepError(f"{p.name} is read before any step produced it")
-            return v
-
-        return read
-
     def _execute(self) -> StepRecord:
         i = self._index
         bsym = self.bsyms[i]
@@ -287,15 +165,13 @@ class BackwardStepper:
         try:
             with torch.no_grad():
                 if self.interventions is None:
-                    run_bsym(bsym, self._reader(env), write)
+                    run_bsym(bsym, env_reader(env, self.forward_values), write)
                 else:
-                    self.interventions.run(i, bsym, env, self._reader(env), write, remember)
+                    self.interventions.run(
+                        i, bsym, env, env_reader(env, self.forward_values), write, remember
+                    )
         except Exception as e:
-            for name, old in reversed(undo):
-                if old is MISSING:
-                    env.pop(name, None)
-                else:
-                    env[name] = old
+            _undo(env, undo)
             if isinstance(e, StepError) and e.index is not None:
                 raise
             raise StepError(
@@ -306,30 +182,10 @@ class BackwardStepper:
             ) from e
         self._undo.append(undo)
         self._index += 1
-        record = self._record(i, bsym, produced)
+        record = self._recorder.record(i, bsym, produced, env)
         self.history.append(record)
         self._stats.update(record.outputs)
         return record
-
-    def _record(self, i: int, bsym: BoundSymbol, produced: list[str]) -> StepRecord:
-        outputs: dict[str, TensorStats] = {}
-        grads: dict[str, TensorStats] = {}
-        for name in dict.fromkeys(produced):
-            v = self._env[name]
-            if isinstance(v, torch.Tensor):
-                st = tensor_stats(v)
-                outputs[name] = st
-                for arg in self._grad_of.get(name, ()):
-                    grads[arg] = st
-        fwd = bsym.fwd_bsym
-        source = bsym.source or (fwd.source if fwd is not None else None)
-        if source is None and is_unpack(bsym):
-            for name, st in outputs.items():
-                if st.has_nan_or_inf and name in self._aug_producer:
-                    made = self._aug_producer[name]
-                    source, fwd = made.source, made.fwd_bsym or self._ops.top_forward_of(made)
-                    break
-        return StepRecord(i, bsym, outputs, grads, tuple(dict.fromkeys(produced)), "", source, fwd)
 
     def step(self) -> StepRecord | None:
         """Run the next bound symbol. Returns its record (None when already at the end)."""
@@ -418,11 +274,7 @@ class BackwardStepper:
         if not self._undo:
             self.stop_reason = "at the start"
             return None
-        for name, old in reversed(self._undo.pop()):
-            if old is MISSING:
-                self._env.pop(name, None)
-            else:
-                self._env[name] = old
+        _undo(self._env, self._undo.pop())
         self._index -= 1
         for name in self.history.pop().outputs:
             self._stats.pop(name, None)
@@ -507,3 +359,12 @@ class BackwardStepper:
         return autograd_grads(
             self.result.forward, fn, args, kwargs, cotangents=list(self.cotangents)
         )
+
+
+def _undo(env: dict[str, Any], undo: list[tuple[str, Any]]) -> None:
+    """Put back the values a step's writes replaced (forget the names it bound)."""
+    for name, old in reversed(undo):
+        if old is MISSING:
+            env.pop(name, None)
+        else:
+            env[name] = old
