@@ -36,6 +36,14 @@ def autograd_reference(
     return out.detach(), grads
 
 
+def value_and_grads(fn: Any, *args: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """`fn(*args)` (a scalar), detached, and by torch.autograd its gradients with respect to the
+    tensor arguments that require grad; `fn` eager or jitted, so both sides are read alike."""
+    out = fn(*args)
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    return out.detach(), torch.autograd.grad(out, leaves) if leaves else ()
+
+
 def check_value_and_grad(
     module: torch.nn.Module, *inputs: Any, rtol: float, atol: float
 ) -> dict[str, torch.Tensor | None]:

@@ -14,22 +14,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import thunderviz as tv
+from tests.helpers import value_and_grads
 from thunderviz.core.run_errors import bsym_at_line
 
 F64 = dict(dtype=torch.float64)
-
-
-def grads_of(fn, *args):
-    """(value, grads of the args that require grad) by eager torch.autograd."""
-    out = fn(*args)
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    return out.detach(), torch.autograd.grad(out, leaves)
-
-
-def jit_grads_of(jitted, *args):
-    out = jitted(*args)
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    return out.detach(), torch.autograd.grad(out, leaves)
 
 
 def assert_same(got, want):
@@ -62,7 +50,7 @@ def test_fresh_config_objects_each_get_their_own_result():
     jitted = tv.jit(scaled, cache_size=64)
     for i in range(50):
         cfg = Cfg(scale=float(i))  # a fresh object each call; ids get reused
-        assert_same(jit_grads_of(jitted, x, cfg), grads_of(scaled, x, cfg))
+        assert_same(value_and_grads(jitted, x, cfg), value_and_grads(scaled, x, cfg))
     assert jitted.cache_misses == 50
     jitted(x, Cfg(scale=3.0))
     assert jitted.cache_misses == 50  # an equal config finds its trace
@@ -72,9 +60,9 @@ def test_a_config_mutated_in_place_retraces():
     x = torch.randn(3, 4, **F64, requires_grad=True)
     for cfg in (Cfg(scale=2.0), PlainCfg(scale=2.0)):
         jitted = tv.jit(scaled)
-        assert_same(jit_grads_of(jitted, x, cfg), grads_of(scaled, x, cfg))
+        assert_same(value_and_grads(jitted, x, cfg), value_and_grads(scaled, x, cfg))
         cfg.scale = 3.0
-        assert_same(jit_grads_of(jitted, x, cfg), grads_of(scaled, x, cfg))
+        assert_same(value_and_grads(jitted, x, cfg), value_and_grads(scaled, x, cfg))
         assert jitted.cache_misses == 2
 
 
@@ -150,7 +138,7 @@ def test_a_data_dependent_branch_flips_both_ways_with_eager_gradients():
     signs = [1, -1, 1, -1, -1, 1]
     for s in signs:
         x = positive * s * (1 + torch.rand(()))
-        assert_same(jit_grads_of(jitted, x, w), grads_of(branchy, x, w))
+        assert_same(value_and_grads(jitted, x, w), value_and_grads(branchy, x, w))
     assert jitted.cache_misses == 2  # one trace per branch, both kept under one key
     assert jitted.guard_failures == 4  # each flip is caught by the guard, then the other trace
     augmented = tv.last_traces(jitted)[1]
@@ -172,7 +160,7 @@ def test_item_tolist_and_nonzero_sizes_are_guarded():
     first, more_positive, other_first = [1.0, -1, 2, 3, -4], [1.0, 1, 2, 3, -4], [2.0, 1, 2, 3, -4]
     for values in (first, first, more_positive, other_first, first, more_positive):
         x = torch.tensor(values, **F64)
-        assert_same(jit_grads_of(jitted, x, w), grads_of(counted, x, w))
+        assert_same(value_and_grads(jitted, x, w), value_and_grads(counted, x, w))
     # a new count and nonzero size, then a new list: one trace each, all three kept
     assert jitted.cache_misses == 3
 
@@ -190,10 +178,10 @@ def test_a_failed_guard_undoes_the_random_draws_of_the_attempt():
     for seed in range(6):
         x = torch.randn(2, 4, **F64)
         torch.manual_seed(seed)
-        want = grads_of(f, x, w)
+        want = value_and_grads(f, x, w)
         after_eager = torch.rand(1)
         torch.manual_seed(seed)
-        got = jit_grads_of(jitted, x, w)
+        got = value_and_grads(jitted, x, w)
         assert_same(got, want)
         torch.testing.assert_close(torch.rand(1), after_eager, rtol=0, atol=0)
     assert jitted.guard_failures > 0
@@ -366,7 +354,9 @@ def test_boolean_mask_indexing_with_a_changing_count_matches_eager():
     for labels in ([1, -1, 2, 3], [3, -1, 0, 1], [1, 1, -2, -3], [1, -1, 2, 3], [-1, -1, -1, 5]):
         pred = torch.randn(4, 4, **F64)
         target = torch.tensor(labels).unsqueeze(1)
-        assert_same(jit_grads_of(jitted, pred, target, w), grads_of(masked_loss, pred, target, w))
+        assert_same(
+            value_and_grads(jitted, pred, target, w), value_and_grads(masked_loss, pred, target, w)
+        )
     assert jitted.cache_misses == 3  # counts 3, 2, 1: one trace each, reused when they recur
     assert "thunderviz_guard_size(" in str(tv.last_traces(jitted)[1])
 
@@ -417,9 +407,9 @@ def test_a_changed_module_attribute_retraces():
             for m in (eager, model):
                 setattr(m if name == "scale" else m.drop, name, value)
         torch.manual_seed(3)
-        want = grads_of(lambda x, w: eager(x), x, eager.fc.weight)
+        want = value_and_grads(lambda x, w: eager(x), x, eager.fc.weight)
         torch.manual_seed(3)
-        got = jit_grads_of(lambda x, w: jitted(x), x, model.fc.weight)
+        got = value_and_grads(lambda x, w: jitted(x), x, model.fc.weight)
         assert_same(got, want)
     assert jitted.cache_misses == 3
     assert "drop.p" in jitted.last_retrace_reason and "0.5" in jitted.last_retrace_reason
@@ -454,7 +444,7 @@ def test_a_changed_global_or_closure_value_retraces():
     try:
         for value in (2.0, 3.0, 2.0):
             SCALE = value
-            assert_same(jit_grads_of(jitted, x), grads_of(reads_a_global, x))
+            assert_same(value_and_grads(jitted, x), value_and_grads(reads_a_global, x))
     finally:
         SCALE = 2.0
     assert jitted.cache_misses == 2
@@ -465,7 +455,7 @@ def test_a_changed_global_or_closure_value_retraces():
 
     jitted = tv.jit(closure)
     for shift in (1, 5):  # noqa: B007 - the closure reads the loop variable
-        assert_same(jit_grads_of(jitted, x), grads_of(closure, x))
+        assert_same(value_and_grads(jitted, x), value_and_grads(closure, x))
     assert jitted.cache_misses == 2 and "shift" in jitted.last_retrace_reason
 
 

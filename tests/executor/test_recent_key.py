@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 import thunderviz as tv
+from tests.helpers import value_and_grads
 
 F64 = dict(dtype=torch.float64)
 
@@ -22,14 +23,11 @@ def _fn(x, w):
 
 def _check(jitted, fn, *args):
     """One call: value and gradients of the args that require grad, against eager."""
-    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    got, want = jitted(*args), fn(*args)
+    got, got_grads = value_and_grads(jitted, *args)
+    want, want_grads = value_and_grads(fn, *args)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
-    if leaves:
-        for g, e in zip(
-            torch.autograd.grad(got, leaves), torch.autograd.grad(want, leaves), strict=True
-        ):
-            torch.testing.assert_close(g, e, rtol=1e-12, atol=1e-12)
+    for g, e in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-12, atol=1e-12)
 
 
 def _warm(jitted, fn, *args):
