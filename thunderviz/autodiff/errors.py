@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from thunderviz.capture.errors import where
+from thunderviz.core.locations import where
 from thunderviz.core.symbol import BoundSymbol
 
 __all__ = ["AutodiffError"]

@@ -31,9 +31,9 @@ from typing import Any
 import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad
-from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.core.symbol import BoundSymbol, Symbol
 from thunderviz.prims.aten import op_id
+from thunderviz.prims.torch_symbols import torch_symbol
 
 __all__ = ["GradRule", "RuleSet", "symbol_id"]
 

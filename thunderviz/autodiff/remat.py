@@ -14,11 +14,11 @@ import torch
 
 from thunderviz.autodiff.saved import UNPACK, describe_saved
 from thunderviz.autodiff.vjp import AutodiffResult
-from thunderviz.capture.functional_ops import is_view_op
 from thunderviz.core.dag import producers
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import timed_provenance
+from thunderviz.prims.aliasing import is_view_op
 
 __all__ = ["rematerialize", "is_cheap"]
 

@@ -33,8 +33,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import _pop_mode_temporarily
 
-from thunderviz.capture.errors import CaptureError, where
+from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.source import user_source
+from thunderviz.core.locations import where
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
 from thunderviz.prims.aten import meta_outputs, op_id
 

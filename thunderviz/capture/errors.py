@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from thunderviz.core.symbol import SourceLocation
 
-__all__ = ["CaptureError", "where"]
-
-
-def where(source: SourceLocation | None, module_path: str) -> str:
-    parts = []
-    if source is not None:
-        parts.append(f"{source.filename}:{source.lineno} ({source.code!r})")
-    if module_path:
-        parts.append(f"in module '{module_path}'")
-    return " ".join(parts) or "at an unknown location"
+__all__ = ["CaptureError"]
 
 
 class CaptureError(RuntimeError):

@@ -28,10 +28,11 @@ from thunderviz.capture.custom_function import (
     held_tensors,
     run_forward,
 )
-from thunderviz.capture.errors import CaptureError, where
+from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.core.codegen import codeval
+from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 

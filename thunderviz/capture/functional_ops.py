@@ -1,5 +1,6 @@
-"""What the recorder needs to make mutation functional: in-place -> functional variants,
-which ATen ops are views, and how to write a view's new value back into its base."""
+"""What the recorder needs to make mutation functional: in-place -> functional variants, and
+how to write a view's new value back into its base (which ops write and which are views:
+`prims/aliasing.py`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,7 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "mutated_arg_indices",
-    "functional_variant",
-    "is_view_op",
-    "scatter_into_base",
-]
+__all__ = ["functional_variant", "scatter_into_base"]
 
 aten = torch.ops.aten
 _OpOverload = torch._ops.OpOverload
@@ -22,16 +18,6 @@ _OpOverload = torch._ops.OpOverload
 def _arg_key(arg: Any) -> tuple[str, str]:
     # Types printed without alias annotations: `Tensor(a!) self` and `Tensor self` match.
     return arg.name, str(arg.type)
-
-
-@functools.cache
-def mutated_arg_indices(op: _OpOverload) -> tuple[int, ...]:
-    """Positions of the schema arguments this op writes to (`Tensor(a!)`)."""
-    return tuple(
-        i
-        for i, a in enumerate(op._schema.arguments)
-        if a.alias_info is not None and a.alias_info.is_write
-    )
 
 
 @functools.cache
@@ -70,15 +56,6 @@ _SPECIAL: dict[Any, tuple[_OpOverload, bool]] = {
     aten.zero_.default: (aten.zeros_like.default, False),
     aten.native_batch_norm.default: (aten._native_batch_norm_legit_functional.default, True),
 }
-
-
-@functools.cache
-def is_view_op(op: _OpOverload) -> bool:
-    """True for ops whose outputs alias their first input (view, slice, transpose, ...)."""
-    if op._schema.is_mutable:
-        return False
-    rets = op._schema.returns
-    return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
 def scatter_into_base(

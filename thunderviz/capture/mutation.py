@@ -14,14 +14,12 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.decompositions import DecomposingRecorder
-from thunderviz.capture.errors import CaptureError, where
-from thunderviz.capture.functional_ops import (
-    functional_variant,
-    mutated_arg_indices,
-    scatter_into_base,
-)
+from thunderviz.capture.errors import CaptureError
+from thunderviz.capture.functional_ops import functional_variant, scatter_into_base
 from thunderviz.capture.rng import draw_order, inverse
+from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.prims.aliasing import mutated_arg_indices
 
 __all__ = ["FunctionalizingRecorder"]
 

@@ -27,19 +27,20 @@ from thunderviz.capture.collectives import (
     record_collective_call,
     record_collective_op,
 )
-from thunderviz.capture.errors import CaptureError, where
-from thunderviz.capture.functional_ops import is_view_op, mutated_arg_indices
+from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
-from thunderviz.capture.torch_symbols import (
+from thunderviz.core.locations import where
+from thunderviz.core.proxies import NameGenerator, NumberProxy
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
+from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
+from thunderviz.prims.torch_symbols import (
     functional_method_name,
     is_property_read,
     torch_symbol,
 )
-from thunderviz.core.proxies import NameGenerator, NumberProxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
 
 __all__ = ["Recorder"]
 

@@ -27,10 +27,10 @@ import torch.nn.functional as F
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.prims import aten
 from thunderviz.prims.aten import op_id
+from thunderviz.prims.torch_symbols import torch_symbol
 
 RULES = RuleSet("attention")
 

@@ -37,8 +37,8 @@ from thunderviz.capture.collectives import (
     WAIT,
     collective_header,
 )
-from thunderviz.capture.errors import where
 from thunderviz.core.context import current_builder
+from thunderviz.core.locations import where
 from thunderviz.prims import aten
 
 RULES = RuleSet("collectives")

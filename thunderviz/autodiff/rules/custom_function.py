@@ -30,8 +30,8 @@ from thunderviz.capture.custom_function import (
     forward_symbol,
     has_backward,
 )
-from thunderviz.capture.errors import where
 from thunderviz.core.context import current_builder
+from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
 
 RULES = RuleSet("custom_function", supports_complex=True)  # the user's backward

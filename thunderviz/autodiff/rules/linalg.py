@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import conj, scaled
-from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.prims import aten
+from thunderviz.prims.torch_symbols import torch_symbol
 
 RULES = RuleSet("linalg", supports_complex=True)
 

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.capture.torch_symbols import torch_symbol
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
+from thunderviz.prims.torch_symbols import torch_symbol
 
 RULES = RuleSet("nn")
 

@@ -64,7 +64,7 @@ def torch_symbol(func: Callable[..., Any]) -> Symbol | None:
             name=method, id=f"torch.Tensor.{method}", fn=func, kind=SymbolKind.METHOD, meta=meta
         )
     if getattr(func, "__name__", None) == "__get__" and hasattr(func, "__self__"):
-        prop = getattr(func.__self__, "__name__", None)
+        prop = getattr(getattr(func, "__self__", None), "__name__", None)
         if prop in _PROPERTIES_THAT_COMPUTE:
             return Symbol(
                 name=prop, id=f"torch.Tensor.{prop}", fn=func, kind=SymbolKind.ATTRIBUTE, meta=meta

@@ -1,0 +1,31 @@
+"""What an ATen op's schema says about aliasing: which arguments it writes into, and whether
+its outputs are views of its input."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+__all__ = ["is_view_op", "mutated_arg_indices"]
+
+_OpOverload = torch._ops.OpOverload
+
+
+@functools.cache
+def mutated_arg_indices(op: _OpOverload) -> tuple[int, ...]:
+    """Positions of the schema arguments this op writes to (`Tensor(a!)`)."""
+    return tuple(
+        i
+        for i, a in enumerate(op._schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write
+    )
+
+
+@functools.cache
+def is_view_op(op: _OpOverload) -> bool:
+    """True for ops whose outputs alias their first input (view, slice, transpose, ...)."""
+    if op._schema.is_mutable:
+        return False
+    rets = op._schema.returns
+    return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
