@@ -46,7 +46,7 @@ def viewer_bundle() -> str:
 
 # The widget's ES module: the viewer bundle, imported from a blob: URL (as the static pages
 # of frontend/README.md do), with a render() that first hides this output's static twin:
-# the output shown just before the widget (widgets/twin.py, `display_widget`), which is only for
+# the output shown just before the widget (widgets/twin.py), which is only for
 # readers without a kernel. The twin is the previous output of the same output area, drawn
 # by the thunderviz extension (the view MIME) or, without it, as our marked SVG or text.
 _ESM_TEMPLATE = """\

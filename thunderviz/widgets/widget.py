@@ -19,7 +19,6 @@ esm.py (the widget's module: the built viewer).
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -41,7 +40,7 @@ from thunderviz.widgets.esm import BUNDLE_PATH, ViewerESM, ViewerNotBuilt, viewe
 from thunderviz.widgets.messages import handle_message
 from thunderviz.widgets.selection import SelectedTrait, Selection, ViewIndex, WireId
 from thunderviz.widgets.stepping import StepsView, is_steppable
-from thunderviz.widgets.twin import WIDGET_MIME, StaticTwin, display_widget, view_text, widget_only
+from thunderviz.widgets.twin import WIDGET_MIME, StaticTwin, TwinOutputs
 
 __all__ = [
     "BUNDLE_PATH",
@@ -53,7 +52,7 @@ __all__ = [
 ]
 
 
-class DebuggerWidget(anywidget.AnyWidget):
+class DebuggerWidget(TwinOutputs, anywidget.AnyWidget):
     """The thunderviz debugger in a notebook: a Session (or a view document) in the viewer.
 
     DebuggerWidget(session | document | Trace | AutodiffResult, *, live=None, record=True,
@@ -64,6 +63,8 @@ class DebuggerWidget(anywidget.AnyWidget):
     record: run the whole backward once first (`Session.record_backward`), so the document,
         the static fallback and an exported page carry every step's statistics and the
         gradient-flow overlay.
+
+    Its notebook outputs (a static twin beside the widget view) come from `TwinOutputs`.
     """
 
     _esm = ViewerESM()
@@ -82,10 +83,6 @@ class DebuggerWidget(anywidget.AnyWidget):
     tab = traitlets.Unicode("").tag(sync=True)
     expanded = traitlets.List(traitlets.Unicode()).tag(sync=True)
     live = traitlets.Bool(False).tag(sync=True)
-
-    # False (or THUNDERVIZ_STATIC_TWIN=0): one output, the full `_repr_mimebundle_`, instead
-    # of the static twin and the widget (twin.py says why two).
-    static_twin = os.environ.get("THUNDERVIZ_STATIC_TWIN", "1") != "0"
 
     def __init__(
         self,
@@ -304,38 +301,3 @@ class DebuggerWidget(anywidget.AnyWidget):
 
     def error(self, text: str) -> None:
         self.send({"type": "error", "text": str(text)})
-
-    # --- notebook output (twin.py) -------------------------------------------------------
-    def static_svg(self) -> str | None:
-        """The static picture of the forward (Graphviz `dot`); None if dot is missing."""
-        return self._twin.svg(self.document)
-
-    def static_bundle(self) -> dict[str, Any]:
-        """The fallback alone (no widget view): the static twin's output."""
-        return self._twin.bundle(self.document)
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        """The widget view, plus a static fallback for where no kernel runs the widget: the
-        view document (the thunderviz JupyterLab extension draws it interactively), a
-        Graphviz SVG and text."""
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        return {**data, **self.static_bundle()}, metadata
-
-    def widget_bundle(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The widget view alone, with text for readers that cannot show widgets."""
-        return widget_only(super()._repr_mimebundle_())
-
-    def _ipython_display_(self, **kwargs: Any) -> None:
-        display_widget(
-            self.static_bundle,
-            self._repr_mimebundle_,
-            self.widget_bundle,
-            open_comm=self.comm is not None,
-            twin=self.static_twin,
-        )
-
-    def __repr__(self) -> str:
-        return view_text(self.document)
