@@ -17,7 +17,9 @@ from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
     conj,
     one_minus,
+    pass_through,
     scaled,
+    unary,
     zero_where,
     zeros_of,
 )
@@ -145,11 +147,7 @@ def floor_divide(a, b):
     return out
 
 
-@RULES.grad(aten.neg.default)
-def neg(a):
-    out = aten.neg.default(a)
-    put_grad(a, aten.neg.default(get_grad(out)))
-    return out
+unary(RULES, aten.neg.default, lambda g, a, out: aten.neg.default(g))
 
 
 # --- modular arithmetic ------------------------------------------------------------------
@@ -158,8 +156,9 @@ def neg(a):
 # a and -(the rounded quotient) in b between the jumps.
 
 
-def _modular_rule(op, rounding: str):
-    """fmod ("trunc") and remainder ("floor") of two tensors."""
+def _modular_rule(op, rounding: str) -> None:
+    """fmod ("trunc") and remainder ("floor") of two tensors (real numbers only: torch has
+    no complex fmod or remainder)."""
 
     def modular(a, b):
         out = op(a, b)
@@ -170,32 +169,17 @@ def _modular_rule(op, rounding: str):
             put_grad(b, aten.mul.Tensor(aten.neg.default(g), q))
         return out
 
-    modular.__name__ = op.label
-    return modular
+    modular.__name__ = modular.__qualname__ = op.label
+    RULES.grad(op, supports_complex=False)(modular)
 
 
-def _slope_one_rule(op):
-    """Ops whose other operands are numbers and whose slope in `a` is 1 (a + 2, fmod(a, 3)):
-    the gradient passes through unchanged."""
-
-    def slope_one(a, *numbers, **kwargs):
-        out = op(a, *numbers, **kwargs)
-        put_grad(a, get_grad(out))
-        return out
-
-    slope_one.__name__ = f"{op.label}_scalar"
-    return slope_one
-
-
-# real numbers only (torch has no complex fmod or remainder)
-RULES.grad(aten.fmod.Tensor, supports_complex=False)(_modular_rule(aten.fmod.Tensor, "trunc"))
-RULES.grad(aten.remainder.Tensor, supports_complex=False)(
-    _modular_rule(aten.remainder.Tensor, "floor")
-)
+_modular_rule(aten.fmod.Tensor, "trunc")
+_modular_rule(aten.remainder.Tensor, "floor")
+# the other operands are numbers, the slope in `a` is 1 (a + 2, fmod(a, 3))
 for _op in (aten.add.Scalar, aten.sub.Scalar):
-    RULES.grad(_op)(_slope_one_rule(_op))
+    pass_through(RULES, _op)
 for _op in (aten.fmod.Scalar, aten.remainder.Scalar):
-    RULES.grad(_op, supports_complex=False)(_slope_one_rule(_op))
+    pass_through(RULES, _op, supports_complex=False)
 
 
 @RULES.grad(aten.remainder.Scalar_Tensor, supports_complex=False)

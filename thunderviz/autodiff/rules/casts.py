@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import scaled
+from thunderviz.autodiff.rules.common import pass_through, scaled, unary
 from thunderviz.prims import aten
 
 RULES = RuleSet("casts", supports_complex=True)
@@ -17,49 +17,17 @@ RULES = RuleSet("casts", supports_complex=True)
 
 
 # Identity on values: the gradient passes straight through (put_grad casts it back to the
-# input's dtype and device, which is the whole backward of `_to_copy`).
-@RULES.grad(aten._to_copy.default)
-def to_copy(a, **kwargs):
-    out = aten._to_copy.default(a, **kwargs)
-    put_grad(a, get_grad(out))
-    return out
-
-
-def _copy_rule(op):
-    """Copies that keep the values (clone, contiguous): the gradient passes through."""
-
-    def copy_of(a, *args, **kwargs):
-        out = op(a, *args, **kwargs)
-        put_grad(a, get_grad(out))
-        return out
-
-    copy_of.__name__ = op.label
-    return copy_of
-
-
-for _op in (aten.clone.default, aten.contiguous.default):
-    RULES.grad(_op)(_copy_rule(_op))
-
-
-@RULES.grad(aten.alias.default)
-def alias(a):
-    out = aten.alias.default(a)
-    put_grad(a, get_grad(out))
-    return out
-
-
-@RULES.grad(aten.lift_fresh_copy.default)
-def lift_fresh_copy(a):
-    out = aten.lift_fresh_copy.default(a)
-    put_grad(a, get_grad(out))
-    return out
-
-
-@RULES.grad(aten.lift_fresh.default)
-def lift_fresh(a):
-    out = aten.lift_fresh.default(a)
-    put_grad(a, get_grad(out))
-    return out
+# input's dtype and device, which is the whole backward of `_to_copy`). Copies (clone,
+# contiguous) and aliases keep the values too.
+for _op in (
+    aten._to_copy.default,
+    aten.clone.default,
+    aten.contiguous.default,
+    aten.alias.default,
+    aten.lift_fresh_copy.default,
+    aten.lift_fresh.default,
+):
+    pass_through(RULES, _op)
 
 
 @RULES.grad(aten.copy.default)
@@ -88,12 +56,7 @@ def native_dropout(a, p, train):
     return out, mask
 
 
-@RULES.grad(aten.relu.default)
-def relu(a):
-    out = aten.relu.default(a)
-    g = get_grad(out)
-    put_grad(a, aten.threshold_backward.default(g, out, 0))
-    return out
+unary(RULES, aten.relu.default, lambda g, a, out: aten.threshold_backward.default(g, out, 0))
 
 
 # --- no gradient ---------------------------------------------------------------------------

@@ -1,10 +1,18 @@
-"""Small math helpers the rule files share (math only: no machinery)."""
+"""What the rule files share: small math helpers, and the makers of the rules that many ops
+have in the same shape (one convention: a maker registers the rule of `op` into the RuleSet
+it is given, passing `supports_complex` on, and names the rule after the op)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
+from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.core.symbol import Symbol
 from thunderviz.prims import aten
+from thunderviz.prims.call_args import op_args
 
 
 def scalar_zero(like):
@@ -52,3 +60,75 @@ def zero_where(cond, x):
 def only_where(cond, x):
     """x where `cond` holds, zeros elsewhere."""
     return aten.where.self(cond, x, scalar_zero(x))
+
+
+# --- rule makers ----------------------------------------------------------------------------
+
+
+def unary(
+    rules: RuleSet,
+    op: Symbol,
+    grad: Callable[[Any, Any, Any], Any],
+    *,
+    holomorphic: bool = False,
+    supports_complex: bool | None = None,
+) -> None:
+    """`out = op(a, *others)` whose gradient in `a` (its only differentiable input) is
+    `grad(g, a, out)` for the output's cotangent g (JAX's `defjvp` in spirit: the math in one
+    line, the machinery here). `holomorphic`: `grad` is g times an analytic f'(a), so for
+    complex `a` torch's g * conj(f'(a)) is conj(grad(conj(g), a, out)); such a rule supports
+    complex tensors."""
+
+    def rule(a, *args, **kwargs):
+        out = op(a, *args, **kwargs)
+        g = get_grad(out)
+        if holomorphic and a.dtype.is_complex:
+            put_grad(a, conj(grad(conj(g), a, out)))
+        else:
+            put_grad(a, grad(g, a, out))
+        return out
+
+    rule.__name__ = rule.__qualname__ = op.label
+    rules.grad(op, supports_complex=True if holomorphic else supports_complex)(rule)
+
+
+def pass_through(rules: RuleSet, op: Symbol, **options: Any) -> None:
+    """Slope 1 in `a` (copies, casts, `a + 2`): the cotangent is the gradient (`put_grad`
+    casts, moves and un-broadcasts it)."""
+    unary(rules, op, lambda g, a, out: g, **options)
+
+
+def zero_gradient(rules: RuleSet, op: Symbol, **options: Any) -> None:
+    """Flat almost everywhere (`sign`, `floor`): autograd gives zeros, not none."""
+    unary(rules, op, lambda g, a, out: zeros_of(a), **options)
+
+
+def reshape_back(rules: RuleSet, op: Symbol, **options: Any) -> None:
+    """Views and reshapes that keep the elements in order: the cotangent takes `a`'s shape."""
+    unary(rules, op, lambda g, a, out: aten.reshape.default(g, list(a.shape)), **options)
+
+
+def _g_x_rest(g, x, *rest):
+    return (g, x, *rest)
+
+
+def backward_kernel(
+    rules: RuleSet,
+    op: Symbol,
+    backward: Symbol,
+    kernel_args: Callable[..., tuple[Any, ...]] = _g_x_rest,
+    **options: Any,
+) -> None:
+    """`out = op(x, *rest)` (or `out, *extra = op(...)`) whose gradient in `x` is eager's own
+    backward kernel, `backward(*kernel_args(g, x, *rest, *extra))` with every argument of the
+    call spelled out (`op_args`); by default `backward(g, x, *rest, *extra)`."""
+
+    def rule(*args, **kwargs):
+        result = op(*args, **kwargs)
+        out, *extra = result if isinstance(result, tuple) else (result,)
+        x, *rest = op_args(op, args, kwargs)
+        put_grad(x, backward(*kernel_args(get_grad(out), x, *rest, *extra)))
+        return result
+
+    rule.__name__ = rule.__qualname__ = op.label
+    rules.grad(op, **options)(rule)

@@ -17,9 +17,13 @@ import math
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
+    backward_kernel,
     conj,
     log_of_number,
     one_minus,
+    pass_through,
+    unary,
+    zero_gradient,
     zero_where,
     zeros_of,
 )
@@ -95,170 +99,181 @@ def pow_scalar(base, exponent):
     return out
 
 
-# Ops whose `grad` below is g times an analytic expression f'(a) of a and out: for complex
-# a, torch's gradient g * conj(f'(a)) is conj(grad(conj(g), a, out)). The others are
-# refused for complex tensors (registry: supports_complex).
-_HOLOMORPHIC = {
-    aten.exp.default,
-    aten.expm1.default,
-    aten.log.default,
-    aten.log1p.default,
-    aten.log2.default,
-    aten.log10.default,
-    aten.sqrt.default,
-    aten.reciprocal.default,
-    aten.sin.default,
-    aten.cos.default,
-    aten.tan.default,
-    aten.sinh.default,
-    aten.cosh.default,
-    aten.asin.default,
-    aten.atan.default,
-    aten.atanh.default,
-}
-# Ops whose `grad` is eager's fused backward kernel, which conjugates for complex tensors.
-_CONJUGATING_KERNELS = {aten.tanh.default, aten.sigmoid.default}
+# `unary(..., holomorphic=True)`: the grad is g times an analytic expression f'(a) of a and
+# out, so complex tensors get torch's g * conj(f'(a)). The others are refused for complex
+# tensors (registry: supports_complex) unless they say otherwise.
 
 
-def _unary(op, grad) -> None:
-    """Register the rule of an elementwise op of one tensor, `out = op(a)`, whose gradient
-    is `grad(g, a, out)` for the output's cotangent g (JAX's `defjvp` in spirit: the math in
-    one line, the machinery in one place)."""
-
-    def rule(a):
-        out = op(a)
-        g = get_grad(out)
-        if a.dtype.is_complex and op in _HOLOMORPHIC:
-            put_grad(a, conj(grad(conj(g), a, out)))
-        else:
-            put_grad(a, grad(g, a, out))
-        return out
-
-    rule.__name__ = op.label
-    RULES.grad(op, supports_complex=op in _HOLOMORPHIC or op in _CONJUGATING_KERNELS)(rule)
-
-
-_unary(aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out))
+unary(RULES, aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out), holomorphic=True)
 
 # 2**a = e**(a ln 2)
-_unary(aten.exp2.default, lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, out), _LN2))
+unary(RULES, aten.exp2.default, lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, out), _LN2))
 
 # d(e**a - 1)/da = e**a = out + 1
-_unary(aten.expm1.default, lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(out, 1)))
+unary(
+    RULES,
+    aten.expm1.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(out, 1)),
+    holomorphic=True,
+)
 
-_unary(aten.log.default, lambda g, a, out: aten.div.Tensor(g, a))
+unary(RULES, aten.log.default, lambda g, a, out: aten.div.Tensor(g, a), holomorphic=True)
 
-_unary(aten.log1p.default, lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(a, 1)))
+unary(
+    RULES,
+    aten.log1p.default,
+    lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(a, 1)),
+    holomorphic=True,
+)
 
 # log2(a) = ln(a) / ln 2
-_unary(aten.log2.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN2)))
+unary(
+    RULES,
+    aten.log2.default,
+    lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN2)),
+    holomorphic=True,
+)
 
-_unary(aten.log10.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN10)))
+unary(
+    RULES,
+    aten.log10.default,
+    lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN10)),
+    holomorphic=True,
+)
 
 # d sqrt(a) = 1 / (2 sqrt(a)): reuse the output
-_unary(aten.sqrt.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(out, 2)))
+unary(
+    RULES,
+    aten.sqrt.default,
+    lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(out, 2)),
+    holomorphic=True,
+)
 
 
-@RULES.grad(aten.rsqrt.default, supports_complex=True)
-def rsqrt(a):
-    # d a**(-1/2) = -1/2 a**(-3/2) = -1/2 out**3 (conjugated for complex a)
-    out = aten.rsqrt.default(a)
-    put_grad(
-        a,
-        aten.mul.Tensor(aten.mul.Tensor(get_grad(out), -0.5), conj(aten.pow.Tensor_Scalar(out, 3))),
-    )
-    return out
+# d a**(-1/2) = -1/2 a**(-3/2) = -1/2 out**3 (conjugated for complex a)
+unary(
+    RULES,
+    aten.rsqrt.default,
+    lambda g, a, out: aten.mul.Tensor(
+        aten.mul.Tensor(g, -0.5), conj(aten.pow.Tensor_Scalar(out, 3))
+    ),
+    supports_complex=True,
+)
 
 
 # d(1/a) = -1/a**2 = -out**2
-_unary(
+unary(
+    RULES,
     aten.reciprocal.default,
     lambda g, a, out: aten.mul.Tensor(aten.neg.default(g), aten.mul.Tensor(out, out)),
+    holomorphic=True,
 )
 
 # --- trigonometric and hyperbolic ------------------------------------------------------------
 
-_unary(aten.sin.default, lambda g, a, out: aten.mul.Tensor(g, aten.cos.default(a)))
+unary(
+    RULES,
+    aten.sin.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.cos.default(a)),
+    holomorphic=True,
+)
 
-_unary(
-    aten.cos.default, lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.sin.default(a)))
+unary(
+    RULES,
+    aten.cos.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.sin.default(a))),
+    holomorphic=True,
 )
 
 
 # d tan = 1 + tan**2
-_unary(
+unary(
+    RULES,
     aten.tan.default,
     lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)),
+    holomorphic=True,
 )
 
 
 # d tanh = 1 - tanh**2: eager's one fused kernel, g * (1 - out * out), not three ops
-_unary(aten.tanh.default, lambda g, a, out: aten.tanh_backward.default(g, out))
-
-
-_unary(aten.sinh.default, lambda g, a, out: aten.mul.Tensor(g, aten.cosh.default(a)))
-
-_unary(aten.cosh.default, lambda g, a, out: aten.mul.Tensor(g, aten.sinh.default(a)))
-
-# d asin = 1 / sqrt(1 - a**2)
-_unary(
-    aten.asin.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))),
+unary(
+    RULES,
+    aten.tanh.default,
+    lambda g, a, out: aten.tanh_backward.default(g, out),
+    supports_complex=True,
 )
 
 
-@RULES.grad(aten.acos.default, supports_complex=True)
-def acos(a):
-    # d acos = -1 / sqrt(1 - a**2) (conjugated for complex a)
-    out = aten.acos.default(a)
-    put_grad(
-        a,
-        aten.mul.Tensor(
-            get_grad(out),
-            conj(aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a))))),
-        ),
-    )
-    return out
+unary(
+    RULES,
+    aten.sinh.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.cosh.default(a)),
+    holomorphic=True,
+)
+
+unary(
+    RULES,
+    aten.cosh.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.sinh.default(a)),
+    holomorphic=True,
+)
+
+# d asin = 1 / sqrt(1 - a**2)
+unary(
+    RULES,
+    aten.asin.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))),
+    holomorphic=True,
+)
+
+
+# d acos = -1 / sqrt(1 - a**2) (conjugated for complex a)
+unary(
+    RULES,
+    aten.acos.default,
+    lambda g, a, out: aten.mul.Tensor(
+        g, conj(aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))
+    ),
+    supports_complex=True,
+)
 
 
 # d atan = 1 / (1 + a**2)
-_unary(
+unary(
+    RULES,
     aten.atan.default,
     lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(aten.mul.Tensor(a, a), 1)),
+    holomorphic=True,
 )
 
 
-@RULES.grad(aten.asinh.default, supports_complex=True)
-def asinh(a):
-    # d asinh = 1 / sqrt(a**2 + 1) (conjugated for complex a)
-    out = aten.asinh.default(a)
-    put_grad(
-        a,
-        aten.mul.Tensor(
-            get_grad(out),
-            conj(aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1))),
-        ),
-    )
-    return out
+# d asinh = 1 / sqrt(a**2 + 1) (conjugated for complex a)
+unary(
+    RULES,
+    aten.asinh.default,
+    lambda g, a, out: aten.mul.Tensor(
+        g, conj(aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1)))
+    ),
+    supports_complex=True,
+)
 
-
-@RULES.grad(aten.acosh.default, supports_complex=True)
-def acosh(a):
-    # d acosh = 1 / sqrt(a**2 - 1) (conjugated for complex a)
-    out = aten.acosh.default(a)
-    put_grad(
-        a,
-        aten.mul.Tensor(
-            get_grad(out), conj(aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1)))
-        ),
-    )
-    return out
+# d acosh = 1 / sqrt(a**2 - 1) (conjugated for complex a)
+unary(
+    RULES,
+    aten.acosh.default,
+    lambda g, a, out: aten.mul.Tensor(
+        g, conj(aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1)))
+    ),
+    supports_complex=True,
+)
 
 
 # d atanh = 1 / (1 - a**2)
-_unary(
+unary(
+    RULES,
     aten.atanh.default,
     lambda g, a, out: aten.div.Tensor(g, one_minus(aten.pow.Tensor_Scalar(a, 2))),
+    holomorphic=True,
 )
 
 
@@ -278,7 +293,12 @@ def atan2(a, b):
 # --- special functions ------------------------------------------------------------------
 
 # d sigmoid = sigmoid * (1 - sigmoid): eager's fused kernel, g * (1 - out) * out
-_unary(aten.sigmoid.default, lambda g, a, out: aten.sigmoid_backward.default(g, out))
+unary(
+    RULES,
+    aten.sigmoid.default,
+    lambda g, a, out: aten.sigmoid_backward.default(g, out),
+    supports_complex=True,
+)
 
 
 @RULES.grad(aten.erf.default)
@@ -312,14 +332,10 @@ def erfinv(a):
     return out
 
 
-@RULES.grad(aten.logit.default)
-def logit(a, eps=None):
-    # logit(a) = log(a / (1 - a)), d/da = 1 / (a (1 - a)). With eps, a is clamped to
-    # [eps, 1 - eps] first, so the gradient is 0 outside; without, outside [0, 1] is nan.
-    # Eager's one kernel does all of it.
-    out = aten.logit.default(a, eps)
-    put_grad(a, aten.logit_backward.default(get_grad(out), a, eps))
-    return out
+# logit(a) = log(a / (1 - a)), d/da = 1 / (a (1 - a)). With eps, a is clamped to
+# [eps, 1 - eps] first, so the gradient is 0 outside; without, outside [0, 1] is nan.
+# Eager's one kernel does all of it.
+backward_kernel(RULES, aten.logit.default, aten.logit_backward.default)
 
 
 @RULES.grad(aten.nan_to_num.default)
@@ -333,18 +349,6 @@ def nan_to_num(a, nan=None, posinf=None, neginf=None):
 # --- piecewise-constant and sign-like --------------------------------------------------------
 
 
-def _zero_grad_rule(op):
-    @RULES.grad(op)
-    def zero_grad(a, *args, **kwargs):
-        out = op(a, *args, **kwargs)
-        get_grad(out)
-        put_grad(a, zeros_of(a))
-        return out
-
-    zero_grad.__name__ = f"{op.label}_zero_grad"
-    return zero_grad
-
-
 # Flat almost everywhere: autograd gives them a zero gradient (not none).
 for _op in (
     aten.sign.default,
@@ -354,11 +358,11 @@ for _op in (
     aten.round.decimals,
     aten.trunc.default,
 ):
-    _zero_grad_rule(_op)
+    zero_gradient(RULES, _op)
 
 
 # frac(a) = a - trunc(a): slope 1 between the jumps
-_unary(aten.frac.default, lambda g, a, out: g)
+pass_through(RULES, aten.frac.default)
 
 # abs and sgn (which see complex numbers): rules/complex_numbers.py
 

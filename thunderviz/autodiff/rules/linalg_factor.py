@@ -13,6 +13,7 @@ from __future__ import annotations
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import unary
 from thunderviz.autodiff.rules.linalg_common import (
     diag_embed,
     matmul,
@@ -238,23 +239,13 @@ def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument n
 # --- pseudo-inverse, matrix exponential -----------------------------------------
 
 
-def _pinv_rule(op):
-    def rule(a, *args, **kwargs):
-        out = op(a, *args, **kwargs)
-        put_grad(a, pinv_backward(get_grad(out), out, a))
-        return out
-
-    rule.__name__ = rule.__qualname__ = f"linalg_pinv_{op.id.split('.')[-1]}"
-    RULES.grad(op, supports_complex=True)(rule)
-
-
 for _op in (
     aten.linalg_pinv.atol_rtol_tensor,
     aten.linalg_pinv.atol_rtol_float,
     aten.linalg_pinv.default,
     aten.linalg_pinv.rcond_tensor,
 ):
-    _pinv_rule(_op)
+    unary(RULES, _op, lambda g, a, out: pinv_backward(g, out, a), supports_complex=True)
 
 
 @RULES.grad(aten.linalg_matrix_exp.default, supports_complex=True)

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import backward_kernel, unary
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 from thunderviz.prims.torch_symbols import torch_symbol
@@ -61,20 +62,19 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     return out
 
 
-@RULES.grad(aten.embedding.default)
-def embedding(*args, **kwargs):
-    out = aten.embedding.default(*args, **kwargs)
-    weight, indices, padding_idx, scale_grad_by_freq, _sparse = op_args(
-        aten.embedding.default, args, kwargs
-    )
-    g = get_grad(out)
-    put_grad(
-        weight,
-        aten.embedding_dense_backward.default(
-            g, indices, weight.shape[0], padding_idx, scale_grad_by_freq
-        ),
-    )
-    return out
+# weight is the embedding's first argument, the one with a gradient
+backward_kernel(
+    RULES,
+    aten.embedding.default,
+    aten.embedding_dense_backward.default,
+    lambda g, weight, indices, padding_idx, scale_grad_by_freq, _sparse: (
+        g,
+        indices,
+        weight.shape[0],
+        padding_idx,
+        scale_grad_by_freq,
+    ),
+)
 
 
 # --- normalization --------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def _rms_norm_args(input, normalized_shape, weight=None, eps=None):  # noqa: A00
     return input, normalized_shape, weight, eps
 
 
-def _rms_norm_rule(fn):
+def _rms_norm_rule(fn) -> None:
     """`F.rms_norm` (and `torch.rms_norm`) as one op: on CPU it would otherwise decompose
     into pow/mean/rsqrt/mul, on CUDA into `_fused_rms_norm`. The backward recomputes the
     1/rms statistic from the input instead of saving it; like eager it computes in float32
@@ -233,11 +233,10 @@ def _rms_norm_rule(fn):
 
     rms_norm.__name__ = rms_norm.__qualname__ = f"rms_norm[{sym.id}]"
     RULES.grad(fn)(rms_norm)
-    return rms_norm
 
 
-rms_norm = _rms_norm_rule(F.rms_norm)
-torch_rms_norm = _rms_norm_rule(torch.rms_norm)
+_rms_norm_rule(F.rms_norm)
+_rms_norm_rule(torch.rms_norm)
 
 
 # --- softmax and losses -----------------------------------------------------------------------
@@ -269,28 +268,9 @@ def safe_softmax(x, dim, **kwargs):
     return out
 
 
-@RULES.grad(aten.nll_loss_forward.default)
-def nll_loss_forward(x, target, weight, reduction, ignore_index):
-    out, total_weight = aten.nll_loss_forward.default(x, target, weight, reduction, ignore_index)
-    g = get_grad(out)
-    put_grad(
-        x,
-        aten.nll_loss_backward.default(g, x, target, weight, reduction, ignore_index, total_weight),
-    )
-    return out, total_weight
-
-
-@RULES.grad(aten.nll_loss2d_forward.default)
-def nll_loss2d_forward(x, target, weight, reduction, ignore_index):
-    out, total_weight = aten.nll_loss2d_forward.default(x, target, weight, reduction, ignore_index)
-    g = get_grad(out)
-    put_grad(
-        x,
-        aten.nll_loss2d_backward.default(
-            g, x, target, weight, reduction, ignore_index, total_weight
-        ),
-    )
-    return out, total_weight
+# (out, total_weight): the kernel takes total_weight last, after the call's arguments
+backward_kernel(RULES, aten.nll_loss_forward.default, aten.nll_loss_backward.default)
+backward_kernel(RULES, aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default)
 
 
 @RULES.grad(aten.mse_loss.default)
@@ -316,104 +296,57 @@ def gelu(x, **kwargs):
     return out
 
 
-@RULES.grad(aten.silu.default)
-def silu(x):
-    out = aten.silu.default(x)
-    put_grad(x, aten.silu_backward.default(get_grad(out), x))
-    return out
+# backward(g, x, *the call's other arguments): silu, mish, hardsigmoid, hardswish, softplus,
+# hardtanh, glu; and log_sigmoid_forward's (out, buffer), buffer last
+for _name in (
+    "silu",
+    "mish",
+    "hardsigmoid",
+    "hardswish",
+    "softplus",
+    "hardtanh",
+    "glu",
+    "log_sigmoid_forward",
+):
+    backward_kernel(
+        RULES,
+        getattr(aten, _name).default,
+        getattr(aten, _name.removesuffix("_forward") + "_backward").default,
+    )
+backward_kernel(
+    RULES,
+    aten.leaky_relu.default,
+    aten.leaky_relu_backward.default,
+    lambda g, x, negative_slope: (g, x, negative_slope, False),
+)
+# elu_backward(g, alpha, scale, input_scale, is_result, self_or_result); celu is an elu
+backward_kernel(
+    RULES,
+    aten.elu.default,
+    aten.elu_backward.default,
+    lambda g, x, alpha, scale, input_scale: (g, alpha, scale, input_scale, False, x),
+)
+backward_kernel(
+    RULES,
+    aten.celu.default,
+    aten.elu_backward.default,
+    lambda g, x, alpha: (g, alpha, 1, 1.0 / alpha, False, x),
+)
+backward_kernel(
+    RULES,
+    aten.threshold.default,
+    aten.threshold_backward.default,
+    lambda g, x, threshold, _value: (g, x, threshold),
+)
 
 
-@RULES.grad(aten.mish.default)
-def mish(x):
-    out = aten.mish.default(x)
-    put_grad(x, aten.mish_backward.default(get_grad(out), x))
-    return out
-
-
-@RULES.grad(aten.hardsigmoid.default)
-def hardsigmoid(x):
-    out = aten.hardsigmoid.default(x)
-    put_grad(x, aten.hardsigmoid_backward.default(get_grad(out), x))
-    return out
-
-
-@RULES.grad(aten.hardswish.default)
-def hardswish(x):
-    out = aten.hardswish.default(x)
-    put_grad(x, aten.hardswish_backward.default(get_grad(out), x))
-    return out
-
-
-@RULES.grad(aten.leaky_relu.default)
-def leaky_relu(*args, **kwargs):
-    out = aten.leaky_relu.default(*args, **kwargs)
-    x, negative_slope = op_args(aten.leaky_relu.default, args, kwargs)
-    put_grad(x, aten.leaky_relu_backward.default(get_grad(out), x, negative_slope, False))
-    return out
-
-
-@RULES.grad(aten.softplus.default)
-def softplus(*args, **kwargs):
-    out = aten.softplus.default(*args, **kwargs)
-    x, beta, threshold = op_args(aten.softplus.default, args, kwargs)
-    put_grad(x, aten.softplus_backward.default(get_grad(out), x, beta, threshold))
-    return out
-
-
-@RULES.grad(aten.hardtanh.default)
-def hardtanh(*args, **kwargs):
-    out = aten.hardtanh.default(*args, **kwargs)
-    x, min_val, max_val = op_args(aten.hardtanh.default, args, kwargs)
-    put_grad(x, aten.hardtanh_backward.default(get_grad(out), x, min_val, max_val))
-    return out
-
-
-@RULES.grad(aten.elu.default)
-def elu(*args, **kwargs):
-    out = aten.elu.default(*args, **kwargs)
-    x, alpha, scale, input_scale = op_args(aten.elu.default, args, kwargs)
-    put_grad(x, aten.elu_backward.default(get_grad(out), alpha, scale, input_scale, False, x))
-    return out
-
-
-@RULES.grad(aten.celu.default)
-def celu(*args, **kwargs):
-    out = aten.celu.default(*args, **kwargs)
-    x, alpha = op_args(aten.celu.default, args, kwargs)
-    put_grad(x, aten.elu_backward.default(get_grad(out), alpha, 1, 1.0 / alpha, False, x))
-    return out
-
-
-@RULES.grad(aten.threshold.default)
-def threshold(x, threshold, value):
-    out = aten.threshold.default(x, threshold, value)
-    put_grad(x, aten.threshold_backward.default(get_grad(out), x, threshold))
-    return out
-
-
-@RULES.grad(aten.glu.default)
-def glu(*args, **kwargs):
-    out = aten.glu.default(*args, **kwargs)
-    x, dim = op_args(aten.glu.default, args, kwargs)
-    put_grad(x, aten.glu_backward.default(get_grad(out), x, dim))
-    return out
-
-
-@RULES.grad(aten.log_sigmoid_forward.default)
-def log_sigmoid_forward(x):
-    out, buffer = aten.log_sigmoid_forward.default(x)
-    g = get_grad(out)
-    put_grad(x, aten.log_sigmoid_backward.default(g, x, buffer))
-    return out, buffer
-
-
-@RULES.grad(aten.log_sigmoid.default)
-def log_sigmoid(x):
-    """log(sigmoid(x))' = sigmoid(-x). (Seen inside decompositions; F.logsigmoid itself is
-    `log_sigmoid_forward`.)"""
-    out = aten.log_sigmoid.default(x)
-    put_grad(x, aten.mul.Tensor(get_grad(out), aten.sigmoid.default(aten.neg.default(x))))
-    return out
+# log(sigmoid(x))' = sigmoid(-x). (Seen inside decompositions; F.logsigmoid itself is
+# `log_sigmoid_forward`.)
+unary(
+    RULES,
+    aten.log_sigmoid.default,
+    lambda g, x, out: aten.mul.Tensor(g, aten.sigmoid.default(aten.neg.default(x))),
+)
 
 
 @RULES.grad(aten._prelu_kernel.default)
@@ -427,128 +360,34 @@ def prelu_kernel(x, weight):
 # --- pooling and upsampling --------------------------------------------------------------------
 
 
-@RULES.grad(aten.max_pool2d_with_indices.default)
-def max_pool2d_with_indices(*args, **kwargs):
-    out, indices = aten.max_pool2d_with_indices.default(*args, **kwargs)
-    x, kernel_size, stride, padding, dilation, ceil_mode = op_args(
-        aten.max_pool2d_with_indices.default, args, kwargs
+# max pooling's (out, indices) and avg pooling: backward(g, x, *the call's arguments[,
+# indices]); adaptive pooling's kernels read the output size from g
+for _name in ("max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool2d", "avg_pool3d"):
+    backward_kernel(RULES, getattr(aten, _name).default, getattr(aten, f"{_name}_backward").default)
+for _n in (2, 3):
+    backward_kernel(
+        RULES,
+        getattr(aten, f"_adaptive_avg_pool{_n}d").default,
+        getattr(aten, f"_adaptive_avg_pool{_n}d_backward").default,
+        lambda g, x, _output_size: (g, x),
     )
-    g = get_grad(out)
-    put_grad(
-        x,
-        aten.max_pool2d_with_indices_backward.default(
-            g, x, kernel_size, stride, padding, dilation, ceil_mode, indices
-        ),
+    backward_kernel(
+        RULES,
+        getattr(aten, f"adaptive_max_pool{_n}d").default,
+        getattr(aten, f"adaptive_max_pool{_n}d_backward").default,
+        lambda g, x, _output_size, indices: (g, x, indices),
     )
-    return out, indices
 
 
-@RULES.grad(aten.max_pool3d_with_indices.default)
-def max_pool3d_with_indices(*args, **kwargs):
-    out, indices = aten.max_pool3d_with_indices.default(*args, **kwargs)
-    x, kernel_size, stride, padding, dilation, ceil_mode = op_args(
-        aten.max_pool3d_with_indices.default, args, kwargs
-    )
-    g = get_grad(out)
-    put_grad(
-        x,
-        aten.max_pool3d_with_indices_backward.default(
-            g, x, kernel_size, stride, padding, dilation, ceil_mode, indices
-        ),
-    )
-    return out, indices
-
-
-@RULES.grad(aten.avg_pool2d.default)
-def avg_pool2d(*args, **kwargs):
-    out = aten.avg_pool2d.default(*args, **kwargs)
-    x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override = op_args(
-        aten.avg_pool2d.default, args, kwargs
-    )
-    put_grad(
-        x,
-        aten.avg_pool2d_backward.default(
-            get_grad(out),
-            x,
-            kernel_size,
-            stride,
-            padding,
-            ceil_mode,
-            count_include_pad,
-            divisor_override,
-        ),
-    )
-    return out
-
-
-@RULES.grad(aten.avg_pool3d.default)
-def avg_pool3d(*args, **kwargs):
-    out = aten.avg_pool3d.default(*args, **kwargs)
-    x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override = op_args(
-        aten.avg_pool3d.default, args, kwargs
-    )
-    put_grad(
-        x,
-        aten.avg_pool3d_backward.default(
-            get_grad(out),
-            x,
-            kernel_size,
-            stride,
-            padding,
-            ceil_mode,
-            count_include_pad,
-            divisor_override,
-        ),
-    )
-    return out
-
-
-@RULES.grad(aten._adaptive_avg_pool2d.default)
-def adaptive_avg_pool2d(x, output_size):
-    out = aten._adaptive_avg_pool2d.default(x, output_size)
-    put_grad(x, aten._adaptive_avg_pool2d_backward.default(get_grad(out), x))
-    return out
-
-
-@RULES.grad(aten._adaptive_avg_pool3d.default)
-def adaptive_avg_pool3d(x, output_size):
-    out = aten._adaptive_avg_pool3d.default(x, output_size)
-    put_grad(x, aten._adaptive_avg_pool3d_backward.default(get_grad(out), x))
-    return out
-
-
-@RULES.grad(aten.adaptive_max_pool2d.default)
-def adaptive_max_pool2d(x, output_size):
-    out, indices = aten.adaptive_max_pool2d.default(x, output_size)
-    put_grad(x, aten.adaptive_max_pool2d_backward.default(get_grad(out), x, indices))
-    return out, indices
-
-
-@RULES.grad(aten.adaptive_max_pool3d.default)
-def adaptive_max_pool3d(x, output_size):
-    out, indices = aten.adaptive_max_pool3d.default(x, output_size)
-    put_grad(x, aten.adaptive_max_pool3d_backward.default(get_grad(out), x, indices))
-    return out, indices
-
-
-def _pad_rule(op, backward):
-    """reflection / replication padding: `*_backward(g, x, padding)` folds the copied border
-    values back onto the elements they came from."""
-
-    def pad(x, padding):
-        out = op(x, padding)
-        put_grad(x, backward(get_grad(out), x, padding))
-        return out
-
-    pad.__name__ = pad.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op, supports_complex=True)(pad)  # linear: no conjugates
-
-
+# reflection / replication padding: `*_backward(g, x, padding)` folds the copied border
+# values back onto the elements they came from (linear: no conjugates)
 for _kind in ("reflection", "replication"):
     for _n in (1, 2, 3):
-        _pad_rule(
+        backward_kernel(
+            RULES,
             getattr(aten, f"{_kind}_pad{_n}d").default,
             getattr(aten, f"{_kind}_pad{_n}d_backward").default,
+            supports_complex=True,
         )
 
 
@@ -573,25 +412,22 @@ def pad(*args, **kwargs):
     return out
 
 
-@RULES.grad(aten.im2col.default, supports_complex=True)
-def im2col(x, kernel_size, dilation, padding, stride):
-    """F.unfold: each column gathers one sliding block; col2im sums them back."""
-    out = aten.im2col.default(x, kernel_size, dilation, padding, stride)
-    put_grad(
-        x,
-        aten.col2im.default(
-            get_grad(out), list(x.shape[-2:]), kernel_size, dilation, padding, stride
-        ),
-    )
-    return out
-
-
-@RULES.grad(aten.col2im.default, supports_complex=True)
-def col2im(x, output_size, kernel_size, dilation, padding, stride):
-    """F.fold, the adjoint of F.unfold."""
-    out = aten.col2im.default(x, output_size, kernel_size, dilation, padding, stride)
-    put_grad(x, aten.im2col.default(get_grad(out), kernel_size, dilation, padding, stride))
-    return out
+# F.unfold: each column gathers one sliding block; col2im sums them back
+backward_kernel(
+    RULES,
+    aten.im2col.default,
+    aten.col2im.default,
+    lambda g, x, *options: (g, list(x.shape[-2:]), *options),
+    supports_complex=True,
+)
+# F.fold, the adjoint of F.unfold
+backward_kernel(
+    RULES,
+    aten.col2im.default,
+    aten.im2col.default,
+    lambda g, x, _output_size, *options: (g, *options),
+    supports_complex=True,
+)
 
 
 @RULES.grad(aten.grid_sampler_2d.default)
@@ -614,20 +450,8 @@ def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
     return out
 
 
-def _upsample_rule(op, backward):
-    """upsample_*(x, output_size, *options) -> upsample_*_backward(g, output_size,
-    input_size, *options): every interpolation mode has this shape."""
-
-    def upsample(*args, **kwargs):
-        out = op(*args, **kwargs)
-        x, output_size, *options = op_args(op, args, kwargs)
-        put_grad(x, backward(get_grad(out), output_size, list(x.shape), *options))
-        return out
-
-    upsample.__name__ = upsample.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(upsample)
-
-
+# upsample_*(x, output_size, *options) -> upsample_*_backward(g, output_size, input_size,
+# *options): every interpolation mode has this shape
 for _name in (
     "upsample_nearest1d",
     "upsample_nearest2d",
@@ -642,4 +466,9 @@ for _name in (
     "_upsample_bilinear2d_aa",
     "_upsample_bicubic2d_aa",
 ):
-    _upsample_rule(getattr(aten, _name).default, getattr(aten, f"{_name}_backward").default)
+    backward_kernel(
+        RULES,
+        getattr(aten, _name).default,
+        getattr(aten, f"{_name}_backward").default,
+        lambda g, x, output_size, *options: (g, output_size, list(x.shape), *options),
+    )

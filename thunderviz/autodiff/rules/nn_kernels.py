@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import backward_kernel
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -85,32 +86,32 @@ _embedding_bag_rule(aten._embedding_bag_forward_only.default)
 _embedding_bag_rule(aten._embedding_bag.default)
 
 
-@RULES.grad(aten.rrelu_with_noise_functional.default)
-def rrelu_with_noise_functional(*args, **kwargs):
-    """The slopes drawn in the forward (`noise_out`) are the ones the backward uses."""
-    out, noise_out = aten.rrelu_with_noise_functional.default(*args, **kwargs)
-    x, _noise, lower, upper, training, _generator = op_args(
-        aten.rrelu_with_noise_functional.default, args, kwargs
-    )
-    g = get_grad(out)
-    put_grad(
-        x, aten.rrelu_with_noise_backward.default(g, x, noise_out, lower, upper, training, False)
-    )
-    return out, noise_out
-
-
-def _fractional_max_pool_rule(op, backward):
-    def fractional_max_pool(x, kernel_size, output_size, random_samples):
-        out, indices = op(x, kernel_size, output_size, random_samples)
-        put_grad(x, backward(get_grad(out), x, kernel_size, output_size, indices))
-        return out, indices
-
-    fractional_max_pool.__name__ = fractional_max_pool.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(fractional_max_pool)
-
-
-_fractional_max_pool_rule(
-    aten.fractional_max_pool2d.default, aten.fractional_max_pool2d_backward.default
+# The slopes drawn in the forward (`noise_out`) are the ones the backward uses.
+backward_kernel(
+    RULES,
+    aten.rrelu_with_noise_functional.default,
+    aten.rrelu_with_noise_backward.default,
+    lambda g, x, _noise, lower, upper, training, _generator, noise_out: (
+        g,
+        x,
+        noise_out,
+        lower,
+        upper,
+        training,
+        False,
+    ),
+)
+backward_kernel(
+    RULES,
+    aten.fractional_max_pool2d.default,
+    aten.fractional_max_pool2d_backward.default,
+    lambda g, x, kernel_size, output_size, _random_samples, indices: (
+        g,
+        x,
+        kernel_size,
+        output_size,
+        indices,
+    ),
 )
 
 

@@ -107,7 +107,7 @@ def clamp_tensor(a, min=None, max=None):
     return out
 
 
-def _one_sided_clamp_rule(op, keeps):
+def _one_sided_clamp_rule(op, keeps) -> None:
     """clamp_min / clamp_max against a number or a tensor bound: the gradient goes to `a`
     where `keeps(a, bound)` (at the bound itself too, as autograd), elsewhere to the bound."""
 
@@ -121,8 +121,8 @@ def _one_sided_clamp_rule(op, keeps):
             put_grad(bound, zero_where(keep, g))
         return out
 
-    one_sided_clamp.__name__ = op.label
-    return one_sided_clamp
+    one_sided_clamp.__name__ = one_sided_clamp.__qualname__ = op.label
+    RULES.grad(op)(one_sided_clamp)
 
 
 for _op, _keeps in (
@@ -131,7 +131,7 @@ for _op, _keeps in (
     (aten.clamp_max.default, aten.le.Scalar),
     (aten.clamp_max.Tensor, aten.le.Tensor),
 ):
-    RULES.grad(_op)(_one_sided_clamp_rule(_op, _keeps))
+    _one_sided_clamp_rule(_op, _keeps)
 
 
 @RULES.grad(aten.where.self, supports_complex=True)

@@ -14,6 +14,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import pass_through, reshape_back, unary
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
@@ -36,56 +37,19 @@ def _zeros(g, shape):
 # --- views and reshapes ------------------------------------------------------------------
 
 
-@RULES.grad(aten.view.default)
-def view(a, size):
-    out = aten.view.default(a, size)
-    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
-    return out
-
-
-@RULES.grad(aten._unsafe_view.default)
-def unsafe_view(a, size):
-    out = aten._unsafe_view.default(a, size)
-    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
-    return out
-
-
-@RULES.grad(aten.reshape.default)
-def reshape(a, shape):
-    out = aten.reshape.default(a, shape)
-    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
-    return out
-
-
-@RULES.grad(aten._reshape_alias.default)
-def reshape_alias(a, size, stride):
-    out = aten._reshape_alias.default(a, size, stride)
-    put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
-    return out
-
-
-def _atleast_rule(op):
-    """atleast_1d/2d/3d (seen inside decompositions: Python refs call these
-    CompositeImplicit ops): only size-1 dims are added, so the gradient reshapes back."""
-
-    def atleast(a):
-        out = op(a)
-        put_grad(a, aten.reshape.default(get_grad(out), list(a.shape)))
-        return out
-
-    atleast.__name__ = atleast.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(atleast)
-
-
-for _op in (aten.atleast_1d.default, aten.atleast_2d.default, aten.atleast_3d.default):
-    _atleast_rule(_op)
-
-
-@RULES.grad(aten.expand.default)
-def expand(a, *args, **kwargs):
-    out = aten.expand.default(a, *args, **kwargs)
-    put_grad(a, get_grad(out))  # put_grad sums the broadcast dims away
-    return out
+# atleast_1d/2d/3d are seen inside decompositions (Python refs call these CompositeImplicit
+# ops): they only add size-1 dims
+for _op in (
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten._reshape_alias.default,
+    aten.atleast_1d.default,
+    aten.atleast_2d.default,
+    aten.atleast_3d.default,
+):
+    reshape_back(RULES, _op)
+pass_through(RULES, aten.expand.default)  # put_grad sums the broadcast dims away
 
 
 @RULES.grad(aten.permute.default)
@@ -105,11 +69,7 @@ def transpose(a, dim0, dim1):
     return out
 
 
-@RULES.grad(aten.t.default)
-def t(a):
-    out = aten.t.default(a)
-    put_grad(a, aten.t.default(get_grad(out)))
-    return out
+unary(RULES, aten.t.default, lambda g, a, out: aten.t.default(g))
 
 
 def _unsqueeze_back(g, a, dims):
@@ -297,7 +257,7 @@ def _cat_piece_grads(a, outs, dim):
     put_grad(a, grads[0] if len(grads) == 1 else aten.cat.default(grads, d))
 
 
-def _split_rule(op):
+def _split_rule(op) -> None:
     """The joint rule of one split-like op: the forward is `op` itself (called as recorded),
     the input's gradient is its pieces' cotangents concatenated back along `dim`."""
 
@@ -307,8 +267,8 @@ def _split_rule(op):
         _cat_piece_grads(a, outs, dim)
         return outs
 
-    split_like.__name__ = op.label
-    return split_like
+    split_like.__name__ = split_like.__qualname__ = op.label
+    RULES.grad(op)(split_like)
 
 
 for _op in (
@@ -318,7 +278,7 @@ for _op in (
     aten.tensor_split.sections,
     aten.tensor_split.indices,
 ):
-    RULES.grad(_op)(_split_rule(_op))
+    _split_rule(_op)
 
 
 @RULES.grad(aten.unbind.int)

@@ -15,7 +15,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import scalar_zero
+from thunderviz.autodiff.rules.common import scalar_zero, unary
 from thunderviz.prims import aten
 
 RULES = RuleSet("special")
@@ -24,16 +24,9 @@ _SQRT_2PI = math.sqrt(2 * math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _unary_rule(op, derivative: Callable) -> None:
-    """Register `out = op(a)` with gradient `g * derivative(a, out)`."""
-
-    def rule(a):
-        out = op(a)
-        put_grad(a, aten.mul.Tensor(get_grad(out), derivative(a, out)))
-        return out
-
-    rule.__name__ = rule.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(rule)
+def _times(derivative: Callable) -> Callable:
+    """The `grad` of `unary` for `out = op(a)` with gradient `g * derivative(a, out)`."""
+    return lambda g, a, out: aten.mul.Tensor(g, derivative(a, out))
 
 
 def _scalar(value, like):
@@ -61,38 +54,52 @@ def _i1e_derivative(a, out):
     return aten.where.self(big, d, _scalar(0.5, a))
 
 
-_unary_rule(aten.lgamma.default, lambda a, out: aten.digamma.default(a))
-_unary_rule(aten.digamma.default, lambda a, out: aten.polygamma.default(1, a))
-_unary_rule(aten.i0.default, lambda a, out: aten.special_i1.default(a))
+unary(RULES, aten.lgamma.default, _times(lambda a, out: aten.digamma.default(a)))
+unary(RULES, aten.digamma.default, _times(lambda a, out: aten.polygamma.default(1, a)))
+unary(RULES, aten.i0.default, _times(lambda a, out: aten.special_i1.default(a)))
 # i0e(a) = exp(-|a|) i0(a): i1e(a) - sign(a) i0e(a)
-_unary_rule(
+unary(
+    RULES,
     aten.special_i0e.default,
-    lambda a, out: aten.sub.Tensor(
-        aten.special_i1e.default(a), aten.mul.Tensor(aten.sign.default(a), out)
+    _times(
+        lambda a, out: aten.sub.Tensor(
+            aten.special_i1e.default(a), aten.mul.Tensor(aten.sign.default(a), out)
+        )
     ),
 )
-_unary_rule(aten.special_i1.default, _i1_derivative)
-_unary_rule(aten.special_i1e.default, _i1e_derivative)
+unary(RULES, aten.special_i1.default, _times(_i1_derivative))
+unary(RULES, aten.special_i1e.default, _times(_i1e_derivative))
 # erfcx(a) = exp(a^2) erfc(a): 2 a erfcx(a) - 2/sqrt(pi)
-_unary_rule(
+unary(
+    RULES,
     aten.special_erfcx.default,
-    lambda a, out: aten.sub.Tensor(aten.mul.Tensor(aten.mul.Tensor(a, out), 2), _TWO_OVER_SQRT_PI),
+    _times(
+        lambda a, out: aten.sub.Tensor(
+            aten.mul.Tensor(aten.mul.Tensor(a, out), 2), _TWO_OVER_SQRT_PI
+        )
+    ),
 )
 # ndtri is the inverse of the normal CDF: 1 / pdf(ndtri(a)) = sqrt(2 pi) exp(out^2 / 2)
-_unary_rule(
+unary(
+    RULES,
     aten.special_ndtri.default,
-    lambda a, out: aten.mul.Tensor(
-        aten.exp.default(aten.div.Tensor(aten.mul.Tensor(out, out), 2)), _SQRT_2PI
+    _times(
+        lambda a, out: aten.mul.Tensor(
+            aten.exp.default(aten.div.Tensor(aten.mul.Tensor(out, out), 2)), _SQRT_2PI
+        )
     ),
 )
 # log_ndtr = log(cdf(a)): pdf(a) / cdf(a) = exp(-(out + a^2 / 2)) / sqrt(2 pi)
-_unary_rule(
+unary(
+    RULES,
     aten.special_log_ndtr.default,
-    lambda a, out: aten.div.Tensor(
-        aten.exp.default(
-            aten.neg.default(aten.add.Tensor(out, aten.div.Tensor(aten.mul.Tensor(a, a), 2)))
-        ),
-        _SQRT_2PI,
+    _times(
+        lambda a, out: aten.div.Tensor(
+            aten.exp.default(
+                aten.neg.default(aten.add.Tensor(out, aten.div.Tensor(aten.mul.Tensor(a, a), 2)))
+            ),
+            _SQRT_2PI,
+        )
     ),
 )
 
