@@ -147,7 +147,7 @@ def build_document(
     parts = _gather(source)
     if not parts["traces"]:
         raise ValueError("a view document needs at least one trace")
-    depth = parts["depth"] if depth is None else depth
+    print_depth: int = parts["depth"] if depth is None else depth
     kinds = dict(parts["arg_kinds"])
     if arg_kinds:
         kinds.update(arg_kinds)
@@ -171,7 +171,7 @@ def build_document(
         b = ViewBuilder(
             kind,
             tr,
-            depth=depth,
+            depth=print_depth,
             arg_kinds=kinds if kind != "backward" else {},
             stats=stats,
             forward_index=findex if kind != "forward" else None,
@@ -202,7 +202,7 @@ def build_document(
             builders,
             result,
             parts["vjp_run"],
-            depth,
+            print_depth,
             trace_before_max_ops,
             step_text_budget,
             sources,
@@ -292,6 +292,7 @@ def _transform_json(
         prefix = f"transform{k}"
         before_view = None
     if is_vjp:
+        assert result is not None  # the vjp run is recorded with the result it made
         shell = result.backward.from_trace(bound_symbols=[])
         before_text = shell.python(depth)
         after_text = result.backward.python(depth)

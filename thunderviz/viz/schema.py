@@ -174,8 +174,8 @@ class _Node:
         integer within bounds) without the general machinery; False means "check fully",
         which also finds the error."""
         if self.alternatives is not None:
-            fast = [a.fast for a in self.alternatives]
-            if all(f is not None for f in fast):
+            fast = [a.fast for a in self.alternatives if a.fast is not None]
+            if len(fast) == len(self.alternatives):
                 return lambda v: any(f(v) for f in fast)
             return None
         if (

@@ -272,7 +272,7 @@ class ViewBuilder:
             kind=kind,
             producer=producer,
             consumers=list(consumers[1]) if consumers else [],
-            stats=st.to_json() if hasattr(st, "to_json") else st,
+            stats=st.to_json() if st is not None and hasattr(st, "to_json") else st,
         )
         if isinstance(p, NumberProxy):
             v = p.value

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,7 @@ def document_of(obj: Any) -> dict[str, Any]:
         return build_document(entry.result if entry.result is not None else entry.forward)
     if isinstance(obj, (Trace, AutodiffResult)):
         return build_document(obj)
-    make = getattr(obj, "document", None)
+    make: Callable[[], dict[str, Any]] | None = getattr(obj, "document", None)
     if callable(make):
         return make()
     raise TypeError(
