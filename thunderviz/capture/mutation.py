@@ -20,20 +20,11 @@ from thunderviz.capture.rng import draw_order, inverse
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.prims.aliasing import mutated_arg_indices
+from thunderviz.prims.call_args import op_args
 
 __all__ = ["FunctionalizingRecorder"]
 
 aten = torch.ops.aten
-
-
-def _with_defaults(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """Positional arguments of a call with every omitted (non-kwarg-only) default filled in."""
-    out = list(args)
-    for a in func._schema.arguments[len(args) :]:
-        if a.kwarg_only or a.name in kwargs or not a.has_default_value():
-            break
-        out.append(a.default_value)
-    return tuple(out)
 
 
 class FunctionalizingRecorder(DecomposingRecorder):
@@ -56,7 +47,7 @@ class FunctionalizingRecorder(DecomposingRecorder):
         schema_args = func._schema.arguments
         # The functional twin may lack the in-place op's defaults (bernoulli_.float(p=0.5)
         # -> bernoulli.p(p)): spell them out so none goes missing.
-        p_args = _with_defaults(func, p_args, p_kwargs)
+        p_args = op_args(func, p_args, p_kwargs, leading=True)
         mutated = []
         for i in mutated_arg_indices(func):
             value = args[i] if i < len(args) else kwargs.get(schema_args[i].name)
