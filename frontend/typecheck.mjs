@@ -1,6 +1,7 @@
 // tsc's checkJs over src/ (jsconfig.json), against a baseline: the errors listed in
 // typecheck-baseline.txt (file, code and message; not line numbers, which move) are known and
-// still to fix; any other error fails, and so does a listed one that is gone (delete its line).
+// still to fix; any other error fails. A listed one that is gone is reported, to delete its line
+// (not a failure: whoever fixes a type error need not know of this list).
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -35,4 +36,4 @@ if (found.length === 0 && output.trim()) fresh.push(output.trim()); // tsc faile
 for (const error of fresh) console.error(`new type error: ${error}`);
 for (const error of left) console.error(`fixed, delete from typecheck-baseline.txt: ${error}`);
 console.log(`tsc checkJs: ${found.length - fresh.length} known (typecheck-baseline.txt), ${fresh.length} new, ${left.length} fixed`);
-process.exit(fresh.length || left.length ? 1 : 0);
+process.exit(fresh.length ? 1 : 0);
