@@ -80,7 +80,8 @@ def handle_message(w: Commands, content: Any) -> None:
     """Run what a viewer message asks; other messages are ignored."""
     if not isinstance(content, Mapping):
         return
-    handler = _HANDLERS.get(content.get("type"))
+    kind = content.get("type")
+    handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
     if handler is None:
         return
     try:

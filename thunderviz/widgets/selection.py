@@ -212,12 +212,12 @@ def _walk_ids(bsym: BoundSymbol, kind: str, path: tuple[int, ...], out: dict[int
 
 def _bsym_at(traces: Mapping[str, Trace], ident: str) -> BoundSymbol | None:
     parsed = parse_op_id(ident)
-    tr = traces.get(parsed[0]) if parsed is not None else None
-    if tr is None:
+    if parsed is None or parsed[0] not in traces:
         return None
-    items = tr.bound_symbols
+    kind, path = parsed
+    items = traces[kind].bound_symbols
     bsym = None
-    for i in parsed[1]:
+    for i in path:
         if not 0 <= i < len(items):
             return None
         bsym = items[i]

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from IPython import get_ipython
+from IPython.core.getipython import get_ipython
 from IPython.display import display
 
 from thunderviz.viz.protocol import VIEW_MIME
@@ -73,7 +73,7 @@ class TwinOutputs:
     """The notebook outputs of a widget with a `document` trait and a `_twin` (a
     `StaticTwin`); a base of DebuggerWidget before ipywidgets' own `Widget`."""
 
-    document: dict[str, Any]
+    document: Any  # the widget's Dict trait
     comm: Any
     _twin: StaticTwin
 
