@@ -31,6 +31,8 @@ def op_args(
     keyword or that has no default (what a positional re-call of the op may spell out).
     """
     overload = op.fn if isinstance(op, Symbol) else op
+    if not isinstance(overload, torch._ops.OpOverload):
+        raise TypeError(f"{op!r} is not an ATen op overload: it has no schema to read")
     schema = overload._schema
     out = []
     for i, arg in enumerate(schema.arguments):
