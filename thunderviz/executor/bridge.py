@@ -87,8 +87,8 @@ class _TraceFunction(torch.autograd.Function):
         # ctx directly, as torch's docs advise: nothing else can see or modify them, and
         # packing hundreds of them costs more than the checks are worth. They live exactly as
         # long as autograd keeps this node's saved tensors (freed after a backward, kept with
-        # retain_graph=True): an empty anchor tensor is saved with the checked ones and its
-        # finalizer empties the list.
+        # retain_graph=True): an empty anchor tensor is saved with the checked ones and a weak
+        # reference's callback empties the list when autograd lets the anchor go.
         exposed = set(map(id, flat))
         exposed.update(map(id, flat_out))
         checked = [
@@ -102,8 +102,8 @@ class _TraceFunction(torch.autograd.Function):
             intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
         else:
             intermediates = list(saved)
-        # A weak reference's callback (cheaper than weakref.finalize); ctx holds the reference,
-        # and were ctx to go first, the list would go with it.
+        # (cheaper than weakref.finalize; ctx holds the reference, and were ctx to go first,
+        # the list would go with it)
         ctx.release = weakref.ref(anchor, lambda _: intermediates.clear())
         ctx.intermediates = intermediates
         if entry.non_differentiable_outputs:
