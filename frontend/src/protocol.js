@@ -13,6 +13,23 @@ export const moduleId = (path) => MODULE_PREFIX + path;
 export const isModuleId = (id) => typeof id === "string" && id.startsWith(MODULE_PREFIX);
 export const modulePathOf = (id) => id.slice(MODULE_PREFIX.length);
 
+/** The id of the op at index `path` (top level first) of a trace: opId("backward", 7, 0) -> "backward:7.0". */
+export const opId = (kind, ...path) => `${kind}:${path.join(".")}`;
+
+/**
+ * "backward:7.0.2" -> {kind: "backward", path: [7, 0, 2]}; null for a module id or
+ * anything else that is not an op id.
+ * @param {string} id
+ * @returns {{kind: string, path: number[]} | null}
+ */
+export function parseOpId(id) {
+  const colon = typeof id === "string" ? id.indexOf(":") : -1;
+  if (colon < 0 || isModuleId(id)) return null;
+  const parts = id.slice(colon + 1).split(".");
+  if (!parts.every((p) => /^\d+$/.test(p))) return null;
+  return { kind: id.slice(0, colon), path: parts.map(Number) };
+}
+
 /** "forward:12.0" -> "forward" (the trace kind an op id belongs to). */
 export function traceKindOfId(id) {
   const colon = id.indexOf(":");

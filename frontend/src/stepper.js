@@ -3,7 +3,8 @@
 // to move through `steps`; with a kernel the same actions go to Python instead.
 
 import { toNumber } from "./document.js";
-import { isModuleId, modulePathOf } from "./visible.js";
+import { isModuleId, modulePathOf, opId, parseOpId } from "./protocol.js";
+import { unpackOps } from "./visible.js";
 import { moduleWithin } from "./traceindex.js";
 
 export const STEP_ACTIONS = ["step", "step_over", "continue", "run_to", "back", "reset"];
@@ -47,6 +48,12 @@ function stepModule(index, step) {
   return found ? index.moduleOf(found.op) : "";
 }
 
+/** Is `step` the backward's step 0 that unpacks the saved tensors (not a gradient)? */
+function isSavedUnpack(index, step) {
+  const found = index.opById.get(step.op);
+  return toNumber(step.index) === 0 && found !== undefined && unpackOps(index.traces.get(found.kind)).ops.has(step.op);
+}
+
 /**
  * Does the op executed at `step` belong to `target`? `target` is a backward op (or an
  * enclosing one), a forward op (matched through the step op's `fwd_op`, either way up or
@@ -77,22 +84,37 @@ export function stepMatches(index, step, target) {
 }
 
 /**
- * Why a step stops a `continue`, or null.
+ * Why the run stops after `step` has run, or null; debug/breakpoints.py's rules. A module
+ * breakpoint fires on entering the module: not when `previous` (the step run before it;
+ * none at the first step) was inside it already. The saved-tensor unpack is not a
+ * gradient and never fires a norm breakpoint.
  * @param {Breakpoints} breakpoints
+ * @param {any} [previous]
  */
-export function breakReason(index, step, breakpoints) {
+export function breakReason(index, step, breakpoints, previous) {
   if (breakpoints.nan_inf && stepHasNanInf(step)) return "NaN/Inf";
   for (const op of breakpoints.ops) if (stepMatches(index, step, op)) return `breakpoint on ${op}`;
+  const module = stepModule(index, step);
+  const before = previous ? stepModule(index, previous) : null;
   for (const path of breakpoints.modules) {
-    if (moduleWithin(stepModule(index, step), path)) return `breakpoint on module ${path || "(root)"}`;
+    if (moduleWithin(module, path) && !(before !== null && moduleWithin(before, path))) return `breakpoint on module ${path || "(root)"}`;
   }
   const limit = breakpoints.grad_norm_above;
-  if (typeof limit === "number" && Number.isFinite(limit) && stepMaxNorm(step) > limit) return `norm > ${limit}`;
+  if (typeof limit === "number" && Number.isFinite(limit) && !isSavedUnpack(index, step) && stepMaxNorm(step) > limit) return `norm > ${limit}`;
   return null;
 }
 
+/** The position of the step that runs backward op `target` (or encloses it); -1 if none. */
+function backwardStepOf(steps, target) {
+  const parsed = parseOpId(target);
+  if (!parsed || parsed.kind !== "backward") return -1;
+  const top = opId("backward", parsed.path[0]);
+  return steps.findIndex((step) => step.op === top);
+}
+
 /**
- * Move through recorded steps.
+ * Move through recorded steps by debug/stepper.py's rules. `current` and the result are
+ * the last step run (-1: none); Python's `current` is the step after it.
  * @param {ReturnType<import("./document.js").indexDocument>} index
  * @param {any[]} steps
  * @param {number} current -1 = before the first step
@@ -105,38 +127,50 @@ export function navigateSteps(index, steps, current, action, options = {}) {
   const last = steps.length - 1;
   const from = Math.max(-1, Math.min(current, last));
   if (steps.length === 0) return { current: -1, reason: "no recorded steps" };
+  const hitAt = (i) => breakReason(index, steps[i], breakpoints, i > 0 ? steps[i - 1] : undefined);
 
-  // Scan forward from the step after `from` for the first one `stop` accepts; breakpoints
-  // stop every kind of run, as in any debugger.
-  const runUntil = (stop, endReason) => {
+  // Run the steps after `from`: stop after a step a breakpoint or `stopAfter` stops on, or
+  // before one (not the first) that `stopBefore` refuses; breakpoints stop every kind of
+  // run, as in any debugger.
+  /** @type {(stopAfter: (s: any) => string | null, endReason: string, stopBefore?: (s: any) => string | null) => {current: number, reason: string}} */
+  const run = (stopAfter, endReason, stopBefore = () => null) => {
     for (let i = from + 1; i <= last; i++) {
-      const hit = breakReason(index, steps[i], breakpoints);
-      if (hit) return { current: i, reason: hit };
-      const reason = stop(steps[i], i);
+      const refused = i > from + 1 ? stopBefore(steps[i]) : null;
+      if (refused) return { current: i - 1, reason: refused };
+      const reason = hitAt(i) || stopAfter(steps[i]);
       if (reason) return { current: i, reason };
     }
     return { current: last, reason: endReason };
   };
+  const step = () => {
+    if (from >= last) return { current: last, reason: "end of backward" };
+    return { current: from + 1, reason: hitAt(from + 1) || (from + 1 === last ? "end of backward" : "") };
+  };
 
   switch (action) {
     case "step":
-      return { current: Math.min(last, from + 1), reason: from + 1 > last ? "end of backward" : "" };
+      return step();
     case "back":
-      return { current: Math.max(-1, from - 1), reason: "" };
+      return { current: Math.max(-1, from - 1), reason: from < 0 ? "at the start" : "" };
     case "reset":
       return { current: -1, reason: "" };
     case "continue":
-      return runUntil(() => null, "end of backward");
+      return run(() => null, "end of backward");
     case "run_to": {
-      if (!options.target) return { current: from, reason: "nothing selected to run to" };
-      return runUntil((step) => (stepMatches(index, step, options.target) ? "reached target" : null), "target not reached");
+      const target = options.target;
+      if (!target) return { current: from, reason: "nothing selected to run to" };
+      // a backward step already run is gone back to
+      const k = backwardStepOf(steps, target);
+      if (k >= 0 && k <= from) return { current: k, reason: "reached target" };
+      return run((s) => (stepMatches(index, s, target) ? "reached target" : null), "target not reached");
     }
     case "step_over": {
-      if (from < 0) return { current: 0, reason: "" };
-      const module = stepModule(index, steps[from]);
-      if (module === "") return { current: Math.min(last, from + 1), reason: "" };
+      // the next step and every one after it in its module (and submodules); at the root, one step
+      if (from >= last) return step();
+      const module = stepModule(index, steps[from + 1]);
+      if (module === "") return step();
       const left = `stepped over ${module}`;
-      return runUntil((step) => (moduleWithin(stepModule(index, step), module) ? null : left), "end of backward");
+      return run(() => null, "end of backward", (s) => (moduleWithin(stepModule(index, s), module) ? null : left));
     }
     default:
       return { current: from, reason: `unknown action ${action}` };

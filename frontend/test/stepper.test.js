@@ -49,16 +49,26 @@ test("run to cursor stops at the target, a forward target through fwd_op", () =>
   assert.equal(go(-1, "run_to", { target: "forward:1" }).current, 6);
   assert.equal(go(-1, "run_to", { target: "backward:6.1" }).current, 6, "a subsymbol target stops at its enclosing step");
   assert.equal(go(-1, "run_to", { target: "forward:0" }).current, 7);
-  assert.deepEqual(go(6, "run_to", { target: "backward:2" }), { current: 8, reason: "NaN/Inf" });
+  assert.deepEqual(go(6, "run_to", { target: "backward:2" }), { current: 2, reason: "reached target" }, "a step already run is gone back to");
+  assert.deepEqual(go(6, "run_to", { target: "backward:9" }), { current: 8, reason: "NaN/Inf" }, "a breakpoint on the way stops it");
 });
 
-test("step over leaves the current op's module", () => {
-  // steps 2..4 are in "head"; step 5 (backward:5) has no module_path of its own but its
-  // fwd_op (forward:2) is in head, so it counts as head too; step 6 is in encoder.act
-  assert.equal(go(2, "step_over").current, 6);
-  assert.equal(go(6, "step_over").current, 7);
+test("step over runs the next step's module and stops at its last step", () => {
+  // steps 2..5 are in "head" (backward:5 has no module_path of its own but its fwd_op,
+  // forward:2, is in head); step 6 is in encoder.act, 7..9 in encoder.fc1 (by fwd_op)
+  assert.deepEqual(go(2, "step_over"), { current: 5, reason: "stepped over head" });
+  assert.equal(go(1, "step_over").current, 5, "from before the module: all of it");
+  assert.deepEqual(go(6, "step_over"), { current: 8, reason: "NaN/Inf" }, "a breakpoint inside stops it");
+  assert.equal(go(6, "step_over", { breakpoints: { ...emptyBreakpoints(), nan_inf: false } }).current, 9);
   assert.equal(go(-1, "step_over").current, 0);
   assert.equal(go(0, "step_over").current, 1, "at the root it is a plain step");
+});
+
+test("a module breakpoint fires on entering the module, not again inside it", () => {
+  const breakpoints = { ...emptyBreakpoints(), nan_inf: false, modules: ["encoder"] };
+  assert.equal(go(6, "continue", { breakpoints }).current, 9); // 7..9 are in encoder.fc1, inside encoder
+  assert.equal(breakReason(index, steps[6], breakpoints), "breakpoint on module encoder", "no step before: entering");
+  assert.equal(breakReason(index, steps[7], breakpoints, steps[6]), null);
 });
 
 test("matching is by op, subsymbol tree, fwd_op and module", () => {

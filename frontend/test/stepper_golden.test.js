@@ -1,7 +1,5 @@
 // The stepper golden (fixtures/stepper_golden.json), shared with tests/viz/test_stepper_golden.py:
 // the viewer's offline stepper stops where debug/stepper.py stops on the same program.
-// Scenarios marked `viewer_differs` are where stepper.js does not follow those rules yet:
-// they run as todo (reported, not failing) until it does.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -18,7 +16,7 @@ test("the golden's document is a valid view document with one step per backward 
 
 const index = indexDocument(golden.document);
 for (const c of golden.scenarios) {
-  test(c.name, { todo: c.viewer_differs }, () => {
+  test(c.name, () => {
     const got = navigateSteps(index, golden.document.steps, c.from, c.action, { breakpoints: c.breakpoints, target: c.target });
     assert.equal(got.current, c.expected);
     if (c.reason !== undefined) assert.ok(got.reason.startsWith(c.reason), got.reason);
