@@ -12,7 +12,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import thunderviz as tv
-from thunderviz.capture.collectives import is_collective
+from thunderviz.prims.collectives import is_collective
 
 STEPS = 3
 

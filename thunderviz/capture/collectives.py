@@ -6,9 +6,10 @@ Two kinds of calls reach the recorder:
   `torch.ops._c10d_functional` ops): pure ops that return a new tensor, followed by a
   `wait_tensor` before the result is read. They are recorded as they are, one bound symbol
   per op, with a printable name that runs (`torch.ops._c10d_functional.all_reduce(...)`)
-  and a header naming the process group and its ranks. Eager code wraps the result in an
-  `AsyncCollectiveTensor` (`_wrap_tensor_autograd`) that waits on first use; the recording
-  waits right there instead, as torch does when it traces (`_maybe_wrap_tensor`).
+  and a header naming the process group and its ranks (their symbols:
+  `prims/collectives.py`). Eager code wraps the result in an `AsyncCollectiveTensor`
+  (`_wrap_tensor_autograd`) that waits on first use; the recording waits right there
+  instead, as torch does when it traces (`_maybe_wrap_tensor`).
 * the in-place `torch.distributed.all_reduce` / `all_gather_into_tensor` /
   `reduce_scatter_tensor` / `broadcast`: functionalized like every other mutation, the way
   torch remaps them for tracing (`all_reduce_inplace`): the functional collective and its
@@ -36,20 +37,10 @@ from torch.utils._python_dispatch import _pop_mode_temporarily
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.source import user_source
 from thunderviz.core.locations import where
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
-from thunderviz.prims.aten import meta_outputs, op_id
+from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.prims.collectives import collective_header, collective_symbol
 
 __all__ = [
-    "ALL_GATHER",
-    "ALL_REDUCE",
-    "ALL_TO_ALL",
-    "BROADCAST",
-    "REDUCE_SCATTER",
-    "WAIT",
-    "collective_header",
-    "collective_symbol",
-    "describe_group",
-    "is_collective",
     "is_collective_call",
     "is_collective_op",
     "record_collective_call",
@@ -72,36 +63,6 @@ _REDUCE_OP_NAMES = {
 }
 
 
-@functools.cache
-def collective_symbol(op: torch._ops.OpOverload) -> Symbol:
-    """The Symbol of a functional collective: printed as `torch.ops._c10d_functional.<op>`
-    (runnable as it is, unlike the `aten.`-style short names), keyed as
-    `_c10d_functional.<op>.default` for grad rules, shapes from the op's meta kernel."""
-    packet = op._schema.name.split("::", 1)[1]
-    return Symbol(
-        name=f"torch.ops._c10d_functional.{packet}",
-        id=op_id(op),
-        fn=op,
-        is_prim=True,
-        meta=functools.partial(meta_outputs, op),
-        label=packet,
-    )
-
-
-ALL_REDUCE = collective_symbol(_FUNCTIONAL.all_reduce.default)
-ALL_GATHER = collective_symbol(_FUNCTIONAL.all_gather_into_tensor.default)
-REDUCE_SCATTER = collective_symbol(_FUNCTIONAL.reduce_scatter_tensor.default)
-BROADCAST = collective_symbol(_FUNCTIONAL.broadcast.default)
-ALL_TO_ALL = collective_symbol(_FUNCTIONAL.all_to_all_single.default)
-WAIT = collective_symbol(_FUNCTIONAL.wait_tensor.default)
-_COLLECTIVE_IDS = {s.id for s in (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL)}
-
-
-def is_collective(bsym: BoundSymbol) -> bool:
-    """Whether a bound symbol communicates (the collective, not its wait)."""
-    return bsym.sym.id in _COLLECTIVE_IDS
-
-
 def _namespace(func: Any) -> str | None:
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return _op_namespace(func)
@@ -120,28 +81,6 @@ def _op_namespace(op: Any) -> str:
 def is_collective_op(func: Any) -> bool:
     """An ATen-level op of torch.distributed (functional collectives and legacy c10d ops)."""
     return _namespace(func) in (*_FUNCTIONAL_NAMESPACES, "c10d")
-
-
-def describe_group(group_name: str) -> str:
-    """ "process group '0' (ranks 0, 1)": what a printed collective says about its group."""
-    try:
-        group = dist.distributed_c10d._resolve_process_group(group_name)
-        ranks = ", ".join(str(r) for r in dist.get_process_group_ranks(group))
-    except (RuntimeError, ValueError, KeyError):  # a group name of another process
-        return f"process group {group_name!r}"
-    return f"process group {group_name!r} (ranks {ranks})"
-
-
-def collective_header(op: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
-    """ "all_reduce sum over process group '0' (ranks 0, 1)": the comment printed above a
-    collective's line (empty for wait_tensor)."""
-    packet = op._schema.name.split("::", 1)[1]
-    if packet == "wait_tensor" or not args:
-        return ""
-    names = [a.name for a in op._schema.arguments]
-    detail = {"reduce_op": lambda v: f"{v}", "src": lambda v: f"from group rank {v}"}
-    parts = [detail[n](v) for n, v in zip(names, args, strict=False) if n in detail]
-    return f"{packet}{' ' + ', '.join(parts) if parts else ''} over {describe_group(str(args[-1]))}"
 
 
 # --- the ATen level: what the recorder's dispatch mode sees -----------------------------------

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from thunderviz.autodiff.saved import UNPACK
-from thunderviz.capture.collectives import ALL_GATHER, ALL_REDUCE, BROADCAST, WAIT
+from thunderviz.prims.collectives import ALL_GATHER, ALL_REDUCE, BROADCAST, WAIT
 from thunderviz.viz import load
 
 __all__ = ["Divergence", "RankRow", "compare", "format_side_by_side", "side_by_side"]

@@ -27,13 +27,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from thunderviz.autodiff.vjp import AutodiffResult
-from thunderviz.capture.collectives import ALL_REDUCE, WAIT, describe_group
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.inputs import InputKind
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace, timed_provenance
 from thunderviz.prims import aten
+from thunderviz.prims.collectives import ALL_REDUCE, WAIT, describe_group
 
 __all__ = ["DDPSync", "refuse_fully_sharded"]
 
