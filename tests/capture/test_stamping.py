@@ -1,7 +1,8 @@
-"""Block stamping (capture/stamping.py): a fake trace with repeated blocks written out from
-a proven recording is identical to the one recorded block by block: the printed program,
-every bound symbol at every level, module paths and source lines. Blocks that could record
-differently are recorded for real."""
+"""Block stamping (capture/stamping.py): a trace (fake tensors, or real ones as jit traces)
+with repeated blocks written out from a proven recording is identical to the one recorded
+block by block: the printed program, every bound symbol at every level, module paths and
+source lines. Blocks that could record differently are recorded for real. Every test runs
+with fake and with real tensors."""
 
 from __future__ import annotations
 
@@ -35,23 +36,35 @@ def fingerprint(trace: tv.Trace) -> list[tuple]:
     ]
 
 
+FAKE: list[bool] = []  # the mode of the test running
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["fake", "real"])
+def fake(request):
+    FAKE[:] = [request.param]
+    yield request.param
+    FAKE.clear()
+
+
 def stamped_and_recorded(monkeypatch, fn, *args, **kwargs) -> tuple[list[str], tv.Trace, tv.Trace]:
     """(paths of the blocks stamped, the stamped trace, the trace recorded block by block)."""
     stamped: list[str] = []
     stamp = stamping._Stamper._stamp
 
-    def counting(self, recording, call):
-        stamped.append(call.path)
-        return stamp(self, recording, call)
+    def counting(self, recording, call, run):
+        out = stamp(self, recording, call, run)
+        if out is not stamping._MISMATCH:
+            stamped.append(call.path)
+        return out
 
     with monkeypatch.context() as m:
         m.setattr(stamping._Stamper, "_stamp", counting)
         torch.manual_seed(0)
-        fast = tv.trace(fn, *args, fake=True, **kwargs)
+        fast = tv.trace(fn, *args, fake=FAKE[0], **kwargs)
     with monkeypatch.context() as m:
         m.setattr(stamping, "_repeated_blocks", lambda root: [])
         torch.manual_seed(0)
-        full = tv.trace(fn, *args, fake=True, **kwargs)
+        full = tv.trace(fn, *args, fake=FAKE[0], **kwargs)
     assert program_text(fast) == program_text(full)
     assert fingerprint(fast) == fingerprint(full)
     assert fast.output_spec == full.output_spec
@@ -295,14 +308,91 @@ def test_a_block_returning_a_view_is_recorded(monkeypatch):
     assert stamped == []
 
 
-def test_forward_is_restored_and_real_traces_are_never_stamped(monkeypatch):
+def test_forward_is_restored(monkeypatch):
     model = Stack([Block(8) for _ in range(5)])
-    x = torch.randn(2, 8)
-    stamped: list[str] = []
-    monkeypatch.setattr(stamping._Stamper, "_stamp", lambda self, r, c: stamped.append(c.path))
-    tv.trace(model, x)
-    assert stamped == []
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.3", "blocks.4"]
     assert all("forward" not in b.__dict__ for b in model.blocks)
     with pytest.raises(tv.CaptureError):
-        tv.trace(model, torch.randn(2, 3), fake=True)
+        tv.trace(model, torch.randn(2, 3), fake=FAKE[0])
     assert all("forward" not in b.__dict__ for b in model.blocks)
+
+
+CALLED = {"n": 0}
+
+
+class ReturnsFlag(Block):
+    """Returns a Python value the recordings saw equal, the fourth call another (a dict the
+    forward counts in is one object: not a change stamping can see before the run)."""
+
+    def forward(self, x):
+        CALLED["n"] += 1
+        return self.fc(x) + x, CALLED["n"] >= 4
+
+
+class UnpacksFlags(Stack):
+    def forward(self, x):
+        flags = []
+        for block in self.blocks:
+            x, flag = block(x)
+            flags.append(flag)
+        return x, flags
+
+
+def test_a_replay_returning_otherwise_is_recorded(monkeypatch, fake):
+    if fake:
+        pytest.skip("blocks run eagerly only in real traces")
+    model = UnpacksFlags([ReturnsFlag(8) for _ in range(5)])
+    x = torch.randn(2, 8)
+    outcomes: list[tuple[str, bool]] = []
+    stamp = stamping._Stamper._stamp
+
+    def counting(self, recording, call, run):
+        out = stamp(self, recording, call, run)
+        outcomes.append((call.path, out is not stamping._MISMATCH))
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(stamping._Stamper, "_stamp", counting)
+        CALLED["n"] = 0
+        trace = tv.trace(model, x)
+        calls = CALLED["n"]
+    with monkeypatch.context() as m:
+        m.setattr(stamping, "_repeated_blocks", lambda root: [])
+        CALLED["n"] = 0
+        full = tv.trace(model, x)
+    # blocks 3 and 4 return True when run eagerly, not the proof's False: undone and
+    # recorded (a second call each); a block before them may be written out
+    assert outcomes[-2:] == [("blocks.3", False), ("blocks.4", False)]
+    assert all(ok for _, ok in outcomes[:-2])
+    assert calls == 5 + 2
+    assert trace.output[1] == full.output[1] == [False, False, False, True, True]
+    assert program_text(trace) == program_text(full)
+    assert fingerprint(trace) == fingerprint(full)
+
+
+@pytest.mark.parametrize("training, dropout", [(False, 0.0), (True, 0.1)])
+def test_jit_on_stamped_blocks_matches_eager(monkeypatch, fake, training, dropout):
+    if fake:
+        pytest.skip("jit traces real tensors")
+    stamped = []
+    stamp = stamping._Stamper._stamp
+    monkeypatch.setattr(
+        stamping._Stamper,
+        "_stamp",
+        lambda self, r, c, run: stamped.append(c.path) or stamp(self, r, c, run),
+    )
+    torch.manual_seed(0)
+    model = GPT(
+        GPTConfig(vocab_size=100, block_size=16, n_layer=5, n_head=4, d_model=32, dropout=dropout)
+    ).train(training)
+    idx = ids()
+    torch.manual_seed(1)
+    tv.jit(model)(idx, idx).backward()
+    ours = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch.manual_seed(1)
+    model(idx, idx).backward()
+    assert stamped == ["blocks.3", "blocks.4"]
+    for got, want in zip(ours, [p.grad for p in model.parameters()], strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -16,7 +16,7 @@ from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorder import Recorder
-from thunderviz.capture.stamping import stamping_blocks
+from thunderviz.capture.stamping import replaying, stamping_blocks
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
@@ -133,7 +133,7 @@ def _trace(
             run_state[path] = copy
             trace_args.append(proxy)
             originals.append((copy, proxy))
-        out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, stamp=fake)
+        out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake)
         output = recorder.proxify(out)
         epilogue = _write_backs(recorder, originals)
     flat, spec = pytree.tree_flatten(output)
@@ -171,14 +171,14 @@ def _run(
     state: dict[str, torch.Tensor],
     recorder: Recorder,
     own_hooks: bool = True,
-    stamp: bool = False,
+    fake: bool = False,
 ) -> Any:
     with (
         _module_hooks(recorder),
         recorder.function_mode,
         recorder.dispatch_mode,
         intercepting_function_apply(recorder),
-        stamping_blocks(recorder, module, stamp),
+        stamping_blocks(recorder, module, fake),
     ):
         if module is None:
             return fn(*args, **kwargs)
@@ -198,11 +198,11 @@ def _module_hooks(recorder: Recorder) -> Iterator[None]:
     owner = threading.get_ident()
 
     def pre(module: torch.nn.Module, _args: Any) -> None:
-        if threading.get_ident() == owner:
+        if threading.get_ident() == owner and not replaying():
             recorder.enter_module(module)
 
     def post(module: torch.nn.Module, _args: Any, _out: Any) -> None:
-        if threading.get_ident() == owner:
+        if threading.get_ident() == owner and not replaying():
             recorder.exit_module(module)
 
     handles = [

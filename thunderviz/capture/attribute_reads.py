@@ -21,7 +21,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["reading_attributes", "current_values", "value_signature", "MODULE_INTERNALS"]
+__all__ = [
+    "reading_attributes",
+    "current_values",
+    "value_signature",
+    "MODULE_INTERNALS",
+    "hook_free",
+    "attributes_of",
+    "module_globals",
+    "autocast_state",
+]
 
 _PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
 # nn.Module's own bookkeeping (parameter/buffer/module and hook tables; hooks are checked
@@ -84,3 +93,56 @@ def current_values(block: torch.nn.Module, reads: dict[tuple[str, str], Any]) ->
         if m is None or name not in m.__dict__ or value_signature(m.__dict__[name]) != sig:
             return False
     return True
+
+
+# --- the rest of a block call's signature: hooks, attributes set, globals, autocast -------
+_HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_forward_hooks_with_kwargs",
+)
+
+
+def hook_free(block: torch.nn.Module) -> bool:
+    if (
+        len(torch.nn.modules.module._global_forward_hooks) > 1
+        or len(torch.nn.modules.module._global_forward_pre_hooks) > 1
+        or torch.nn.modules.module._global_backward_hooks
+        or torch.nn.modules.module._global_backward_pre_hooks
+    ):
+        return False  # ours are one of each: module paths
+    return all(not getattr(m, d, None) for m in block.modules() for d in _HOOK_DICTS)
+
+
+def attributes_of(block: torch.nn.Module) -> tuple[Any, ...]:
+    """Every plain attribute of the block and its submodules, to see one set in a forward."""
+    out = []
+    for name, m in block.named_modules(remove_duplicate=False):
+        items = []
+        for key, value in m.__dict__.items():
+            if key in MODULE_INTERNALS or key == "forward":
+                continue
+            items.append((key, value_signature(value)))
+        out.append((name, type(m), tuple(items)))
+    return tuple(out)
+
+
+def module_globals(block: torch.nn.Module) -> tuple[Any, ...]:
+    """The globals of the files the block's modules' forwards are written in: a forward
+    that sets one is recorded, and a block is written out only while they are as they were
+    when its recording ran (a flag the model flips between blocks)."""
+    spaces = {
+        id(g): g
+        for g in (getattr(type(m).forward, "__globals__", None) for m in block.modules())
+        if g is not None
+    }
+    return tuple((key, value_signature(value)) for g in spaces.values() for key, value in g.items())
+
+
+def autocast_state() -> tuple[Any, ...]:
+    return tuple(
+        (d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")
+    ) + (torch.is_autocast_cache_enabled(),)

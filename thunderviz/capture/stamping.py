@@ -1,14 +1,19 @@
-"""Block stamping for fake traces: twelve identical transformer blocks recorded once.
+"""Block stamping: twelve identical transformer blocks recorded once, written out eleven times.
 
 A model's repeated blocks (the items of a ModuleList or Sequential that share their class
-with a sibling) record the same ops each time, on other proxies. With fake tensors nothing
-is computed, so once a block's recording is known for a *call signature* (the block's
+with a sibling) record the same ops each time, on other proxies. Once a block's recording
+is known for a *call signature* (the block's
 class, training flag, grad and autocast modes, the structure, metadata and aliasing of its
 inputs, its parameters' and buffers' metadata, and the values of the attributes its forward
 read: capture/attribute_reads.py) a later call with the same signature can be
 written out from that recording: the same bound symbols with fresh names drawn from the
 trace's NameGenerator in the order the recording drew them, the block's own parameters in
-place of the recorded block's, and module paths moved to the new block.
+place of the recorded block's, and module paths moved to the new block. With fake tensors
+its outputs are new FakeTensors of the recorded metadata; with real tensors (what `jit`
+traces) the block runs eagerly, outside the recorder's modes, for its outputs' values (the
+same kernels the recorded run would have run: a fraction of recording them), and a replay
+whose outputs do not match the recording's structure is undone (RNG state included) and
+recorded for real.
 
 A recording is used only after it proved itself: two consecutive real recordings of one
 signature must agree exactly once written out for each other (this also waits for the
@@ -33,25 +38,20 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import _disable_current_modes
 
 from thunderviz.capture.attribute_reads import (
-    MODULE_INTERNALS,
+    attributes_of,
+    autocast_state,
     current_values,
+    hook_free,
+    module_globals,
     reading_attributes,
-    value_signature,
 )
-from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunderviz.capture.rewriting import fingerprints, rewritten
+from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 
-__all__ = ["stamping_blocks"]
+__all__ = ["stamping_blocks", "replaying"]
 
 _PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
-_HOOK_DICTS = (
-    "_forward_hooks",
-    "_forward_pre_hooks",
-    "_backward_hooks",
-    "_backward_pre_hooks",
-    "_state_dict_hooks",
-    "_forward_hooks_with_kwargs",
-)
 
 
 @dataclass
@@ -85,13 +85,23 @@ class _Call:
     block: torch.nn.Module
 
 
+# A stamped block's eager run (real tensors): the module-path hooks stand aside meanwhile
+_replay = threading.local()
+_MISMATCH = object()  # a replay whose outputs are not shaped as the recording's
+
+
+def replaying() -> bool:
+    """Whether this thread is running a stamped block eagerly (nothing is recorded)."""
+    return getattr(_replay, "active", False)
+
+
 @contextlib.contextmanager
-def stamping_blocks(recorder: Any, module: torch.nn.Module | None, enabled: bool) -> Iterator[None]:
-    """While tracing `module` with fake tensors, write repeated blocks out from a proven
-    recording instead of running them. Blocks' `forward` is shadowed on the instance for
-    the duration, and restored after."""
-    blocks = _repeated_blocks(module) if enabled and module is not None else []
-    stamper = _Stamper(recorder)
+def stamping_blocks(recorder: Any, module: torch.nn.Module | None, fake: bool) -> Iterator[None]:
+    """While tracing `module`, write repeated blocks out from a proven recording instead of
+    recording them. Blocks' `forward` is shadowed on the instance for the duration, and
+    restored after."""
+    blocks = _repeated_blocks(module) if module is not None else []
+    stamper = _Stamper(recorder, fake)
     patched = []
     try:
         for block in blocks:
@@ -124,8 +134,9 @@ def _repeated_blocks(root: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 class _Stamper:
-    def __init__(self, recorder: Any) -> None:
+    def __init__(self, recorder: Any, fake: bool) -> None:
         self.recorder = recorder
+        self.fake = fake
         self.candidates: dict[Any, _Recording] = {}
         self.proven: dict[Any, list[_Recording]] = {}
         self.refused: set[Any] = set()
@@ -143,10 +154,13 @@ class _Stamper:
                 return original(block, *args, **kwargs)
             key, call = key_and_call
             proven_here = self.proven.get(key, ())
-            module_globals = _module_globals(block) if proven_here else None
+            globals_now = module_globals(block) if proven_here else None
             for proven in proven_here:
-                if proven.module_globals == module_globals and current_values(block, proven.reads):
-                    return self._stamp(proven, call)
+                if proven.module_globals == globals_now and current_values(block, proven.reads):
+                    out = self._stamp(proven, call, lambda: original(block, *args, **kwargs))
+                    if out is not _MISMATCH:
+                        return out
+                    break
             if key in self.refused:
                 return original(block, *args, **kwargs)
             return self._record(key, call, original, block, args, kwargs)
@@ -156,7 +170,7 @@ class _Stamper:
     # --- the call signature -----------------------------------------------------------
     def _key(self, block: torch.nn.Module, args: Any, kwargs: Any) -> tuple[Any, _Call] | None:
         rec = self.recorder
-        if len(rec._frames) != 1 or rec._device_override is not None or not _hook_free(block):
+        if len(rec._frames) != 1 or rec._device_override is not None or not hook_free(block):
             return None
         path = rec.module_path
         leaves, spec = pytree.tree_flatten((args, kwargs))
@@ -164,7 +178,7 @@ class _Stamper:
             type(block),
             block.training,
             torch.is_grad_enabled(),
-            _autocast_state(),
+            autocast_state(),
             spec,
         ]
         inputs, tensors = [], []
@@ -196,9 +210,10 @@ class _Stamper:
         return tuple(sig), _Call(inputs, tensors, state, path, block)
 
     def _bound(self, t: torch.Tensor) -> Proxy | None:
-        """The proxy of a fake tensor the recorder knows, not a view it would re-derive."""
+        """The proxy of a tensor the recorder knows (a FakeTensor in a fake trace, a plain
+        tensor in a real one), not a view it would re-derive."""
         rec = self.recorder
-        if not isinstance(t, FakeTensor):
+        if not (isinstance(t, FakeTensor) if self.fake else type(t) is torch.Tensor):
             return None
         info = rec._views.get(id(t))
         if info is not None and info.version != rec._versions.get(id(info.base), 0):
@@ -220,9 +235,9 @@ class _Stamper:
         before = {id(t): (rec._proxies.get(id(t)), rec._versions.get(id(t))) for t in watched}
         # an attribute set or a parameter/buffer swapped inside: a side effect, not stamped
         attributes = (
-            _attributes(block),
+            attributes_of(block),
             [id(t) for t in _state_tensors(block)],
-            _module_globals(block),
+            module_globals(block),
         )
         with reading_attributes(block) as reads:
             out = original(block, *args, **kwargs)
@@ -233,11 +248,13 @@ class _Stamper:
             and len(rec.data_dependent) == n_data_dependent
             and all((rec._proxies.get(i), rec._versions.get(i)) == v for i, v in before.items())
             and attributes
-            == (_attributes(block), [id(t) for t in _state_tensors(block)], _module_globals(block))
+            == (attributes_of(block), [id(t) for t in _state_tensors(block)], module_globals(block))
         ):
             generated = _drawn(names, taken, counters)
             if generated is not None:
-                recording = _recording(rec, rec.top.bsyms[start:], call, generated, out, reads)
+                recording = _recording(
+                    rec, rec.top.bsyms[start:], call, generated, out, reads, self.fake
+                )
         if recording is not None:
             recording.module_globals = attributes[2]
         if recording is None:
@@ -249,8 +266,8 @@ class _Stamper:
             and candidate.reads == recording.reads
             and candidate.module_globals == recording.module_globals
             and len(candidate.generated) == len(recording.generated)
-            and _fingerprint_all(_write_out(candidate, call, recording.generated))
-            == _fingerprint_all(recording.bsyms)
+            and fingerprints(_write_out(candidate, call, recording.generated))
+            == fingerprints(recording.bsyms)
             and _outputs_agree(candidate, recording)
         ):
             self.proven.setdefault(key, []).append(recording)
@@ -258,8 +275,15 @@ class _Stamper:
         return out
 
     # --- writing out ------------------------------------------------------------------
-    def _stamp(self, recording: _Recording, call: _Call) -> Any:
+    def _stamp(self, recording: _Recording, call: _Call, run: Any) -> Any:
+        """The block's call written out from `recording`; `run()` runs it eagerly, for the
+        values of a real trace (_MISMATCH: they are not shaped as recorded)."""
         rec = self.recorder
+        values = None
+        if not self.fake:
+            values = _replayed(recording, call, run)
+            if values is None:
+                return _MISMATCH
         fresh = [rec.names.fresh(_prefix(n)) for n in recording.generated]
         rec.top.bsyms.extend(_write_out(recording, call, fresh))
         renamed = dict(zip(recording.generated, fresh, strict=True))
@@ -269,16 +293,20 @@ class _Stamper:
                 for t in [*call.input_tensors, *_state_tensors(call.block)]
                 if isinstance(t, FakeTensor)
             )
-            if recording.has_new_outputs
+            if recording.has_new_outputs and values is None
             else None
         )
         leaves = []
-        for leaf in recording.out_leaves:
+        for i, leaf in enumerate(recording.out_leaves):
             if isinstance(leaf, tuple) and leaf and leaf[0] == "in":
                 leaves.append(call.input_tensors[leaf[1]])
             elif isinstance(leaf, tuple) and leaf and leaf[0] == "new":
                 _, proxy, (shape, stride, dtype, device) = leaf
-                t = _fake_tensor(fake_mode, shape, stride, dtype, device)
+                t = (
+                    values[i]
+                    if values is not None
+                    else _fake_tensor(fake_mode, shape, stride, dtype, device)
+                )
                 rec.bind(t, proxy.renamed(renamed[proxy.name]))
                 leaves.append(t)
             else:
@@ -293,6 +321,7 @@ def _recording(
     generated: list[str],
     out: Any,
     reads: dict[tuple[str, str], Any],
+    fake: bool,
 ) -> _Recording | None:
     """`bsyms` as a reusable recording, or None where writing it out could differ."""
     own = set(generated)
@@ -323,7 +352,7 @@ def _recording(
             if (
                 proxy is None
                 or proxy.name not in own
-                or not isinstance(leaf, FakeTensor)
+                or not (isinstance(leaf, FakeTensor) if fake else type(leaf) is torch.Tensor)
                 or leaf._base is not None
                 or leaf.storage_offset() != 0
                 or id(leaf) in rec._views
@@ -332,7 +361,7 @@ def _recording(
                 return None
             proxies[proxy.name] = proxy
             out_leaves.append(
-                ("new", proxy, (tuple(leaf.shape), leaf.stride(), leaf.dtype, leaf.fake_device))
+                ("new", proxy, (tuple(leaf.shape), leaf.stride(), leaf.dtype, _device(leaf)))
             )
         elif type(leaf) in _PRIMITIVES:
             out_leaves.append(leaf)
@@ -361,32 +390,7 @@ def _write_out(recording: _Recording, call: _Call, fresh: list[str]) -> list[Bou
         old = recording.proxies.get(old_name)
         if old is not None:
             mapping[old_name] = old.renamed(new_name)
-    return [_rewritten(b, mapping, len(recording.path), call.path) for b in recording.bsyms]
-
-
-def _rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) -> BoundSymbol:
-    """`b.rename(mapping)` with its module paths moved from the recorded block to `path`,
-    in one pass and without pytree (this runs for every bound symbol stamped)."""
-    return b.with_changes(
-        args=_swap(b.args, mapping),
-        kwargs=_swap(b.kwargs, mapping),
-        output=_swap(b.output, mapping),
-        module_path=path + b.module_path[cut:],
-        subsymbols=[_rewritten(s, mapping, cut, path) for s in b.subsymbols],
-    )
-
-
-def _swap(x: Any, mapping: dict[str, Proxy]) -> Any:
-    kind = type(x)
-    if kind is tuple or kind is list:
-        return kind(_swap(v, mapping) for v in x)
-    if kind is dict:
-        return {k: _swap(v, mapping) for k, v in x.items()}
-    if isinstance(x, Proxy):
-        return mapping.get(x.name, x)
-    if isinstance(x, (tuple, list, dict)):  # namedtuples, return types: as rename does
-        return pytree.tree_map(lambda y: mapping.get(y.name, y) if isinstance(y, Proxy) else y, x)
-    return x
+    return [rewritten(b, mapping, len(recording.path), call.path) for b in recording.bsyms]
 
 
 def _outputs_agree(a: _Recording, b: _Recording) -> bool:
@@ -407,71 +411,7 @@ def _outputs_agree(a: _Recording, b: _Recording) -> bool:
     return True
 
 
-# --- fingerprints: everything about a bound symbol a trace can show -------------------------
-def _fingerprint_all(bsyms: list[BoundSymbol]) -> list[Any]:
-    return [_fingerprint(b) for b in bsyms]
-
-
-def _fingerprint(b: BoundSymbol) -> tuple[Any, ...]:
-    return (
-        b.sym.id,
-        b.sym.name,
-        repr(pytree.tree_map(_describe, b.args)),
-        repr(pytree.tree_map(_describe, b.kwargs)),
-        repr(pytree.tree_map(_describe, b.output)),
-        repr(b.source),
-        b.module_path,
-        sorted(t.name for t in b.tags),
-        b.header,
-        [_fingerprint(s) for s in b.subsymbols],
-    )
-
-
-def _describe(x: Any) -> Any:
-    if isinstance(x, TensorProxy):
-        return ("T", x.name, x.shape, x.dtype, x.device, x.requires_grad)
-    if isinstance(x, Proxy):
-        return (type(x).__name__, x.name, repr(getattr(x, "value", None)))
-    return x
-
-
 # --- small helpers ----------------------------------------------------------------------
-def _hook_free(block: torch.nn.Module) -> bool:
-    if (
-        len(torch.nn.modules.module._global_forward_hooks) > 1
-        or len(torch.nn.modules.module._global_forward_pre_hooks) > 1
-        or torch.nn.modules.module._global_backward_hooks
-        or torch.nn.modules.module._global_backward_pre_hooks
-    ):
-        return False  # ours are one of each: module paths
-    return all(not getattr(m, d, None) for m in block.modules() for d in _HOOK_DICTS)
-
-
-def _attributes(block: torch.nn.Module) -> tuple[Any, ...]:
-    """Every plain attribute of the block and its submodules, to see one set in a forward."""
-    out = []
-    for name, m in block.named_modules(remove_duplicate=False):
-        items = []
-        for key, value in m.__dict__.items():
-            if key in MODULE_INTERNALS or key == "forward":
-                continue
-            items.append((key, value_signature(value)))
-        out.append((name, type(m), tuple(items)))
-    return tuple(out)
-
-
-def _module_globals(block: torch.nn.Module) -> tuple[Any, ...]:
-    """The globals of the files the block's modules' forwards are written in: a forward
-    that sets one is recorded, and a block is written out only while they are as they were
-    when its recording ran (a flag the model flips between blocks)."""
-    spaces = {
-        id(g): g
-        for g in (getattr(type(m).forward, "__globals__", None) for m in block.modules())
-        if g is not None
-    }
-    return tuple((key, value_signature(value)) for g in spaces.values() for key, value in g.items())
-
-
 def _state_tensors(block: torch.nn.Module) -> list[torch.Tensor]:
     return [*block.parameters(), *block.buffers()]
 
@@ -482,18 +422,12 @@ def _tensor_sig(t: torch.Tensor, proxy: Proxy, alias: int) -> tuple[Any, ...]:
         t.stride(),
         t.storage_offset(),
         t.dtype,
-        t.fake_device,
+        _device(t),
         getattr(proxy, "requires_grad", None),
         type(proxy).__name__,
         alias,
         t._base is not None,
     )
-
-
-def _autocast_state() -> tuple[Any, ...]:
-    return tuple(
-        (d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")
-    ) + (torch.is_autocast_cache_enabled(),)
 
 
 def _drawn(names: Any, taken: set[str], counters: dict[str, int]) -> list[str] | None:
@@ -509,6 +443,50 @@ def _drawn(names: Any, taken: set[str], counters: dict[str, int]) -> list[str] |
             return None
         drawn += [f"t{n}" for n in range(start, end) if f"t{n}" not in taken]
     return drawn if set(drawn) == added else None
+
+
+def _device(t: torch.Tensor) -> torch.device:
+    return t.fake_device if isinstance(t, FakeTensor) else t.device
+
+
+def _replayed(recording: _Recording, call: _Call, run: Any) -> list[Any] | None:
+    """The output leaves of the block run eagerly, outside the recorder's modes and its
+    module-path hooks; None, with the RNG state put back, when they are not what the
+    recording returned (its inputs where it returned them, new plain tensors of the
+    recorded metadata where it made them, equal primitives)."""
+    devices = {t.device for t in [*call.input_tensors, *_state_tensors(call.block)]}
+    cuda = [d for d in devices if d.type == "cuda"]
+    rng = torch.random.get_rng_state(), [torch.cuda.get_rng_state(d) for d in cuda]
+    _replay.active = True
+    try:
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            leaves, spec = pytree.tree_flatten(run())
+            # (metadata read here, where the recorder does not see it)
+            same = spec == recording.out_spec and all(
+                _replays(value, leaf, call)
+                for value, leaf in zip(leaves, recording.out_leaves, strict=True)
+            )
+    finally:
+        _replay.active = False
+    if same:
+        return leaves
+    torch.random.set_rng_state(rng[0])
+    for d, state in zip(cuda, rng[1], strict=True):
+        torch.cuda.set_rng_state(state, d)
+    return None
+
+
+def _replays(value: Any, leaf: Any, call: _Call) -> bool:
+    if isinstance(leaf, tuple) and leaf and leaf[0] == "in":
+        return value is call.input_tensors[leaf[1]]
+    if isinstance(leaf, tuple) and leaf and leaf[0] == "new":
+        return (
+            type(value) is torch.Tensor
+            and value._base is None
+            and value.storage_offset() == 0
+            and (tuple(value.shape), value.stride(), value.dtype, value.device) == leaf[2]
+        )
+    return type(value) is type(leaf) and value == leaf
 
 
 def _prefix(name: str) -> str:

@@ -1,0 +1,113 @@
+"""Renaming bound symbols without pytree, and their fingerprints.
+
+`BoundSymbol.rename` maps every argument and output through `pytree.tree_map`, which costs
+more than the renaming itself; block stamping (capture/stamping.py) and the reverse sweep
+(autodiff/vjp.py) rename every bound symbol they write, so they walk the containers torch
+passes (tuples, lists, dicts) by hand and hand anything else to pytree as `rename` does.
+The result is the same bound symbol `rename` gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.symbol import BoundSymbol
+
+__all__ = ["renamed", "rewritten", "swap", "fingerprints", "proxies_in"]
+
+
+def renamed(b: BoundSymbol, mapping: dict[str, Proxy]) -> BoundSymbol:
+    """`b.rename(mapping)`, in one pass without pytree."""
+    if not mapping:
+        return b
+    return b.with_changes(
+        args=swap(b.args, mapping),
+        kwargs=swap(b.kwargs, mapping),
+        output=swap(b.output, mapping),
+        subsymbols=[renamed(s, mapping) for s in b.subsymbols],
+    )
+
+
+def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) -> BoundSymbol:
+    """`b.rename(mapping)` with its module paths moved from the recorded block to `path`
+    (the first `cut` characters replaced), in one pass."""
+    return b.with_changes(
+        args=swap(b.args, mapping),
+        kwargs=swap(b.kwargs, mapping),
+        output=swap(b.output, mapping),
+        module_path=path + b.module_path[cut:],
+        subsymbols=[rewritten(s, mapping, cut, path) for s in b.subsymbols],
+    )
+
+
+def swap(x: Any, mapping: dict[str, Proxy]) -> Any:
+    """`x` with every proxy replaced by `mapping[proxy.name]` where it has one."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        return kind(swap(v, mapping) for v in x)
+    if kind is dict:
+        return {k: swap(v, mapping) for k, v in x.items()}
+    if isinstance(x, Proxy):
+        return mapping.get(x.name, x)
+    if isinstance(x, (tuple, list, dict)):  # namedtuples, return types: as rename does
+        return pytree.tree_map(lambda y: mapping.get(y.name, y) if isinstance(y, Proxy) else y, x)
+    return x
+
+
+def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:
+    """The proxies among `x`'s leaves, in pytree's order (appended to `out`)."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        for v in x:
+            proxies_in(v, out)
+    elif kind is dict:
+        for v in x.values():
+            proxies_in(v, out)
+    elif isinstance(x, Proxy):
+        out.append(x)
+    elif isinstance(x, (tuple, list, dict)):
+        out.extend(y for y in pytree.tree_leaves(x) if isinstance(y, Proxy))
+    return out
+
+
+# --- fingerprints: everything about a bound symbol a trace can show -------------------------
+def fingerprints(bsyms: list[BoundSymbol]) -> list[Any]:
+    return [_fingerprint(b) for b in bsyms]
+
+
+def _fingerprint(b: BoundSymbol) -> tuple[Any, ...]:
+    return (
+        b.sym.id,
+        b.sym.name,
+        repr(_described(b.args)),
+        repr(_described(b.kwargs)),
+        repr(_described(b.output)),
+        repr(b.source),
+        b.module_path,
+        sorted(t.name for t in b.tags),
+        b.header,
+        [_fingerprint(s) for s in b.subsymbols],
+    )
+
+
+def _described(x: Any) -> Any:
+    """`pytree.tree_map(_describe, x)`, walking plain containers by hand."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        return kind(_described(v) for v in x)
+    if kind is dict:
+        return {k: _described(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list, dict)):
+        return pytree.tree_map(_describe, x)
+    return _describe(x)
+
+
+def _describe(x: Any) -> Any:
+    if isinstance(x, TensorProxy):
+        return ("T", x.name, x.shape, x.dtype, x.device, x.requires_grad)
+    if isinstance(x, Proxy):
+        return (type(x).__name__, x.name, repr(getattr(x, "value", None)))
+    return x
