@@ -22,6 +22,7 @@ from thunderviz.autodiff.joint import JointRun, run_joint
 from thunderviz.autodiff.registry import JointFn, RuleSet
 from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
+from thunderviz.capture.rewriting import proxies_in, renamed
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
@@ -121,7 +122,15 @@ def autodiff(
 
 
 def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:
-    return [p for p in bsym.flat_tensor_outs if p.is_float]
+    """`bsym.flat_tensor_outs` that are floating point (without pytree: this runs several
+    times per bound symbol differentiated)."""
+    seen: set[str] = set()
+    out = []
+    for p in proxies_in(bsym.output, []):
+        if isinstance(p, TensorProxy) and p.is_float and p.name not in seen:
+            seen.add(p.name)
+            out.append(p)
+    return out
 
 
 def _flatten(
@@ -129,7 +138,8 @@ def _flatten(
 ) -> None:
     """Append `bsym` as units at the level rules exist, growing `needs` as grads flow."""
     touches_grad = not (bsym.tags & {BsymTag.NO_GRAD, BsymTag.MUTATION_EPILOGUE}) and any(
-        p.name in needs for p in bsym.flat_tensor_args
+        isinstance(p, TensorProxy) and p.name in needs
+        for p in proxies_in((bsym.args, bsym.kwargs), [])
     )
     if not touches_grad:
         units.append(_Unit(bsym, top, None))
@@ -224,7 +234,7 @@ def _sweep(
             RuleApplication(
                 unit.top,
                 b,
-                tuple(p.name for e in emitted for p in e.flat_proxy_outs),
+                tuple(name for e in emitted for name in dict.fromkeys(_out_names(e))),
                 {name: ct.name for name, ct in out_cts.items() if ct is not None},
                 tuple(added),
             )
@@ -232,6 +242,10 @@ def _sweep(
         if recorder is not None:
             recorder.step(unit.top, VISIT_TYPE.INSERT_AFTER, bwd, inserted=emitted)
     return fwd_segments, bwd, cts, seeds
+
+
+def _out_names(bsym: BoundSymbol) -> list[str]:
+    return [p.name for p in proxies_in(bsym.output, [])]
 
 
 def _tagged(bsym: BoundSymbol, unit: _Unit) -> BoundSymbol:
@@ -273,11 +287,11 @@ def _place(
                 aten.full.default(list(ph.shape), 0.0, dtype=ph.dtype, device=ph.device)
             zero = builder.bound_symbols[0]
             renames[zero.output.name] = ph
-            zeros.append(zero.rename({zero.output.name: ph}))
-    forward = [x.rename(renames) for x in run.forward.bound_symbols]
+            zeros.append(renamed(zero, {zero.output.name: ph}))
+    forward = [renamed(x, renames) for x in run.forward.bound_symbols]
     if len(forward) == 1 and forward[0].sym == b.sym and _same_args(forward[0], b):
         forward = [b]
-    backward = zeros + [x.rename(renames) for x in run.backward.bound_symbols]
+    backward = zeros + [renamed(x, renames) for x in run.backward.bound_symbols]
     run.grads = [(x, renames.get(g.name, g)) for x, g in run.grads]
     return forward, backward
 
@@ -321,11 +335,11 @@ def _backward_trace(
     seed_names = {s.name for s in seeds}
     seen: set[str] = set()
     for bsym in draft.bound_symbols:
-        for p in bsym.flat_proxy_args:
+        for p in proxies_in((bsym.args, bsym.kwargs), []):
             if p.name not in produced and p.name not in seed_names and p.name not in seen:
                 seen.add(p.name)
                 reads.append(p)
-        produced.update(p.name for p in bsym.flat_proxy_outs)
+        produced.update(_out_names(bsym))
     for g in grad_inputs:  # a gradient that is a forward value passed straight through
         if (
             g is not None
