@@ -9,7 +9,7 @@ import { nodeTooltip, splitToggle, viewBoxSize } from "./graphlabels.js";
 import { fitVisibleGraph, nodesFor, moduleId, DEFAULT_LIMITS } from "./visible.js";
 import { graphToDot, tensorLabel } from "./dot.js";
 import { layoutDot, timings } from "./layout.js";
-import { buildSvg } from "./svgtree.js";
+import { buildSvg, insertInSlices, afterNextPaint } from "./svgtree.js";
 import { svgText, svgToPng, download } from "./picture.js";
 import { Minimap } from "./minimap.js";
 import { GradOverlay } from "./gradoverlay.js";
@@ -106,6 +106,7 @@ export class GraphView {
     const fast = fitted.graph.nodes.length > FAST_LAYOUT_NODES;
     const { dot, items } = graphToDot(fitted.graph, this.ti, { labels: !fast, fast });
     if (dot === this.dot) {
+      this.anchor = null; // nothing moves
       this.el.setAttribute("data-tv-ready", wasReady === "true" ? "true" : "false");
       return;
     }
@@ -126,7 +127,6 @@ export class GraphView {
     if (svg === null || superseded()) return;
     await nextTask(); // building took the last slice; tagging and marking get their own task
     if (superseded()) return;
-    this.busy.textContent = "";
     this.graph = fitted.graph;
     this.dot = dot;
     this.install(svg, items);
@@ -136,6 +136,10 @@ export class GraphView {
     if (timings.where) this.el.setAttribute("data-tv-layout-where", timings.where); // "worker" | "main"
     if (this.lastMarks) this.mark({ ...this.lastMarks, scrollTo: undefined });
     if (this.gradFlowOn) this.applyGradFlow();
+    // marked while off the page; then in, a slice per frame (svgtree.js: insertInSlices)
+    const afterSlice = () => this.keepAnchor();
+    if (!(await insertInSlices(this.canvas, svg, { cancelled: superseded, afterSlice }))) return;
+    this.busy.textContent = "";
     // Scrolling reads geometry. Read it now and the browser lays the new SVG out inside this
     // task (50-100 ms for a few hundred nodes); read it once the next frame has been drawn
     // and the layout is already done.
@@ -147,7 +151,7 @@ export class GraphView {
     this.el.setAttribute("data-tv-ready", "true");
   }
 
-  /** Put a laid-out SVG in place and tag its elements with our ids. */
+  /** Tag a laid-out SVG's elements with our ids; setExpanded then puts it on the page. */
   install(svg, items) {
     this.nodeEls.clear();
     this.clusterEls.clear();
@@ -182,7 +186,6 @@ export class GraphView {
     }
     this.svg = svg;
     this.natural = viewBoxSize(svg);
-    replace(this.canvas, svg);
     this.setZoom(this.zoom, null);
   }
 
@@ -224,9 +227,43 @@ export class GraphView {
     if (this.svg) this.minimap.update(this.svg, this.nodeEls, new Set(this.marked.filter((el) => el.classList.contains("tv-selected"))));
   }
 
-  /** The next layout keeps `id` (a module or op just opened or closed) in view. */
+  /**
+   * The next layout keeps `id` (a module or op just opened or closed) where it is on the
+   * screen: the same point of the pane shows the top middle of its box before and after,
+   * so an expansion grows the module in place instead of moving what the user was
+   * looking at. Where it was not drawn (or cannot stay, at the graph's edge), the layout
+   * brings it into view instead.
+   */
   focusNext(id) {
     this.toggled = id;
+    this.anchor = id ? this.screenPosition(id) : null;
+    this.anchored = false;
+  }
+
+  /** The top middle of what draws `id` (its open box, else its node), relative to the pane. */
+  screenPosition(id) {
+    const cluster = this.clusterEls.get(id);
+    const node = cluster || !this.graph ? undefined : nodesFor(this.graph, this.ti, id)[0];
+    const el = cluster || (node !== undefined ? this.nodeEls.get(node) : undefined);
+    if (!el || !el.isConnected || typeof el.getBoundingClientRect !== "function") return null;
+    const pane = this.canvas.getBoundingClientRect();
+    const box = el.getBoundingClientRect();
+    return { id, x: box.left + box.width / 2 - pane.left, y: box.top - pane.top };
+  }
+
+  /** Once the anchored id is drawn again, scroll so it is where it was (focusNext). */
+  keepAnchor() {
+    if (!this.anchor) return;
+    const now = this.screenPosition(this.anchor.id);
+    if (!now) return;
+    const left = this.canvas.scrollLeft + now.x - this.anchor.x;
+    const top = this.canvas.scrollTop + now.y - this.anchor.y;
+    this.canvas.scrollLeft = left;
+    this.canvas.scrollTop = top;
+    // Kept when the pane could scroll that far down the graph (the direction it grows in;
+    // sideways the graph may be narrower than the pane); else centreOnFocus shows it.
+    this.anchored = Math.abs(this.canvas.scrollTop - top) < 1;
+    this.anchor = null;
   }
 
   /**
@@ -237,6 +274,11 @@ export class GraphView {
     const marks = this.lastMarks;
     const toggled = this.toggled;
     this.toggled = null;
+    this.anchor = null;
+    if (this.anchored) {
+      this.anchored = false; // what was toggled stayed put: move nothing else either
+      return;
+    }
     const linked = marks && marks.highlights ? [...marks.highlights.ops] : [];
     const focus = [toggled, ...(marks ? [marks.selected, ...(marks.current || []), ...linked] : [])].filter(Boolean);
     if (focus.length && this.scrollTo(focus)) return;
@@ -332,6 +374,3 @@ export class GraphView {
 }
 
 const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
-/** After the next frame has been rendered (rAF runs before rendering; the timeout after it). */
-const afterNextPaint = () =>
-  new Promise((resolve) => (typeof requestAnimationFrame === "function" ? requestAnimationFrame(() => setTimeout(resolve, 0)) : setTimeout(resolve, 0)));

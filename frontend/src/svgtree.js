@@ -48,3 +48,56 @@ export async function buildSvg(tree, doc, { sliceMs = 8, yieldFn = defaultYield,
   }
   return root;
 }
+
+/**
+ * After a frame has been rendered (rAF runs just before rendering; the timeout after it).
+ * Without requestAnimationFrame (node tests) the next task.
+ */
+export const afterNextPaint = () =>
+  new Promise((resolve) => (typeof requestAnimationFrame === "function" ? requestAnimationFrame(() => setTimeout(resolve, 0)) : setTimeout(resolve, 0)));
+
+// Frames are shared by every pane on the page: a slice waits for the frame after the
+// previous slice of any pane, so two panes drawn at once never render in the same frame.
+let frameQueue = Promise.resolve();
+const nextFrameTurn = () => (frameQueue = frameQueue.then(afterNextPaint));
+
+/**
+ * Put a built SVG in `container` a slice at a time, one slice per rendered frame.
+ *
+ * What holds the page is not building the elements but the frame that first renders them
+ * (style, layout, paint, commit of every element: 50-170 ms for a few hundred nodes on a
+ * loaded machine). The graph's top-level groups (clusters, nodes, edges: Graphviz writes
+ * clusters first) go in `maxElements` elements at a time, so each frame renders a part.
+ * @param {Element} container its children are replaced by `svg`
+ * @param {SVGSVGElement} svg built off-document (buildSvg), tagged and marked
+ * @param {{maxElements?: number, cancelled?: () => boolean, waitFn?: () => Promise<void>, afterSlice?: () => void}} [options]
+ *   afterSlice: called after each slice is in (graphview.js scrolls as soon as what it
+ *   anchors on is drawn)
+ * @returns {Promise<boolean>} false when cancelled() said so between slices (the rest is not inserted)
+ */
+export async function insertInSlices(container, svg, { maxElements = 400, cancelled = () => false, waitFn = nextFrameTurn, afterSlice = () => {} } = {}) {
+  const graph = [...svg.children].find((el) => el.localName === "g");
+  const pending = graph ? [...graph.children].filter((el) => el.localName === "g") : [];
+  for (const el of pending) el.remove();
+  // the first slice waits its turn too: another pane's slice may be in this frame
+  await waitFn();
+  if (cancelled()) return false;
+  while (container.firstChild) container.removeChild(container.firstChild);
+  container.appendChild(svg);
+  let i = 0;
+  while (i < pending.length) {
+    const slice = svg.ownerDocument.createDocumentFragment();
+    let size = 0;
+    while (i < pending.length && (size === 0 || size < maxElements)) {
+      size += 1 + pending[i].querySelectorAll("*").length;
+      slice.appendChild(pending[i++]);
+    }
+    graph.appendChild(slice);
+    afterSlice();
+    if (i < pending.length) {
+      await waitFn();
+      if (cancelled()) return false;
+    }
+  }
+  return true;
+}

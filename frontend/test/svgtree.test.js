@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseHTML } from "linkedom";
 import { svgToTree } from "../src/svgread.js";
-import { buildSvg } from "../src/svgtree.js";
+import { buildSvg, insertInSlices } from "../src/svgtree.js";
 import { layoutDot } from "../src/layout.js";
 
 const noYield = () => Promise.resolve();
@@ -62,4 +62,29 @@ test("buildSvg makes SVG elements in order, text as text, and stops when cancell
   const big = svgToTree(`<svg>${"<g><text>x</text></g>".repeat(2000)}</svg>`);
   const stopped = await buildSvg(big, document, { sliceMs: -1, yieldFn: noYield, cancelled: () => true });
   assert.equal(stopped, null);
+});
+
+test("insertInSlices puts the graph in slices, one wait between each, in order, and stops when cancelled", async () => {
+  const { document } = parseHTML("<!doctype html><html><body><div id=c><p>old</p></div></body></html>");
+  const groups = Array.from({ length: 50 }, (_, i) => `<g class="node"><title>n${i}</title><text>t${i}</text></g>`).join("");
+  const source = `<svg viewBox="0 0 9 9"><g class="graph"><title>G</title><polygon points="0,0"/>${groups}</g></svg>`;
+  const container = document.getElementById("c");
+  const sizes = [];
+  let svg = await buildSvg(svgToTree(source), document, { yieldFn: noYield });
+  const graph = svg.firstElementChild;
+  const seen = () => graph.querySelectorAll("g.node").length;
+  // each group is 3 elements: slices of at most 10 elements hold 4 groups (12 >= 10 stops it)
+  const done = await insertInSlices(container, svg, { maxElements: 10, waitFn: async () => sizes.push(svg.isConnected ? seen() : -1) });
+  assert.equal(done, true);
+  assert.equal(sizes[0], -1, "the old content stays until the first turn");
+  assert.deepEqual(sizes.slice(1), [4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48]);
+  assert.equal(container.children.length, 1);
+  assert.deepEqual([...graph.querySelectorAll("g.node > title")].map((t) => t.textContent), Array.from({ length: 50 }, (_, i) => `n${i}`));
+  assert.equal(graph.firstElementChild.localName, "title", "the graph's own title and background stay first");
+
+  svg = await buildSvg(svgToTree(source), document, { yieldFn: noYield });
+  let turns = 0;
+  const stopped = await insertInSlices(container, svg, { maxElements: 10, waitFn: async () => turns++, cancelled: () => turns > 2 });
+  assert.equal(stopped, false);
+  assert.equal(svg.querySelectorAll("g.node").length, 8);
 });
