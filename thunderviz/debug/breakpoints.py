@@ -144,8 +144,9 @@ class Breakpoints:
         # a threshold that is not a finite number is off: JSON cannot carry inf or nan, and
         # no step's norm is ever above them
         norm = spec.get("grad_norm_above")
-        ok = isinstance(norm, (int, float)) and not isinstance(norm, bool) and math.isfinite(norm)
-        self.grad_norm_above = float(norm) if ok else None
+        if isinstance(norm, bool) or not isinstance(norm, int | float) or not math.isfinite(norm):
+            norm = None
+        self.grad_norm_above = None if norm is None else float(norm)
 
     def reason(self, r: StepRecord, previous_module: str | None) -> str | None:
         """Why the run stops after step `r` (None: it goes on). `previous_module`: the module

@@ -22,11 +22,12 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from thunderviz.core.symbol import BoundSymbol
+from thunderviz.debug.session import Session
 from thunderviz.debug.stats import json_number
 from thunderviz.debug.stepper import BackwardStepper
 from thunderviz.viz import protocol
@@ -189,9 +190,8 @@ class _Side:
     """Ops and values of one run: a Session's real values, or a document's statistics."""
 
     def __init__(self, source: Any) -> None:
-        if isinstance(source, (str, os.PathLike)):
-            source = load(source)
-        self.doc: Mapping[str, Any] | None = source if isinstance(source, Mapping) else None
+        doc = load(source) if isinstance(source, (str, os.PathLike)) else source
+        self.doc: Mapping[str, Any] | None = doc if isinstance(doc, Mapping) else None
         self.stepper: BackwardStepper | None = None
         if self.doc is not None:
             forward = self.doc["traces"]["forward"]
@@ -221,13 +221,14 @@ class _Side:
             raise TypeError(
                 f"compare takes Sessions, .tvz paths or view documents, not {type(source).__name__}"
             )
-        if source.result is None or source.fake:
+        session = cast(Session, source)  # a Session, checked by attribute above
+        if session.result is None or session.fake:
             raise ValueError("compare needs Sessions with real values and a backward")
-        self.stepper = source.recording if source.recording is not None else None
+        self.stepper = session.recording if session.recording is not None else None
         if self.stepper is None:
-            source.record_backward()
-            self.stepper = source.recording
-        self.result = source.result
+            session.record_backward()
+            self.stepper = session.recording
+        self.result = session.result
         self.ops = [
             _Op(
                 protocol.op_id("forward", i),
@@ -236,9 +237,9 @@ class _Side:
                 _bsym_source(b),
                 tuple(p.name for p in b.flat_proxy_outs),
             )
-            for i, b in enumerate(source.forward.bound_symbols)
+            for i, b in enumerate(session.forward.bound_symbols)
         ]
-        self.args = [p.name for p in source.forward.flat_args]
+        self.args = [p.name for p in session.forward.flat_args]
 
     def value(self, name: str) -> Any:
         return (

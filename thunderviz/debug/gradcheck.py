@@ -194,6 +194,7 @@ def gradcheck_op(
             if c.x == x:
                 g = as64(stepper.value(c.grad))
                 total = g if total is None else total + g
+        assert total is not None  # x is in wrt: some contribution is to it
         check.recorded[x] = total
 
     def loss(vals: dict[str, Any]) -> torch.Tensor:

@@ -45,7 +45,7 @@ class GradEdit:
 
     kind: str
     params: tuple[float, ...] = ()
-    fn: Callable[[torch.Tensor], torch.Tensor] | None = None
+    fn: Callable[..., Any] | None = None  # the user's `g -> new g`
     seed: int = 0
 
     @classmethod
@@ -86,7 +86,8 @@ class GradEdit:
             gen = torch.Generator(device=g.device).manual_seed(self.seed)
             noise = torch.randn(g.shape, generator=gen, device=g.device, dtype=torch.float64)
             return g + (self.params[0] * noise).to(g.dtype)
-        out = self.fn(g)  # type: ignore[misc]
+        assert self.fn is not None  # the kinds above are all but "custom", which has one
+        out = self.fn(g)
         if not isinstance(out, torch.Tensor) or out.shape != g.shape:
             raise ValueError(
                 f"the intervention function returned {type(out).__name__}"
@@ -195,11 +196,12 @@ class InterventionPlan:
         for slot in slots:
             self.slots[slot] = value
             if slot.kind == "read":
-                self._reads.setdefault(slot.index, {})[slot.name] = value
+                self._reads.setdefault(slot.step, {})[slot.name] = value
             elif slot.kind in ("old", "grad"):
-                c = self.roles.accumulation_at[slot.index]
-                old, grad = self._accumulations.get(slot.index, (_Name(c.old), _Name(c.grad)))
-                self._accumulations[slot.index] = (
+                c = self.roles.accumulation_at[slot.step]
+                assert c.old is not None  # accumulation_at holds accumulations only
+                old, grad = self._accumulations.get(slot.step, (_Name(c.old), _Name(c.grad)))
+                self._accumulations[slot.step] = (
                     (value, grad) if slot.kind == "old" else (old, value)
                 )
 
@@ -309,7 +311,9 @@ class InterventionPlan:
         substitutions = self._reads.get(i)
         if accumulation is not None:
             old, grad = (self._evaluate(r, env, lookup, remember) for r in accumulation)
-            write(self.roles.accumulation_at[i].total, bsym.sym.fn(old, grad))
+            add = bsym.sym.fn
+            assert add is not None  # an accumulation is aten.add, which runs
+            write(self.roles.accumulation_at[i].total, add(old, grad))
         elif substitutions:
 
             def substituted(p: Proxy) -> Any:
@@ -344,10 +348,10 @@ class InterventionPlan:
 
     @property
     def first_step(self) -> int:
-        steps = [s.index for s in self.slots if s.kind != "final"]
+        steps = [s.step for s in self.slots if s.kind != "final"]
         steps += [self.roles.producer[n] for n in self.value_edits]
         return min(steps, default=len(self.roles.bsyms))
 
 
 def _first(slots: Iterable[Slot], default: int) -> int:
-    return min((s.index for s in slots if s.kind != "final"), default=default)
+    return min((s.step for s in slots if s.kind != "final"), default=default)

@@ -127,6 +127,7 @@ def compare_grad(
         if nothing(ours) and nothing(ref):
             return GradComparison(name, 0.0, True)
         other = ours if ours is not None else ref
+        assert other is not None  # both None is "nothing" on both sides, above
         return GradComparison(name, float(other.detach().abs().max()), False)
     ours_d = ours.detach().to("cpu", torch.float64)
     ref_d = ref.detach().to("cpu", torch.float64)

@@ -26,13 +26,13 @@ __all__ = ["Slot", "BackwardRoles"]
 class Slot(NamedTuple):
     """One read of a gradient value.
 
-    kind "read": backward step `index` reads `name` (any position); "old" / "grad": the
-    accumulation at step `index` reads its old total / the new contribution; "final": the
+    kind "read": backward step `step` reads `name` (any position); "old" / "grad": the
+    accumulation at step `step` reads its old total / the new contribution; "final": the
     gradient returned for forward argument `name`.
     """
 
     kind: str
-    index: int
+    step: int  # not `index`, which would hide tuple.index
     name: str
 
 
@@ -103,7 +103,7 @@ class BackwardRoles:
                     slots.append(Slot("grad", self.producer[c.total], c.grad))
         for c in self.contributions_to.get(x, ()):
             if c.old == held_in and c.total in self.producer:
-                slots.append(Slot("old", self.producer[c.total], c.old))
+                slots.append(Slot("old", self.producer[c.total], held_in))
         if self.grad_input.get(x) == held_in:
             slots.append(Slot("final", -1, x))
         return slots

@@ -224,6 +224,8 @@ class Session:
             self._apply([])
 
     def _apply(self, interventions: list[Intervention]) -> None:
+        # only reached once an intervention was made: there is a backward and its roles
+        assert self.backward is not None and self._roles is not None
         old_start = (
             self._plan.first_step if self._plan is not None else len(self.backward.bound_symbols)
         )
