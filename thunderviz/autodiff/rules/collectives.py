@@ -27,11 +27,8 @@ import torch.distributed as dist
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import only_where
-from thunderviz.core.context import current_builder
-from thunderviz.core.locations import where
-from thunderviz.prims import aten
-from thunderviz.prims.collectives import (
+from thunderviz.autodiff.rules.common import only_where, pass_through
+from thunderviz.capture.collectives import (
     ALL_GATHER,
     ALL_REDUCE,
     ALL_TO_ALL,
@@ -40,6 +37,9 @@ from thunderviz.prims.collectives import (
     WAIT,
     collective_header,
 )
+from thunderviz.core.context import current_builder
+from thunderviz.core.locations import where
+from thunderviz.prims import aten
 
 RULES = RuleSet("collectives")
 
@@ -73,11 +73,7 @@ def _dense(g):
     return aten.contiguous.default(g)
 
 
-@RULES.grad(WAIT)
-def wait_tensor(x):
-    out = WAIT(x)
-    put_grad(x, get_grad(out))
-    return out
+pass_through(RULES, WAIT)
 
 
 @RULES.grad(ALL_REDUCE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import conj, scalar_zero, zero_where, zeros_of
+from thunderviz.autodiff.rules.common import conj, scalar_zero, unary, zero_where, zeros_of
 from thunderviz.prims import aten
 
 RULES = RuleSet("complex_numbers", supports_complex=True)
@@ -23,12 +23,8 @@ def _times_i(z):
     return aten.complex.default(aten.neg.default(aten.imag.default(z)), aten.real.default(z))
 
 
-@RULES.grad(aten.abs.default)
-def abs_(a):
-    """d|a| = sgn(a) (a / |a| for complex a; sign(a) for real a, 0 at 0 both ways)."""
-    out = aten.abs.default(a)
-    put_grad(a, aten.mul.Tensor(get_grad(out), aten.sgn.default(a)))
-    return out
+# d|a| = sgn(a) (a / |a| for complex a; sign(a) for real a, 0 at 0 both ways)
+unary(RULES, aten.abs.default, lambda g, a, out: aten.mul.Tensor(g, aten.sgn.default(a)))
 
 
 @RULES.grad(aten.sgn.default)

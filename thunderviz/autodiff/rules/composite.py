@@ -11,7 +11,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import conj
+from thunderviz.autodiff.rules.common import conj, unary
 from thunderviz.prims import aten
 from thunderviz.prims.torch_symbols import torch_symbol
 
@@ -25,12 +25,8 @@ def movedim(a, source, destination):
     return out
 
 
-@RULES.grad(aten.numpy_T.default)
-def numpy_t(a):
-    """x.T: all dims reversed, its own inverse."""
-    out = aten.numpy_T.default(a)
-    put_grad(a, aten.numpy_T.default(get_grad(out)))
-    return out
+# x.T: all dims reversed, its own inverse
+unary(RULES, aten.numpy_T.default, lambda g, a, out: aten.numpy_T.default(g))
 
 
 def _broadcast_back(tensors, outs):

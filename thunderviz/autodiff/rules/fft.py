@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import pass_through, unary
 from thunderviz.prims import aten
 
 RULES = RuleSet("fft", supports_complex=True)
@@ -58,56 +59,24 @@ def fft_c2r(x, dim, normalization, last_dim_size):
     return out
 
 
-@RULES.grad(aten._conj.default)
-def conj(x):
-    out = aten._conj.default(x)
-    put_grad(x, aten._conj.default(get_grad(out)))
-    return out
-
-
-@RULES.grad(aten._conj_physical.default)
-def conj_physical(x):
-    out = aten._conj_physical.default(x)
-    put_grad(x, aten._conj_physical.default(get_grad(out)))
-    return out
-
-
-@RULES.grad(aten.conj_physical.default)
-def conj_physical_public(x):
-    out = aten.conj_physical.default(x)
-    put_grad(x, aten.conj_physical.default(get_grad(out)))
-    return out
+# conjugation is its own adjoint
+for _op in (aten._conj.default, aten._conj_physical.default, aten.conj_physical.default):
+    unary(RULES, _op, lambda g, x, out, op=_op: op(g))
 
 
 # --- complex numbers as pairs of reals (around the transforms: stft, polar, complex) ----------
 
 
-@RULES.grad(aten.view_as_real.default)
-def view_as_real(x):
-    out = aten.view_as_real.default(x)
-    put_grad(x, aten.view_as_complex.default(aten.contiguous.default(get_grad(out))))
-    return out
-
-
-@RULES.grad(aten.view_as_complex.default)
-def view_as_complex(x):
-    out = aten.view_as_complex.default(x)
-    put_grad(x, aten.view_as_real.default(get_grad(out)))
-    return out
-
-
-@RULES.grad(aten.real.default)
-def real(x):
-    """The cotangent g of Re(x) is the complex cotangent g + 0i of x."""
-    out = aten.real.default(x)
-    put_grad(x, get_grad(out))
-    return out
-
-
-@RULES.grad(aten.imag.default)
-def imag(x):
-    """The cotangent g of Im(x) is the complex cotangent 0 + gi of x."""
-    out = aten.imag.default(x)
-    g = get_grad(out)
-    put_grad(x, aten.complex.default(aten.zeros_like.default(g), g))
-    return out
+unary(
+    RULES,
+    aten.view_as_real.default,
+    lambda g, x, out: aten.view_as_complex.default(aten.contiguous.default(g)),
+)
+unary(RULES, aten.view_as_complex.default, lambda g, x, out: aten.view_as_real.default(g))
+# The cotangent g of Re(x) is the complex cotangent g + 0i of x; that of Im(x) is 0 + gi.
+pass_through(RULES, aten.real.default)
+unary(
+    RULES,
+    aten.imag.default,
+    lambda g, x, out: aten.complex.default(aten.zeros_like.default(g), g),
+)

@@ -91,74 +91,50 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     return out, mean, rstd
 
 
-def _batch_norm_grads(
-    g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, training, eps
-) -> None:
-    """Training normalizes with the batch statistics (save_mean, save_invstd); eval with the
-    running ones. Updated running statistics are outputs without gradient."""
-    grads = aten.native_batch_norm_backward.default(
-        g,
-        x,
-        weight,
-        None if training else running_mean,
-        None if training else running_var,
-        save_mean,
-        save_invstd,
-        training,
-        eps,
-        _mask(x, weight, bias),
-    )
-    _put_all((x, weight, bias), grads)
+def _batch_norm_rule(op, arguments) -> None:
+    """Batch norm's ATen forms: `arguments(*the call's arguments)` gives (x, weight, bias,
+    running_mean, running_var, training, eps). Training normalizes with the batch statistics
+    (save_mean, save_invstd); eval with the running ones. Updated running statistics are
+    outputs without gradient."""
 
-
-@RULES.grad(aten.native_batch_norm.default)
-def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    out, save_mean, save_invstd = aten.native_batch_norm.default(
-        x, weight, bias, running_mean, running_var, training, momentum, eps
-    )
-    g = get_grad(out)
-    _batch_norm_grads(
-        g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, training, eps
-    )
-    return out, save_mean, save_invstd
-
-
-@RULES.grad(aten._native_batch_norm_legit_functional.default)
-def native_batch_norm_legit_functional(
-    x, weight, bias, running_mean, running_var, training, momentum, eps
-):
-    out, save_mean, save_invstd, new_mean, new_var = (
-        aten._native_batch_norm_legit_functional.default(
-            x, weight, bias, running_mean, running_var, training, momentum, eps
+    def batch_norm(*args, **kwargs):
+        outs = op(*args, **kwargs)
+        out, save_mean, save_invstd = outs[:3]
+        x, weight, bias, running_mean, running_var, training, eps = arguments(
+            *op_args(op, args, kwargs)
         )
-    )
-    g = get_grad(out)
-    _batch_norm_grads(
-        g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, training, eps
-    )
-    return out, save_mean, save_invstd, new_mean, new_var
+        grads = aten.native_batch_norm_backward.default(
+            get_grad(out),
+            x,
+            weight,
+            None if training else running_mean,
+            None if training else running_var,
+            save_mean,
+            save_invstd,
+            training,
+            eps,
+            _mask(x, weight, bias),
+        )
+        _put_all((x, weight, bias), grads)
+        return outs
+
+    batch_norm.__name__ = batch_norm.__qualname__ = op.label
+    RULES.grad(op)(batch_norm)
 
 
-@RULES.grad(aten._native_batch_norm_legit.no_stats)
-def native_batch_norm_legit_no_stats(x, weight, bias, training, momentum, eps):
-    out, save_mean, save_invstd = aten._native_batch_norm_legit.no_stats(
-        x, weight, bias, training, momentum, eps
+for _op in (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default):
+    _batch_norm_rule(
+        _op,
+        lambda x, w, b, mean, var, training, _momentum, eps: (x, w, b, mean, var, training, eps),
     )
-    g = get_grad(out)
-    _batch_norm_grads(g, x, weight, bias, None, None, save_mean, save_invstd, True, eps)
-    return out, save_mean, save_invstd
-
-
-@RULES.grad(aten._native_batch_norm_legit_no_training.default)
-def native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
-    out, save_mean, save_invstd = aten._native_batch_norm_legit_no_training.default(
-        x, weight, bias, running_mean, running_var, momentum, eps
-    )
-    g = get_grad(out)
-    _batch_norm_grads(
-        g, x, weight, bias, running_mean, running_var, save_mean, save_invstd, False, eps
-    )
-    return out, save_mean, save_invstd
+_batch_norm_rule(
+    aten._native_batch_norm_legit.no_stats,
+    lambda x, w, b, _training, _momentum, eps: (x, w, b, None, None, True, eps),
+)
+_batch_norm_rule(
+    aten._native_batch_norm_legit_no_training.default,
+    lambda x, w, b, mean, var, _momentum, eps: (x, w, b, mean, var, False, eps),
+)
 
 
 @RULES.grad(aten.native_group_norm.default)

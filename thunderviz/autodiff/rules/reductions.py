@@ -13,8 +13,9 @@ import math
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import conj, only_where, scalar_zero, zero_where
+from thunderviz.autodiff.rules.common import conj, only_where, scalar_zero, unary, zero_where
 from thunderviz.prims import aten
+from thunderviz.prims.call_args import op_args
 
 RULES = RuleSet("reductions")
 
@@ -66,11 +67,12 @@ def sum_dim(a, dim, keepdim=False, **kwargs):
     return out
 
 
-@RULES.grad(aten.sum.default, supports_complex=True)
-def sum_all(a, **kwargs):
-    out = aten.sum.default(a, **kwargs)
-    put_grad(a, aten.expand.default(get_grad(out), list(a.shape)))
-    return out
+unary(
+    RULES,
+    aten.sum.default,
+    lambda g, a, out: aten.expand.default(g, list(a.shape)),
+    supports_complex=True,
+)
 
 
 def _mean_grad(g, a, dim, keepdim):
@@ -79,11 +81,9 @@ def _mean_grad(g, a, dim, keepdim):
     return aten.div.Tensor(g, _count(a, dim))
 
 
-@RULES.grad(aten.mean.default, supports_complex=True)
-def mean_all(a, **kwargs):
-    out = aten.mean.default(a, **kwargs)
-    put_grad(a, _mean_grad(get_grad(out), a, None, True))
-    return out
+unary(
+    RULES, aten.mean.default, lambda g, a, out: _mean_grad(g, a, None, True), supports_complex=True
+)
 
 
 @RULES.grad(aten.mean.dim, supports_complex=True)
@@ -123,12 +123,12 @@ def _in_grad_dtype(a, g):
     return a if a.dtype == g.dtype else aten._to_copy.default(a, dtype=g.dtype)
 
 
-@RULES.grad(aten.prod.default, supports_complex=True)
-def prod_all(a, **kwargs):
-    out = aten.prod.default(a, **kwargs)
-    g = get_grad(out)
-    put_grad(a, g if a.ndim == 0 else _prod_grad(g, _in_grad_dtype(a, g), None))
-    return out
+unary(
+    RULES,
+    aten.prod.default,
+    lambda g, a, out: g if a.ndim == 0 else _prod_grad(g, _in_grad_dtype(a, g), None),
+    supports_complex=True,
+)
 
 
 @RULES.grad(aten.prod.dim_int, supports_complex=True)
@@ -178,32 +178,8 @@ def _evenly_all(g, a, out):
     return aten.mul.Tensor(picked, aten.div.Tensor(g, aten.sum.default(picked)))
 
 
-@RULES.grad(aten.max.default)
-def max_all(a):
-    out = aten.max.default(a)
-    put_grad(a, _evenly_all(get_grad(out), a, out))
-    return out
-
-
-@RULES.grad(aten.min.default)
-def min_all(a):
-    out = aten.min.default(a)
-    put_grad(a, _evenly_all(get_grad(out), a, out))
-    return out
-
-
-@RULES.grad(aten.median.default)
-def median_all(a):
-    out = aten.median.default(a)
-    put_grad(a, _evenly_all(get_grad(out), a, out))
-    return out
-
-
-@RULES.grad(aten.nanmedian.default)
-def nanmedian_all(a):
-    out = aten.nanmedian.default(a)
-    put_grad(a, _evenly_all(get_grad(out), a, out))
-    return out
+for _op in (aten.max.default, aten.min.default, aten.median.default, aten.nanmedian.default):
+    unary(RULES, _op, _evenly_all)
 
 
 # --- value-selecting: max(dim), min(dim), sort, topk, kthvalue, median(dim), mode --------
@@ -221,67 +197,41 @@ def _select_back(g, indices, a, dim, keepdim):
     return aten.scatter.src(zeros, dim, indices, g)
 
 
-@RULES.grad(aten.max.dim)
-def max_dim(a, dim, keepdim=False):
-    values, indices = aten.max.dim(a, dim, keepdim)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
-    return values, indices
+def _selection_rule(op, dim_and_keepdim) -> None:
+    """`values, indices = op(a, *options)` that select along a dim (max, sort, topk, ...):
+    the cotangent goes back to the selected places. `dim_and_keepdim(*options)` reads the
+    dim, and whether it was kept, from the call's other arguments (defaults filled in)."""
+
+    def selection(*args, **kwargs):
+        values, indices = op(*args, **kwargs)
+        a, *options = op_args(op, args, kwargs)
+        dim, keepdim = dim_and_keepdim(*options)
+        put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
+        return values, indices
+
+    selection.__name__ = selection.__qualname__ = op.label
+    RULES.grad(op)(selection)
 
 
-@RULES.grad(aten.min.dim)
-def min_dim(a, dim, keepdim=False):
-    values, indices = aten.min.dim(a, dim, keepdim)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
-    return values, indices
-
-
-@RULES.grad(aten.median.dim)
-def median_dim(a, dim, keepdim=False):
-    values, indices = aten.median.dim(a, dim, keepdim)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
-    return values, indices
-
-
-@RULES.grad(aten.nanmedian.dim)
-def nanmedian_dim(a, dim, keepdim=False):
-    values, indices = aten.nanmedian.dim(a, dim, keepdim)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
-    return values, indices
-
-
-@RULES.grad(aten.mode.default)
-def mode(a, dim=-1, keepdim=False):
-    values, indices = aten.mode.default(a, dim, keepdim)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
-    return values, indices
-
-
-@RULES.grad(aten.kthvalue.default)
-def kthvalue(a, k, dim=-1, keepdim=False):
-    values, indices = aten.kthvalue.default(a, k, dim, keepdim)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
-    return values, indices
-
-
-@RULES.grad(aten.sort.default)
-def sort(a, dim=-1, descending=False):
-    # sorting permutes: each input element goes to exactly one place, the indices say where
-    values, indices = aten.sort.default(a, dim, descending)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, True))
-    return values, indices
+# (a, [k,] dim, keepdim) -> the values at the selected index along dim
+for _op in (
+    aten.max.dim,
+    aten.min.dim,
+    aten.median.dim,
+    aten.nanmedian.dim,
+    aten.mode.default,
+    aten.kthvalue.default,
+):
+    _selection_rule(_op, lambda *options: options[-2:])
+# sorting permutes: each input element goes to exactly one place, the indices say where
+_selection_rule(aten.sort.default, lambda dim, descending: (dim, True))
+_selection_rule(aten.topk.default, lambda k, dim, largest, sorted: (dim, True))
 
 
 @RULES.grad(aten.sort.stable)
 def sort_stable(a, **kwargs):
     values, indices = aten.sort.stable(a, **kwargs)
     dim = kwargs.get("dim", -1)
-    put_grad(a, _select_back(get_grad(values), indices, a, dim, True))
-    return values, indices
-
-
-@RULES.grad(aten.topk.default)
-def topk(a, k, dim=-1, largest=True, sorted=True):
-    values, indices = aten.topk.default(a, k, dim, largest, sorted)
     put_grad(a, _select_back(get_grad(values), indices, a, dim, True))
     return values, indices
 

@@ -83,11 +83,11 @@ def _squeezed_dims(a, dims):
     return {_norm_dim(d, a.ndim) for d in dims if a.ndim > 0 and a.shape[_norm_dim(d, a.ndim)] == 1}
 
 
-@RULES.grad(aten.squeeze.default)
-def squeeze(a):
-    out = aten.squeeze.default(a)
-    put_grad(a, _unsqueeze_back(get_grad(out), a, [i for i, s in enumerate(a.shape) if s == 1]))
-    return out
+unary(
+    RULES,
+    aten.squeeze.default,
+    lambda g, a, out: _unsqueeze_back(g, a, [i for i, s in enumerate(a.shape) if s == 1]),
+)
 
 
 @RULES.grad(aten.squeeze.dim)
@@ -392,45 +392,41 @@ def _integer_indices(bsym) -> bool:
     )
 
 
-@RULES.grad(aten.index.Tensor, applies=_integer_indices)
-def index(a, indices):
+def _index_rule(op) -> None:
     """Advanced indexing: the cotangent is added back at the indexed places (repeated
     indices accumulate)."""
-    out = aten.index.Tensor(a, indices)
-    g = get_grad(out)
-    put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
-    return out
+
+    def index(a, indices):
+        out = op(a, indices)
+        g = get_grad(out)
+        put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
+        return out
+
+    index.__name__ = index.__qualname__ = op.label
+    RULES.grad(op, applies=_integer_indices)(index)
 
 
-@RULES.grad(aten._unsafe_index.Tensor, applies=_integer_indices)
-def unsafe_index(a, indices):
-    out = aten._unsafe_index.Tensor(a, indices)
-    g = get_grad(out)
-    put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
-    return out
+def _index_put_rule(op) -> None:
+    def index_put(*args, **kwargs):
+        a, indices, values, accumulate = op_args(op, args, kwargs)
+        out = op(*args, **kwargs)
+        g = get_grad(out)
+        if requires_grad(a):
+            put_grad(
+                a, g if accumulate else aten.index_put.default(g, indices, _zeros(g, []), False)
+            )
+        if requires_grad(values):
+            put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
+        return out
+
+    index_put.__name__ = index_put.__qualname__ = op.label
+    RULES.grad(op, applies=_integer_indices)(index_put)
 
 
-def _index_put_grads(a, indices, values, accumulate, g):
-    if requires_grad(a):
-        put_grad(a, g if accumulate else aten.index_put.default(g, indices, _zeros(g, []), False))
-    if requires_grad(values):
-        put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
-
-
-@RULES.grad(aten.index_put.default, applies=_integer_indices)
-def index_put(*args, **kwargs):
-    a, indices, values, accumulate = op_args(aten.index_put.default, args, kwargs)
-    out = aten.index_put.default(*args, **kwargs)
-    _index_put_grads(a, indices, values, accumulate, get_grad(out))
-    return out
-
-
-@RULES.grad(aten._unsafe_index_put.default, applies=_integer_indices)
-def unsafe_index_put(*args, **kwargs):
-    a, indices, values, accumulate = op_args(aten._unsafe_index_put.default, args, kwargs)
-    out = aten._unsafe_index_put.default(*args, **kwargs)
-    _index_put_grads(a, indices, values, accumulate, get_grad(out))
-    return out
+for _op in (aten.index.Tensor, aten._unsafe_index.Tensor):
+    _index_rule(_op)
+for _op in (aten.index_put.default, aten._unsafe_index_put.default):
+    _index_put_rule(_op)
 
 
 # --- writing into a tensor (what functionalized mutation and setitem become) -----------------
