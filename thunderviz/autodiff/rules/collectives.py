@@ -28,7 +28,10 @@ from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import only_where, pass_through
-from thunderviz.capture.collectives import (
+from thunderviz.core.context import current_builder
+from thunderviz.core.locations import where
+from thunderviz.prims import aten
+from thunderviz.prims.collectives import (
     ALL_GATHER,
     ALL_REDUCE,
     ALL_TO_ALL,
@@ -37,9 +40,6 @@ from thunderviz.capture.collectives import (
     WAIT,
     collective_header,
 )
-from thunderviz.core.context import current_builder
-from thunderviz.core.locations import where
-from thunderviz.prims import aten
 
 RULES = RuleSet("collectives")
 
