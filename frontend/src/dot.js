@@ -2,6 +2,7 @@
 // ever appears inside a plain double-quoted label, escaped by escapeDotString; node, cluster
 // and edge names are generated ("n0", "cluster_3") and never come from the document.
 
+import palette from "../../thunderviz/viz/palette.json" with { type: "json" };
 import { formatBytes } from "./format.js";
 
 /** Short dtype names for edge labels ("float32" -> "f32"). */
@@ -89,15 +90,15 @@ export function nodeLabelLines(node, ti) {
   }
 }
 
-const NODE_STYLE = {
-  op: 'shape=box style="rounded,filled" fillcolor="#e8eefc" color="#5b7db1"',
-  prim: 'shape=box style="rounded,filled" fillcolor="#f1f3f4" color="#8a9099"',
-  module: 'shape=box3d style="filled" fillcolor="#fff4e0" color="#c98a1b"',
-  input: 'shape=ellipse style="filled" fillcolor="#e6f4ea" color="#3c8d5a" height=0.25',
-  inputs: 'shape=ellipse style="filled" fillcolor="#e6f4ea" color="#3c8d5a" height=0.25',
-  output: 'shape=ellipse style="filled" fillcolor="#fde8e8" color="#b54747" height=0.25',
-  saved: 'shape=note style="filled" fillcolor="#f1ebfb" color="#8a6cc2" fontsize=8 height=0.2 margin="0.05,0.02"',
-};
+// Colours and shapes come from the palette the static pictures share; sizes are the viewer's.
+const NODE_SIZE = { input: "height=0.25", inputs: "height=0.25", output: "height=0.25", saved: 'fontsize=8 height=0.2 margin="0.05,0.02"' };
+const NODE_STYLE = Object.fromEntries(
+  Object.entries(palette.nodes).map(([type, { shape, style, fill, line }]) => {
+    const attrs = `shape=${shape} style="${style}" fillcolor="${fill}" color="${line}"`;
+    return [type, NODE_SIZE[type] ? `${attrs} ${NODE_SIZE[type]}` : attrs];
+  }),
+);
+const clusterStyle = ({ style, line }) => `style="${style}" color="${line}"`;
 
 function nodeClass(node) {
   const classes = [node.type === "op" && node.isPrim ? "tv-n-prim" : `tv-n-${node.type}`];
@@ -131,7 +132,7 @@ export function graphToDot(graph, ti, options = {}) {
       `fontsize=10 bgcolor="transparent" labeljust=l${fast ? " nslimit=2 mclimit=0.5" : ""}];`,
   );
   out.push('node [fontname="Helvetica" fontsize=10 height=0.3 margin="0.10,0.03" penwidth=1];');
-  out.push('edge [fontname="Helvetica" fontsize=8 arrowsize=0.6 color="#8a9099" fontcolor="#6e7781"];');
+  out.push(`edge [fontname="Helvetica" fontsize=8 arrowsize=0.6 color="${palette.edge.line}" fontcolor="${palette.edge.text}"];`);
 
   let clusterCount = 0;
   const writeCluster = (cluster, indent) => {
@@ -145,7 +146,7 @@ export function graphToDot(graph, ti, options = {}) {
       const name = `cluster_${clusterCount++}`;
       items.set(name, { type: "cluster", id: sub.id });
       const kind = sub.type === "module" ? "tv-c-module" : "tv-c-op";
-      const style = sub.type === "module" ? 'style="rounded" color="#c9b48a"' : 'style="rounded,dashed" color="#8fa6cc"';
+      const style = clusterStyle(sub.type === "module" ? palette.clusters.module : palette.clusters.op);
       const label = escapeDotString(`▾ ${truncate(sub.label, 48, sub.type === "module" ? "start" : "end")}`);
       out.push(`${indent}subgraph ${name} {`);
       out.push(`${indent}  label="${label}" class="${kind}" ${style} fontsize=9 fontcolor="#6e7781";`);

@@ -3,6 +3,12 @@
 // and dark fallbacks for standalone pages. Graph highlights are CSS classes that override
 // SVG presentation attributes, so clearing a highlight never touches `fill` / `stroke`.
 
+import palette from "../../thunderviz/viz/palette.json" with { type: "json" };
+
+// The graph's light colours and the key's are palette.json's, the one set the static
+// pictures (thunderviz/viz/static.py) draw too.
+const { nodes: N, clusters: C, edge: E } = palette;
+
 // Dark palette; base colours still defer to JupyterLab's variables when they are defined.
 const DARK_VARS = `
   --tv-bg: var(--jp-layout-color0, #0d1117); --tv-panel: var(--jp-layout-color1, #161b22);
@@ -36,13 +42,13 @@ export const CSS = String.raw`
   --tv-current-bg: rgba(225, 29, 72, 0.16);
   --tv-ledger-born: #c026d3; --tv-ledger-born-bg: rgba(192, 38, 211, 0.18);
   --tv-ledger-healed: #15803d; --tv-ledger-propagated: #b45309;
-  --tv-op-fill: #e8eefc; --tv-op-stroke: #5b7db1;
-  --tv-prim-fill: #f1f3f4; --tv-prim-stroke: #8a9099;
-  --tv-module-fill: #fff4e0; --tv-module-stroke: #c98a1b;
-  --tv-input-fill: #e6f4ea; --tv-input-stroke: #3c8d5a;
-  --tv-output-fill: #fde8e8; --tv-output-stroke: #b54747;
-  --tv-edge: #8a9099; --tv-edge-label: #6e7781;
-  --tv-cluster-module: #c9b48a; --tv-cluster-op: #8fa6cc;
+  --tv-op-fill: ${N.op.fill}; --tv-op-stroke: ${N.op.line};
+  --tv-prim-fill: ${N.prim.fill}; --tv-prim-stroke: ${N.prim.line};
+  --tv-module-fill: ${N.module.fill}; --tv-module-stroke: ${N.module.line};
+  --tv-input-fill: ${N.input.fill}; --tv-input-stroke: ${N.input.line};
+  --tv-output-fill: ${N.output.fill}; --tv-output-stroke: ${N.output.line};
+  --tv-edge: ${E.line}; --tv-edge-label: ${E.text};
+  --tv-cluster-module: ${C.module.line}; --tv-cluster-op: ${C.op.line};
   --tv-removed-bg: rgba(248, 81, 73, 0.18); --tv-inserted-bg: rgba(46, 160, 67, 0.2);
   --tv-height: 640px;
   color: var(--tv-fg);
@@ -177,13 +183,13 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 .tv-root .tv-key-items { position: absolute; right: 0; top: 100%; z-index: 15; width: 300px; background: var(--tv-bg); border: 1px solid var(--tv-border); border-radius: 4px; padding: 6px 8px; box-shadow: 0 4px 12px rgba(0,0,0,0.18); display: grid; gap: 3px; }
 .tv-root .tv-key-items > div { display: flex; align-items: center; gap: 6px; }
 .tv-root .tv-k { display: inline-block; width: 22px; height: 12px; border: 1.5px solid; border-radius: 3px; flex: 0 0 auto; }
-.tv-root .tv-k-op { background: #e8eefc; border-color: #5b7db1; }
-.tv-root .tv-k-prim { background: #f1f3f4; border-color: #8a9099; }
-.tv-root .tv-k-module { background: #fff4e0; border-color: #c98a1b; border-radius: 0; box-shadow: 2px 2px 0 #c98a1b; }
-.tv-root .tv-k-cluster { background: transparent; border-color: #c9b48a; }
-.tv-root .tv-k-input { background: #e6f4ea; border-color: #3c8d5a; border-radius: 50%; }
-.tv-root .tv-k-output { background: #fde8e8; border-color: #b54747; border-radius: 50%; }
-.tv-root .tv-k-saved { background: #f1ebfb; border-color: #8a6cc2; border-radius: 0 5px 0 0; }
+.tv-root .tv-k-op { background: ${N.op.fill}; border-color: ${N.op.line}; }
+.tv-root .tv-k-prim { background: ${N.prim.fill}; border-color: ${N.prim.line}; }
+.tv-root .tv-k-module { background: ${N.module.fill}; border-color: ${N.module.line}; border-radius: 0; box-shadow: 2px 2px 0 ${N.module.line}; }
+.tv-root .tv-k-cluster { background: transparent; border-color: ${C.module.line}; }
+.tv-root .tv-k-input { background: ${N.input.fill}; border-color: ${N.input.line}; border-radius: 50%; }
+.tv-root .tv-k-output { background: ${N.output.fill}; border-color: ${N.output.line}; border-radius: 50%; }
+.tv-root .tv-k-saved { background: ${N.saved.fill}; border-color: ${N.saved.line}; border-radius: 0 5px 0 0; }
 .tv-root .tv-k-highlight { background: var(--tv-highlight-bg); border-color: var(--tv-highlight); }
 .tv-root .tv-k-selected { background: var(--tv-select-bg); border-color: var(--tv-select); }
 .tv-root .tv-k-current { border-color: var(--tv-current); }
