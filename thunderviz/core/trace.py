@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import _VF  # torch._C._VariableFunctions, under a name torch's stubs declare
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.codegen import bsym_statement, codeval, type_comment
@@ -266,7 +267,6 @@ _OP_CALL = re.compile(r"\b(aten|prims)\.([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\(")
 # here, and promote differently, so `add`, `mul` and their kin are not listed), and the other
 # overloads of the name take other kinds (a Dimname, a Tensor other). Same kernel, same bits;
 # a torch-function mode sees `torch.mm` instead of `aten.mm.default`.
-_VF = torch._C._VariableFunctions
 _PYTHON_BINDINGS: dict[tuple[str, str, str], Any] = {
     ("aten", "mm", "default"): _VF.mm,
     ("aten", "bmm", "default"): _VF.bmm,
