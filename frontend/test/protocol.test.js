@@ -11,7 +11,7 @@ test("op ids round trip", () => {
 });
 
 test("module ids and names are not op ids", () => {
-  for (const id of ["module:fc1", "module:", "x", "forward:", "forward:1.a", "forward:1..2"]) assert.equal(parseOpId(id), null, id);
+  for (const id of ["module:fc1", "module:", "x", "forward:", "forward:1.a", "forward:1..2", "forward:-1", "forward: 1"]) assert.equal(parseOpId(id), null, id);
   assert.equal(modulePathOf(moduleId("h.3")), "h.3");
   assert.ok(isModuleId("module:") && !isModuleId("forward:1"));
 });

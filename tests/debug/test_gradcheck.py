@@ -69,9 +69,14 @@ def test_correct_rules_pass_and_targets_name_one_op():
     sinh = next(b for b in s.forward.bound_symbols if b.sym.id == "torch.sinh")
     i = s.forward.bound_symbols.index(sinh)
     backward_of_sinh = next(b for b in s.backward.bound_symbols if b.fwd_bsym is sinh)
-    for target in (sinh, f"forward:{i}", backward_of_sinh, sinh.subsymbols[0]):
+    j = s.backward.bound_symbols.index(backward_of_sinh)
+    targets = (sinh, f"forward:{i}", f"forward:{i}.0", backward_of_sinh, f"backward:{j}")
+    for target in (*targets, sinh.subsymbols[0]):
         check = s.gradcheck(target)
         assert check.op_id == f"forward:{i}" and check.ok
+    for bad in (f"forward:{i}.x", "forward:-1", f"module:{i}"):
+        with pytest.raises(ValueError, match="not an op id"):
+            s.gradcheck(bad)
     # the recorded gradient is autograd's, up to float64 rounding
     (name,) = check.recorded
     torch.testing.assert_close(check.recorded[name], check.autograd[name], rtol=1e-12, atol=1e-14)

@@ -237,6 +237,9 @@ def test_bad_targets_and_edits_are_refused(program_session):
         s.intervene("w1", ("clamp", 1.0))
     with pytest.raises(IndexError):
         s.intervene("backward:100000", "zero")
+    for bad in ("backward:x", "forward:1.0", "backward:-1"):  # top-level op ids only
+        with pytest.raises(ValueError, match="not an op id"):
+            s.intervene(bad, "zero")
     assert s.interventions == []
 
 

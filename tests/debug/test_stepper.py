@@ -161,6 +161,13 @@ def test_breakpoint_on_an_op_fires_after_it_runs(mlp_case):
         {"ops": [f"backward:{first + 1}"], "modules": [], "nan_inf": False, "grad_norm_above": None}
     )
     assert s.continue_().index == first + 1
+    # a subsymbol's id names its top-level op; what is not an op id is refused
+    s.reset()
+    s.set_breakpoints({"ops": [fwd_id + ".0"]})
+    assert s.continue_().index == first
+    for bad in ("backward:x", f"backward:{first}.x", "backward:-1", "module:fc2", "fc2"):
+        with pytest.raises(ValueError, match="not an op id"):
+            s.break_on_op(bad)
 
 
 def test_breakpoints_read_back_what_they_write(mlp_case):

@@ -27,5 +27,11 @@ def test_ids_round_trip():
     assert protocol.op_id("backward", 7, 0, 2) == "backward:7.0.2"
     assert protocol.parse_op_id("backward:7.0.2") == ("backward", (7, 0, 2))
     assert protocol.parse_op_id("module:fc1") is None and protocol.parse_op_id("x") is None
+    # the same cases as frontend/test/protocol.test.js: an index is ASCII digits only
+    for ident in ("module:", "forward:", "forward:1.a", "forward:1..2", "forward:-1", "forward: 1"):
+        assert protocol.parse_op_id(ident) is None, ident
+    assert (
+        protocol.trace_kind_of("forward:12.0") == "forward" and protocol.trace_kind_of("x") is None
+    )
     assert protocol.module_path_of(protocol.module_id("h.3")) == "h.3"
     assert protocol.module_path_of("module:") == "" and protocol.module_path_of("forward:1") is None

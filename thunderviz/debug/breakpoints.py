@@ -64,13 +64,10 @@ class OpIndex:
                 raise IndexError(f"backward index {target} is outside 0..{len(self.backward) - 1}")
             return OpSet({target})
         if isinstance(target, str):
-            kind, _, path = target.partition(":")
-            try:
-                top = int(path.split(".")[0])
-            except ValueError:
-                raise ValueError(
-                    f"{target!r} is not an op id like 'backward:12' or 'forward:3'"
-                ) from None
+            parsed = protocol.parse_op_id(target)
+            if parsed is None:
+                raise ValueError(f"{target!r} is not an op id like 'backward:12' or 'forward:3'")
+            kind, (top, *_) = parsed  # a subsymbol's id names its top-level op
             if kind == "backward":
                 return self.resolve(top)
             if kind == "forward":
@@ -138,8 +135,9 @@ class Breakpoints:
         for op in spec.get("ops", ()) or ():
             self.on_op(op)
         for path in spec.get("modules", ()) or ():
-            if isinstance(path, str):
-                self.on_module(path.removeprefix(protocol.MODULE_PREFIX))
+            if isinstance(path, str):  # a path, or its "module:<path>" id
+                in_id = protocol.module_path_of(path)
+                self.on_module(path if in_id is None else in_id)
         self.nan_inf = bool(spec.get("nan_inf", False))
         # a threshold that is not a finite number is off: JSON cannot carry inf or nan, and
         # no step's norm is ever above them

@@ -247,11 +247,11 @@ def forward_op(roles: BackwardRoles, target: Any) -> tuple[BoundSymbol, str]:
     a subsymbol of it, or a backward bound symbol / "backward:12" derived from it."""
     tops = roles.result.forward.bound_symbols
     if isinstance(target, str):
-        kind, _, index = target.partition(":")
-        if kind not in ("forward", "backward") or not index.split(".")[0].isdigit():
+        parsed = protocol.parse_op_id(target)
+        if parsed is None or parsed[0] not in ("forward", "backward"):
             raise ValueError(f"{target!r} is not an op id like 'forward:3' or 'backward:12'")
+        kind, (i, *_) = parsed  # a subsymbol's id names its top-level op
         ops = tops if kind == "forward" else roles.bsyms
-        i = int(index.split(".")[0])
         if not 0 <= i < len(ops):
             raise IndexError(f"{target!r}: the {kind} trace has {len(ops)} ops")
         target = ops[i]

@@ -41,11 +41,10 @@ def _forward_bsym(roles: BackwardRoles, bsym: BoundSymbol) -> bool:
 
 
 def _op(roles: BackwardRoles, target: str) -> BoundSymbol:
-    kind, _, rest = target.partition(":")
-    try:
-        index = int(rest)
-    except ValueError:
-        raise ValueError(f"{target!r} is not an op id like 'backward:12' or 'forward:3'") from None
+    parsed = protocol.parse_op_id(target)
+    if parsed is None or len(parsed[1]) != 1:  # a top-level op only
+        raise ValueError(f"{target!r} is not an op id like 'backward:12' or 'forward:3'")
+    kind, (index,) = parsed
     ops = roles.bsyms if kind == "backward" else roles.result.forward.bound_symbols
     if not 0 <= index < len(ops):
         raise IndexError(f"{target!r}: the {kind} trace has {len(ops)} ops")
@@ -55,14 +54,14 @@ def _op(roles: BackwardRoles, target: str) -> BoundSymbol:
 def resolve_intervention(roles: BackwardRoles, target: Any, edit: GradEdit) -> Intervention:
     """An `Intervention` for `target` (see the module docstring); raises ValueError for a
     target the backward does not know."""
-    if isinstance(target, str) and target.partition(":")[0] in ("backward", "forward"):
+    if isinstance(target, str) and protocol.trace_kind_of(target) in ("backward", "forward"):
         target = _op(roles, target)
     if isinstance(target, BoundSymbol):
         index = next((i for i, b in enumerate(roles.bsyms) if b is target), None)
         if index is not None:
             names = tuple(p.name for p in target.flat_proxy_outs)
             return Intervention(
-                f"backward:{index} ({target.sym.id})",
+                f"{protocol.op_id('backward', index)} ({target.sym.id})",
                 "backward_op",
                 edit,
                 names,
@@ -89,8 +88,9 @@ def resolve_intervention(roles: BackwardRoles, target: Any, edit: GradEdit) -> I
             "an intervention target is a bound symbol, an op id, a module path or "
             f"a tensor name, not {type(target).__name__}"
         )
-    if target.startswith(protocol.MODULE_PREFIX) or target in _module_paths(roles):
-        path = target.removeprefix(protocol.MODULE_PREFIX)
+    in_id = protocol.module_path_of(target)
+    if in_id is not None or target in _module_paths(roles):
+        path = target if in_id is None else in_id
         return Intervention(
             f"module {path}",
             "module",

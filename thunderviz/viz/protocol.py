@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "op_id",
     "parse_op_id",
+    "trace_kind_of",
     "module_id",
     "module_path_of",
 ]
@@ -40,14 +41,21 @@ def op_id(trace_kind: str, *path: int) -> str:
 
 
 def parse_op_id(ident: str) -> tuple[str, tuple[int, ...]] | None:
-    """(trace kind, index path) of an op id; None if `ident` is not one."""
+    """(trace kind, index path) of an op id; None if `ident` is not one (an index is plain
+    ASCII digits, as the viewer's `parseOpId` reads it)."""
     kind, colon, path = ident.partition(":")
     if not colon or kind == MODULE_PREFIX[:-1]:
         return None
-    try:
-        return kind, tuple(int(p) for p in path.split("."))
-    except ValueError:
+    parts = path.split(".")
+    if not all(p.isascii() and p.isdigit() for p in parts):
         return None
+    return kind, tuple(int(p) for p in parts)
+
+
+def trace_kind_of(ident: str) -> str | None:
+    """`"forward:12.0"` -> `"forward"`: what precedes the colon of an id (None without one)."""
+    kind, colon, _ = ident.partition(":")
+    return kind if colon and kind else None
 
 
 def module_id(path: str) -> str:
