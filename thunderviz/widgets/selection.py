@@ -23,7 +23,7 @@ from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace
 from thunderviz.debug.session import Session
 from thunderviz.debug.steps import StepRecord
-from thunderviz.viz.protocol import module_id, module_path_of, op_id, parse_op_id
+from thunderviz.viz.protocol import module_id, module_path_of, op_id, parse_op_id, trace_kind_of
 
 __all__ = ["SelectedTrait", "Selection", "ViewIndex", "WireId", "session_traces"]
 
@@ -167,8 +167,7 @@ class ViewIndex:
             op = self.ops.get(producer)
             if op is None:
                 raise ValueError(f"the producer of {ident!r} is not in this view")
-        kind = op["id"].partition(":")[0]
-        if kind in ("backward", "forward"):
+        if trace_kind_of(op["id"]) in ("backward", "forward"):
             return op["id"]
         if op.get("fwd_op"):
             return op["fwd_op"]
