@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.core.symbol import Symbol
 from thunderviz.prims import aten
@@ -18,6 +18,11 @@ from thunderviz.prims.call_args import op_args
 def scalar_zero(like):
     """A 0-dim zero with `like`'s dtype and device, for `where(cond, g, 0)`."""
     return aten.scalar_tensor.default(0.0, dtype=like.dtype, device=like.device)
+
+
+def zeros_shaped(g, shape):
+    """Zeros of `shape` with g's dtype and device (made in backward: nothing to save)."""
+    return aten.new_zeros.default(g, list(shape))
 
 
 def zeros_of(x):
@@ -60,6 +65,18 @@ def zero_where(cond, x):
 def only_where(cond, x):
     """x where `cond` holds, zeros elsewhere."""
     return aten.where.self(cond, x, scalar_zero(x))
+
+
+def needs_grad_mask(*xs) -> list[bool]:
+    """The `output_mask` of a backward kernel: which inputs need a gradient."""
+    return [requires_grad(x) for x in xs]
+
+
+def put_grads(inputs, grads) -> None:
+    """`put_grad` for each input whose gradient a backward kernel computed (not None)."""
+    for x, g in zip(inputs, grads, strict=True):
+        if g is not None:
+            put_grad(x, g)
 
 
 # --- rule makers ----------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Grad rules for neural-network ops: convolution, embedding, normalization, softmax and
-losses, activations, pooling, upsampling.
+"""Grad rules for neural-network ops: convolution, embedding, softmax and losses,
+activations, pooling, padding, upsampling (normalization: `rules/normalization.py`).
 
 Where ATen has a backward kernel the rule emits it (`convolution_backward`,
-`native_layer_norm_backward`, `gelu_backward`, ...): it is what eager autograd runs, so the
+`gelu_backward`, `avg_pool2d_backward`, ...): it is what eager autograd runs, so the
 numbers match eager exactly and the backward trace reads like PyTorch's own. Each rule saves
 only what its kernel reads (softmax saves its output, not its input).
 
@@ -11,29 +11,14 @@ Dropout is elementwise (`native_dropout`, or `bernoulli` + `mul` once functional
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import backward_kernel, unary
+from thunderviz.autodiff.rules.common import backward_kernel, needs_grad_mask, put_grads, unary
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
-from thunderviz.prims.torch_symbols import torch_symbol
 
 RULES = RuleSet("nn")
-
-
-def _mask(*xs) -> list[bool]:
-    """The `output_mask` of a backward kernel: which inputs need a gradient."""
-    return [requires_grad(x) for x in xs]
-
-
-def _put_all(inputs, grads) -> None:
-    for x, g in zip(inputs, grads, strict=True):
-        if g is not None:
-            put_grad(x, g)
 
 
 # --- convolution and embedding ------------------------------------------------------------
@@ -56,9 +41,9 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         transposed,
         output_padding,
         groups,
-        _mask(x, weight, bias),
+        needs_grad_mask(x, weight, bias),
     )
-    _put_all((x, weight, bias), grads)
+    put_grads((x, weight, bias), grads)
     return out
 
 
@@ -75,144 +60,6 @@ backward_kernel(
         scale_grad_by_freq,
     ),
 )
-
-
-# --- normalization --------------------------------------------------------------------------
-
-
-@RULES.grad(aten.native_layer_norm.default)
-def native_layer_norm(x, normalized_shape, weight, bias, eps):
-    out, mean, rstd = aten.native_layer_norm.default(x, normalized_shape, weight, bias, eps)
-    g = get_grad(out)
-    grads = aten.native_layer_norm_backward.default(
-        g, x, normalized_shape, mean, rstd, weight, bias, _mask(x, weight, bias)
-    )
-    _put_all((x, weight, bias), grads)
-    return out, mean, rstd
-
-
-def _batch_norm_rule(op, arguments) -> None:
-    """Batch norm's ATen forms: `arguments(*the call's arguments)` gives (x, weight, bias,
-    running_mean, running_var, training, eps). Training normalizes with the batch statistics
-    (save_mean, save_invstd); eval with the running ones. Updated running statistics are
-    outputs without gradient."""
-
-    def batch_norm(*args, **kwargs):
-        outs = op(*args, **kwargs)
-        out, save_mean, save_invstd = outs[:3]
-        x, weight, bias, running_mean, running_var, training, eps = arguments(
-            *op_args(op, args, kwargs)
-        )
-        grads = aten.native_batch_norm_backward.default(
-            get_grad(out),
-            x,
-            weight,
-            None if training else running_mean,
-            None if training else running_var,
-            save_mean,
-            save_invstd,
-            training,
-            eps,
-            _mask(x, weight, bias),
-        )
-        _put_all((x, weight, bias), grads)
-        return outs
-
-    batch_norm.__name__ = batch_norm.__qualname__ = op.label
-    RULES.grad(op)(batch_norm)
-
-
-for _op in (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default):
-    _batch_norm_rule(
-        _op,
-        lambda x, w, b, mean, var, training, _momentum, eps: (x, w, b, mean, var, training, eps),
-    )
-_batch_norm_rule(
-    aten._native_batch_norm_legit.no_stats,
-    lambda x, w, b, _training, _momentum, eps: (x, w, b, None, None, True, eps),
-)
-_batch_norm_rule(
-    aten._native_batch_norm_legit_no_training.default,
-    lambda x, w, b, mean, var, _momentum, eps: (x, w, b, mean, var, False, eps),
-)
-
-
-@RULES.grad(aten.native_group_norm.default)
-def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
-    """mean and rstd (of shape [N, group]) are outputs with gradients too, as in autograd:
-    d mean/dx = 1/M and d rstd/dx = -rstd^3 (x - mean) / M over each group's M elements."""
-    out, mean, rstd = aten.native_group_norm.default(x, weight, bias, N, C, HxW, group, eps)
-    g, g_mean, g_rstd = get_grad(out), get_grad(mean), get_grad(rstd)
-    grads = aten.native_group_norm_backward.default(
-        g, x, mean, rstd, weight, N, C, HxW, group, _mask(x, weight, bias)
-    )
-    _put_all((x, weight, bias), grads)
-    if requires_grad(x):
-        per_group = [N, group, 1]
-        xg = aten.reshape.default(x, [N, group, -1])
-        centered = aten.sub.Tensor(xg, aten.reshape.default(mean, per_group))
-        rstd3 = aten.pow.Tensor_Scalar(aten.reshape.default(rstd, per_group), 3)
-        dx = aten.sub.Tensor(
-            aten.reshape.default(g_mean, per_group),
-            aten.mul.Tensor(
-                aten.mul.Tensor(aten.reshape.default(g_rstd, per_group), rstd3), centered
-            ),
-        )
-        put_grad(x, aten.reshape.default(aten.div.Tensor(dx, xg.shape[-1]), list(x.shape)))
-    return out, mean, rstd
-
-
-@RULES.grad(aten._fused_rms_norm.default)
-def fused_rms_norm(x, normalized_shape, weight, eps):
-    out, rstd = aten._fused_rms_norm.default(x, normalized_shape, weight, eps)
-    g = get_grad(out)
-    grads = aten._fused_rms_norm_backward.default(
-        g, x, normalized_shape, rstd, weight, _mask(x, weight)
-    )
-    _put_all((x, weight), grads)
-    return out, rstd
-
-
-def _rms_norm_args(input, normalized_shape, weight=None, eps=None):  # noqa: A002 - torch's name
-    return input, normalized_shape, weight, eps
-
-
-def _rms_norm_rule(fn) -> None:
-    """`F.rms_norm` (and `torch.rms_norm`) as one op: on CPU it would otherwise decompose
-    into pow/mean/rsqrt/mul, on CUDA into `_fused_rms_norm`. The backward recomputes the
-    1/rms statistic from the input instead of saving it; like eager it computes in float32
-    for half-precision inputs."""
-    sym = torch_symbol(fn)
-
-    def rms_norm(*args, **kwargs):
-        out = sym(*args, **kwargs)
-        x, normalized_shape, weight, eps = _rms_norm_args(*args, **kwargs)
-        g = get_grad(out)
-        n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
-        dims = list(range(x.ndim - n, x.ndim))
-        compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-        if eps is None:
-            eps = torch.finfo(compute).eps
-        xc = x if x.dtype == compute else aten._to_copy.default(x, dtype=compute)
-        gc = g if g.dtype == compute else aten._to_copy.default(g, dtype=compute)
-        mean_sq = aten.mean.dim(aten.mul.Tensor(xc, xc), dims, True)
-        rstd = aten.rsqrt.default(aten.add.Scalar(mean_sq, eps))
-        normed = aten.mul.Tensor(xc, rstd)
-        if requires_grad(weight):
-            put_grad(weight, aten.mul.Tensor(gc, normed))  # put_grad sums the batch dims
-        if requires_grad(x):
-            dn = gc if weight is None else aten.mul.Tensor(gc, weight)
-            proj = aten.mean.dim(aten.mul.Tensor(dn, normed), dims, True)
-            dx = aten.mul.Tensor(aten.sub.Tensor(dn, aten.mul.Tensor(normed, proj)), rstd)
-            put_grad(x, dx)
-        return out
-
-    rms_norm.__name__ = rms_norm.__qualname__ = f"rms_norm[{sym.id}]"
-    RULES.grad(fn)(rms_norm)
-
-
-_rms_norm_rule(F.rms_norm)
-_rms_norm_rule(torch.rms_norm)
 
 
 # --- softmax and losses -----------------------------------------------------------------------
@@ -329,7 +176,7 @@ unary(
 def prelu_kernel(x, weight):
     out = aten._prelu_kernel.default(x, weight)
     g = get_grad(out)
-    _put_all((x, weight), aten._prelu_kernel_backward.default(g, x, weight))
+    put_grads((x, weight), aten._prelu_kernel_backward.default(g, x, weight))
     return out
 
 
@@ -410,9 +257,15 @@ backward_kernel(
 def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
     out = aten.grid_sampler_2d.default(x, grid, interpolation_mode, padding_mode, align_corners)
     grads = aten.grid_sampler_2d_backward.default(
-        get_grad(out), x, grid, interpolation_mode, padding_mode, align_corners, _mask(x, grid)
+        get_grad(out),
+        x,
+        grid,
+        interpolation_mode,
+        padding_mode,
+        align_corners,
+        needs_grad_mask(x, grid),
     )
-    _put_all((x, grid), grads)
+    put_grads((x, grid), grads)
     return out
 
 
@@ -420,9 +273,15 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
 def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
     out = aten.grid_sampler_3d.default(x, grid, interpolation_mode, padding_mode, align_corners)
     grads = aten.grid_sampler_3d_backward.default(
-        get_grad(out), x, grid, interpolation_mode, padding_mode, align_corners, _mask(x, grid)
+        get_grad(out),
+        x,
+        grid,
+        interpolation_mode,
+        padding_mode,
+        align_corners,
+        needs_grad_mask(x, grid),
     )
-    _put_all((x, grid), grads)
+    put_grads((x, grid), grads)
     return out
 
 

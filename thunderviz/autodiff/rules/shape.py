@@ -1,21 +1,19 @@
-"""Grad rules for views, shape changes and indexing.
+"""Grad rules for views, shape changes, slicing, joining and splitting (gather, scatter,
+index and the writes into a tensor: `rules/indexing.py`).
 
 Most of these move values around without changing them, so the gradient moves the
 cotangent back: a view is undone (reshape to the input's shape, the inverse permutation), a
-selection is scattered into zeros (`slice_backward`, `index_put(..., accumulate=True)`),
-and a scatter gathers. Broadcasting (`expand`) needs nothing: `put_grad` sums back down.
+selection is scattered into zeros (`slice_backward`), and a concatenation is split.
+Broadcasting (`expand`) needs nothing: `put_grad` sums back down.
 """
 
 from __future__ import annotations
 
 import sys
 
-import torch
-
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import pass_through, reshape_back, unary
-from thunderviz.core.proxies import TensorProxy
+from thunderviz.autodiff.rules.common import pass_through, reshape_back, unary, zeros_shaped
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -27,11 +25,6 @@ _INT64_MAX = sys.maxsize  # what ATen means by "to the end" in slice
 def _norm_dim(dim: int, ndim: int) -> int:
     """A dim index in [0, ndim): negative dims count from the end (0-dim tensors take 0/-1)."""
     return dim % max(ndim, 1)
-
-
-def _zeros(g, shape):
-    """Zeros of `shape` with g's dtype and device (made in backward: nothing to save)."""
-    return aten.new_zeros.default(g, list(shape))
 
 
 # --- views and reshapes ------------------------------------------------------------------
@@ -227,7 +220,7 @@ def cat(*args, **kwargs):
     kept = [t for t in tensors if not _skipped_by_cat(t, out.ndim)]
     for t in tensors:
         if _skipped_by_cat(t, out.ndim) and requires_grad(t):
-            put_grad(t, _zeros(g, [0]))
+            put_grad(t, zeros_shaped(g, [0]))
     if len(kept) == 1:
         put_grad(kept[0], g)
         return out
@@ -288,181 +281,3 @@ def unbind(*args, **kwargs):
     grads = [get_grad(o) for o in outs]
     put_grad(a, aten.stack.default(grads, _norm_dim(dim, a.ndim)))
     return outs
-
-
-# --- gather / scatter / index --------------------------------------------------------------
-
-
-def _pad_to(x, shape):
-    """Zero-pad `x` at the end of each dim up to `shape` (scatter reads only the first
-    index.shape elements of src; the rest of src gets a zero gradient)."""
-    if tuple(x.shape) == tuple(shape):
-        return x
-    pad: list[int] = []
-    for have, want in zip(reversed(x.shape), reversed(shape), strict=True):
-        pad += [0, want - have]
-    return aten.constant_pad_nd.default(x, pad, 0)
-
-
-@RULES.grad(aten.gather.default)
-def gather(a, dim, index, **kwargs):
-    out = aten.gather.default(a, dim, index, **kwargs)
-    g = get_grad(out)
-    put_grad(a, aten.scatter_add.default(_zeros(g, a.shape), dim, index, g))
-    return out
-
-
-@RULES.grad(aten.scatter.src)
-def scatter_src(a, dim, index, src):
-    out = aten.scatter.src(a, dim, index, src)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, aten.scatter.value(g, dim, index, 0))
-    if requires_grad(src):
-        put_grad(src, _pad_to(aten.gather.default(g, dim, index), src.shape))
-    return out
-
-
-@RULES.grad(aten.scatter.value)
-def scatter_value(a, dim, index, value):
-    out = aten.scatter.value(a, dim, index, value)
-    put_grad(a, aten.scatter.value(get_grad(out), dim, index, 0))
-    return out
-
-
-@RULES.grad(aten.scatter_add.default)
-def scatter_add(a, dim, index, src):
-    out = aten.scatter_add.default(a, dim, index, src)
-    g = get_grad(out)
-    put_grad(a, g)
-    if requires_grad(src):
-        put_grad(src, _pad_to(aten.gather.default(g, dim, index), src.shape))
-    return out
-
-
-@RULES.grad(aten.index_select.default)
-def index_select(a, dim, index):
-    out = aten.index_select.default(a, dim, index)
-    g = get_grad(out)
-    put_grad(a, aten.index_add.default(_zeros(g, a.shape), dim, index, g))
-    return out
-
-
-@RULES.grad(aten.index_add.default)
-def index_add(a, dim, index, source, **kwargs):
-    out = aten.index_add.default(a, dim, index, source, **kwargs)
-    alpha = kwargs.get("alpha", 1)
-    g = get_grad(out)
-    put_grad(a, g)
-    if requires_grad(source):
-        gs = aten.index_select.default(g, dim, index)
-        if source.ndim == 0:
-            gs = aten.view.default(gs, [])
-        put_grad(source, gs if alpha == 1 else aten.mul.Tensor(gs, alpha))
-    return out
-
-
-@RULES.grad(aten.index_fill.int_Scalar)
-def index_fill(a, dim, index, value):
-    out = aten.index_fill.int_Scalar(a, dim, index, value)
-    put_grad(a, aten.index_fill.int_Scalar(get_grad(out), dim, index, 0))
-    return out
-
-
-@RULES.grad(aten.index_fill.int_Tensor)
-def index_fill_tensor(a, dim, index, value):
-    out = aten.index_fill.int_Tensor(a, dim, index, value)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, aten.index_fill.int_Scalar(g, dim, index, 0))
-    if requires_grad(value):
-        # the filled places, each counted once however often `index` names it
-        filled = aten.sub.Tensor(g, aten.index_fill.int_Scalar(g, dim, index, 0))
-        put_grad(value, aten.sum.default(filled))
-    return out
-
-
-def _integer_indices(bsym) -> bool:
-    """These rules index by positions. A boolean mask selects a number of elements only its
-    values tell (meta tensors cannot): capture records such a call with subsymbols that
-    select by `nonzero(mask)` instead (capture/masks.py), and those are differentiated."""
-    indices = bsym.args[1] if len(bsym.args) > 1 else bsym.kwargs.get("indices", ())
-    return not any(
-        isinstance(i, TensorProxy) and i.dtype in (torch.bool, torch.uint8) for i in indices
-    )
-
-
-def _index_rule(op) -> None:
-    """Advanced indexing: the cotangent is added back at the indexed places (repeated
-    indices accumulate)."""
-
-    def index(a, indices):
-        out = op(a, indices)
-        g = get_grad(out)
-        put_grad(a, aten.index_put.default(_zeros(g, a.shape), indices, g, True))
-        return out
-
-    index.__name__ = index.__qualname__ = op.label
-    RULES.grad(op, applies=_integer_indices)(index)
-
-
-def _index_put_rule(op) -> None:
-    def index_put(*args, **kwargs):
-        a, indices, values, accumulate = op_args(op, args, kwargs)
-        out = op(*args, **kwargs)
-        g = get_grad(out)
-        if requires_grad(a):
-            put_grad(
-                a, g if accumulate else aten.index_put.default(g, indices, _zeros(g, []), False)
-            )
-        if requires_grad(values):
-            put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
-        return out
-
-    index_put.__name__ = index_put.__qualname__ = op.label
-    RULES.grad(op, applies=_integer_indices)(index_put)
-
-
-for _op in (aten.index.Tensor, aten._unsafe_index.Tensor):
-    _index_rule(_op)
-for _op in (aten.index_put.default, aten._unsafe_index_put.default):
-    _index_put_rule(_op)
-
-
-# --- writing into a tensor (what functionalized mutation and setitem become) -----------------
-# (copy, fill and alias are elementwise rules)
-
-
-@RULES.grad(aten.select_scatter.default)
-def select_scatter(a, src, dim, index):
-    out = aten.select_scatter.default(a, src, dim, index)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, aten.select_scatter.default(g, _zeros(g, src.shape), dim, index))
-    if requires_grad(src):
-        put_grad(src, aten.select.int(g, dim, index))
-    return out
-
-
-@RULES.grad(aten.slice_scatter.default)
-def slice_scatter(*args, **kwargs):
-    out = aten.slice_scatter.default(*args, **kwargs)
-    a, src, dim, start, end, step = op_args(aten.slice_scatter.default, args, kwargs)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, aten.slice_scatter.default(g, _zeros(g, src.shape), dim, start, end, step))
-    if requires_grad(src):
-        put_grad(src, aten.slice.Tensor(g, dim, start, end, step))
-    return out
-
-
-@RULES.grad(aten.diagonal_scatter.default)
-def diagonal_scatter(*args, **kwargs):
-    out = aten.diagonal_scatter.default(*args, **kwargs)
-    a, src, offset, dim1, dim2 = op_args(aten.diagonal_scatter.default, args, kwargs)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, aten.diagonal_scatter.default(g, _zeros(g, src.shape), offset, dim1, dim2))
-    if requires_grad(src):
-        put_grad(src, aten.diagonal.default(g, offset, dim1, dim2))
-    return out
