@@ -26,7 +26,13 @@ from thunderviz.core.trace import Trace
 from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
 
-__all__ = ["CompiledEntry", "apply", "running", "without_no_grad"]
+__all__ = ["CompiledEntry", "apply", "not_compiled", "running", "without_no_grad"]
+
+
+def not_compiled(*args: Any, **kwargs: Any) -> Any:
+    """Stands for a trace an entry did not compile: the forward alone where something needs a
+    gradient, the augmented forward and backward where nothing does (`result` tells which)."""
+    raise AssertionError("thunderviz.jit ran a trace that this cache entry did not compile")
 
 
 @dataclass
@@ -35,9 +41,9 @@ class CompiledEntry:
 
     forward: Trace
     result: AutodiffResult | None  # None when nothing requires grad
-    run_forward: Callable[..., Any] | None  # what runs when nothing requires grad
-    run_augmented: Callable[..., Any] | None = None
-    run_backward: Callable[..., Any] | None = None
+    run_forward: Callable[..., Any]  # what runs when nothing requires grad
+    run_augmented: Callable[..., Any] = not_compiled  # these two: when something does
+    run_backward: Callable[..., Any] = not_compiled
     differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
     n_args: int = 0
     guards: list[Guard] = field(default_factory=list)
@@ -51,7 +57,9 @@ class CompiledEntry:
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
         self.single_output = isinstance(self.forward.output, TensorProxy)
         self.run_backward_in_no_grad = (
-            without_no_grad(self.run_backward) if self.run_backward else None
+            without_no_grad(self.run_backward)
+            if self.run_backward is not not_compiled
+            else not_compiled
         )
         self.non_differentiable_outputs = [
             i

@@ -70,14 +70,17 @@ class DDPSync:
     def __init__(self, ddp: DistributedDataParallel) -> None:
         self.ddp = ddp
         self.module: torch.nn.Module = ddp.module
-        self.group = ddp.process_group
-        self.world_size = self.group.size()
+        group = ddp.process_group
+        assert group is not None  # DDP's constructor sets it (the default group if none given)
+        self.group = group
+        self.world_size = group.size()
         config = getattr(ddp, "_bucket_config", None)
         self.bucket_bytes = ddp.bucket_bytes_cap
         self.first_bucket_bytes = (
             config.first_bucket_bytes_cap
             if config is not None
-            else dist._DEFAULT_FIRST_BUCKET_BYTES
+            # DDP's own default; torch.distributed imports it without exporting it
+            else dist._DEFAULT_FIRST_BUCKET_BYTES  # pyright: ignore[reportPrivateImportUsage]
         )
         # gradients accumulated under no_sync() that the next synchronized step must reduce
         self._unsynced_grads = False
@@ -205,7 +208,11 @@ def _with_bucket_all_reduces(sync: DDPSync, result: AutodiffResult) -> Trace:
     reduced: dict[str, Proxy] = {}
     group_name = sync.group.group_name
     for number, bucket in enumerate(buckets):
-        grads = [result.grad_inputs[i] for i in bucket.params]
+        grads: list[TensorProxy] = []
+        for i in bucket.params:
+            g = result.grad_inputs[i]
+            assert isinstance(g, TensorProxy)  # a bucket holds parameters that have gradients
+            grads.append(g)
         builder = TraceBuilder(backward.names)
         with builder:
             outs = _all_reduce_average(grads, sync.world_size, group_name)

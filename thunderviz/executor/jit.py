@@ -31,7 +31,13 @@ from thunderviz.autodiff.remat import rematerialize
 from thunderviz.capture.api import trace_without_own_hooks
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.trace import Trace
-from thunderviz.executor.bridge import CompiledEntry, apply, running, without_no_grad
+from thunderviz.executor.bridge import (
+    CompiledEntry,
+    apply,
+    not_compiled,
+    running,
+    without_no_grad,
+)
 from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
@@ -101,7 +107,9 @@ class JittedFunction:
         self.guard_failures = 0
         self.last_retrace_reason = ""
         self._warned = False
-        functools.update_wrapper(self, fn if not self.module else type(fn).forward, updated=())
+        functools.update_wrapper(
+            self, fn if not self.module else type(self.module).forward, updated=()
+        )
 
     # --- calling ---------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -146,7 +154,7 @@ class JittedFunction:
             if entry is None:
                 entry = self._compile(args, kwargs)
                 entries = self._store(key, entry, reason)
-            elif entries[-1] is not entry:
+            elif entries is not None and entries[-1] is not entry:  # found in entries
                 entries.remove(entry)
                 entries.append(entry)
             self.last = entry
@@ -205,7 +213,11 @@ class JittedFunction:
             self._cache.move_to_end(key)
         # A key seen twice running is likely to come again: worth the check's set-up.
         seen_twice = entries is not None and self._previous_key == key and not kwargs
-        self._recent = RecentKey(key, entries, args, state, rest) if seen_twice else None
+        self._recent = (
+            RecentKey(key, entries, args, state, rest)
+            if seen_twice and entries is not None
+            else None
+        )
         self._previous_key = key
         return key, entries
 
@@ -325,7 +337,7 @@ class JittedFunction:
         return CompiledEntry(
             forward,
             result,
-            None,  # the forward alone never runs here: not compiled
+            not_compiled,  # the forward alone never runs here
             # autograd.Function.forward already runs without grad: skip the trace's no_grad
             run_augmented=without_no_grad(augmented.python_callable(GUARD_NAMES)),
             run_backward=backward.python_callable(),

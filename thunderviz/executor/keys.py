@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 import types
 from typing import Any
 
@@ -73,7 +72,7 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
         )  # as jit's fast path
     kind = type(x)
     if isinstance(x, _ATOMS):
-        if kind is float and math.isnan(x):
+        if kind is float and x != x:  # nan, the one float unequal to itself
             return (float, "nan")
         return (kind, x)
     if depth > _MAX_DEPTH:
@@ -181,10 +180,11 @@ class RecentKey:
         if not all(isinstance(t, torch.Tensor) for t in tensors):
             self._tensors = None  # never holds
             return
+        # one list a tensor, as dynamo passes them (torch's stub says one list in all)
         self._tensors = TensorGuards(
             *tensors,
-            dynamic_dims_sizes=[list(t.shape) for t in tensors],
-            dynamic_dims_strides=[list(t.stride()) for t in tensors],
+            dynamic_dims_sizes=[list(t.shape) for t in tensors],  # pyright: ignore[reportArgumentType]
+            dynamic_dims_strides=[list(t.stride()) for t in tensors],  # pyright: ignore[reportArgumentType]
         )
 
     def holds(
