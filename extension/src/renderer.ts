@@ -30,6 +30,13 @@ export class ThunderVizRenderer extends Widget implements IRenderMime.IRenderer 
    */
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const generation = ++this._generation;
+    // JupyterLab renders a document's model again without its content changing (switching
+    // the theme does it): keep the viewer as it is, with its selection, tab and expansion.
+    const data = model.data[this._mimeType];
+    const key = typeof data === 'string' ? data : JSON.stringify(data);
+    if (this._viewer && key === this._shownKey) {
+      return;
+    }
     let viewer: IViewerModule;
     try {
       viewer = await loadViewer();
@@ -63,6 +70,7 @@ export class ThunderVizRenderer extends Widget implements IRenderMime.IRenderer 
       // Sizes come from CSS (style/base.css): the viewer fills a document panel and keeps
       // its own default height in a notebook output.
       this._viewer = viewer.mountViewer(host, parsed.doc);
+      this._shownKey = key;
     } catch (error) {
       console.error('thunderviz: the viewer failed to render this document', error);
       host.remove();
@@ -115,6 +123,8 @@ export class ThunderVizRenderer extends Widget implements IRenderMime.IRenderer 
 
   private _mimeType: string;
   private _viewer: IMountedViewer | null = null;
+  /** The content the mounted viewer shows (the model's data as text). */
+  private _shownKey: string | null = null;
   private _generation = 0;
 }
 

@@ -7,6 +7,7 @@ import { lineRange } from "./traceindex.js";
 import { isModuleId, modulePathOf, moduleId } from "./visible.js";
 import { formatBytes, formatNumber, shapeText } from "./format.js";
 import { statsBlock } from "./statsview.js";
+import { OPEN_SOURCE_EVENT, OPENS_SOURCE_ATTRIBUTE } from "./opensource.js";
 
 /**
  * @typedef {object} DetailsContext
@@ -123,19 +124,28 @@ export class DetailsPanel {
   }
 
   source(source) {
-    // The path as a button that copies "file:line" (paste it into an editor's "go to file")
+    // The path as a link. Where the page has someone to open files (the JupyterLab
+    // extension listens for OPEN_SOURCE_EVENT and cancels it) it opens the file at the line;
+    // elsewhere it copies "file:line" (paste it into an editor's "go to file").
     const where = `${source.file ?? "?"}:${source.line ?? "?"}`;
-    const copy = h("button", { class: "tv-link", title: "Copy file:line", data: { action: "copy-source" } }, where);
-    copy.addEventListener("click", async () => {
+    const doc = this.el.ownerDocument;
+    const opens = Boolean(doc.body && doc.body.hasAttribute(OPENS_SOURCE_ATTRIBUTE));
+    const link = h("button", { class: "tv-link", title: opens ? `Open ${where}` : "Copy file:line", data: { action: "source-link" } }, where);
+    link.addEventListener("click", async () => {
+      const request = new CustomEvent(OPEN_SOURCE_EVENT, { bubbles: true, cancelable: true, detail: { file: source.file, line: source.line } });
+      if (typeof source.file === "string" && !link.dispatchEvent(request)) {
+        link.setAttribute("data-tv-opened", "true");
+        return;
+      }
       try {
         await navigator.clipboard.writeText(where);
-        copy.setAttribute("data-tv-copied", "true");
-        copy.title = "Copied";
+        link.setAttribute("data-tv-copied", "true");
+        link.title = "Copied";
       } catch {
-        copy.title = "Copying is not allowed here; select the text instead";
+        link.title = "Copying is not allowed here; select the text instead";
       }
     });
-    const out = [h("h4", {}, "source"), h("div", { class: "tv-source-path" }, copy)];
+    const out = [h("h4", {}, "source"), h("div", { class: "tv-source-path" }, link)];
     const context = Array.isArray(source.context) && source.context.length ? source.context : [[source.line, source.code ?? ""]];
     out.push(
       h("div", { class: "tv-code-block", data: { source: "" } }, context.map((entry) => {
