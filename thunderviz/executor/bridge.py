@@ -61,6 +61,9 @@ class CompiledEntry:
             if self.run_backward is not not_compiled
             else not_compiled
         )
+        n_outputs = len(pytree.tree_leaves(self.forward.output))
+        # the common case (a loss): the cotangents are autograd's grad_outputs as they come
+        self.all_outputs_differentiable = self.differentiable_outputs == list(range(n_outputs))
         self.non_differentiable_outputs = [
             i
             for i, p in enumerate(pytree.tree_leaves(self.forward.output))
@@ -135,7 +138,11 @@ class _TraceFunction(torch.autograd.Function):
         saved: list[Any] = list(ctx.intermediates)  # a copy: retain_graph may run this again
         for i, t in zip(checked, checked_values, strict=True):
             saved.insert(i, t)
-        cotangents = tuple(grad_outputs[i] for i in entry.differentiable_outputs)
+        cotangents = (
+            grad_outputs
+            if entry.all_outputs_differentiable
+            else tuple(grad_outputs[i] for i in entry.differentiable_outputs)
+        )
         unreached: set[int] = set()
         if any(ct is None for ct in cotangents):
             if entry.inputs_read is None:

@@ -185,7 +185,7 @@ class JittedFunction:
             )
             return self._unflatten(entry, pytree.tree_leaves(out))
         outs = apply(entry, flat_inputs)
-        return self._unflatten(entry, list(outs))
+        return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
 
     def _state(self) -> list[torch.Tensor]:
         """Parameters then buffers, each once, in `named_parameters()` / `named_buffers()`
