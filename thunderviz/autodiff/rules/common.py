@@ -125,6 +125,12 @@ def reshape_back(rules: RuleSet, op: Symbol, **options: Any) -> None:
     unary(rules, op, lambda g, a, out: aten.reshape.default(g, list(a.shape)), **options)
 
 
+def self_adjoint(rules: RuleSet, op: Symbol, **options: Any) -> None:
+    """A linear map that is its own adjoint (transpose, flip, tril, conj): the gradient is
+    the op applied to the cotangent, with the call's other arguments."""
+    backward_kernel(rules, op, op, lambda g, x, *rest: (g, *rest), **options)
+
+
 def _g_x_rest(g, x, *rest):
     return (g, x, *rest)
 

@@ -11,7 +11,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import conj, unary
+from thunderviz.autodiff.rules.common import conj, self_adjoint
 from thunderviz.prims import aten
 from thunderviz.prims.torch_symbols import torch_symbol
 
@@ -26,7 +26,7 @@ def movedim(a, source, destination):
 
 
 # x.T: all dims reversed, its own inverse
-unary(RULES, aten.numpy_T.default, lambda g, a, out: aten.numpy_T.default(g))
+self_adjoint(RULES, aten.numpy_T.default)
 
 
 def _broadcast_back(tensors, outs):

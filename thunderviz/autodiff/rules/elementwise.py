@@ -36,7 +36,7 @@ _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-# --- powers, exponentials, logarithms -------------------------------------------------------
+# --- powers, exponentials, logarithms, trigonometric and hyperbolic -------------------------
 
 
 @RULES.grad(aten.pow.Tensor_Scalar, supports_complex=True)
@@ -99,182 +99,92 @@ def pow_scalar(base, exponent):
     return out
 
 
-# `unary(..., holomorphic=True)`: the grad is g times an analytic expression f'(a) of a and
-# out, so complex tensors get torch's g * conj(f'(a)). The others are refused for complex
-# tensors (registry: supports_complex) unless they say otherwise.
+# Analytic in a: the grad is g times f'(a) (of a and out), so complex tensors get torch's
+# g * conj(f'(a)) (`unary(..., holomorphic=True)`). The other rules here are refused for
+# complex tensors (registry: supports_complex) unless they say otherwise.
+for _op, _grad in (
+    (aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out)),
+    # d(e**a - 1)/da = e**a = out + 1
+    (aten.expm1.default, lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(out, 1))),
+    (aten.log.default, lambda g, a, out: aten.div.Tensor(g, a)),
+    (aten.log1p.default, lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(a, 1))),
+    # log2(a) = ln(a) / ln 2
+    (aten.log2.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN2))),
+    (aten.log10.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN10))),
+    # d sqrt(a) = 1 / (2 sqrt(a)): reuse the output
+    (aten.sqrt.default, lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(out, 2))),
+    # d(1/a) = -1/a**2 = -out**2
+    (
+        aten.reciprocal.default,
+        lambda g, a, out: aten.mul.Tensor(aten.neg.default(g), aten.mul.Tensor(out, out)),
+    ),
+    (aten.sin.default, lambda g, a, out: aten.mul.Tensor(g, aten.cos.default(a))),
+    (aten.cos.default, lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.sin.default(a)))),
+    # d tan = 1 + tan**2
+    (
+        aten.tan.default,
+        lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)),
+    ),
+    (aten.sinh.default, lambda g, a, out: aten.mul.Tensor(g, aten.cosh.default(a))),
+    (aten.cosh.default, lambda g, a, out: aten.mul.Tensor(g, aten.sinh.default(a))),
+    # d asin = 1 / sqrt(1 - a**2)
+    (
+        aten.asin.default,
+        lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))),
+    ),
+    # d atan = 1 / (1 + a**2)
+    (
+        aten.atan.default,
+        lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(aten.mul.Tensor(a, a), 1)),
+    ),
+    # d atanh = 1 / (1 - a**2)
+    (
+        aten.atanh.default,
+        lambda g, a, out: aten.div.Tensor(g, one_minus(aten.pow.Tensor_Scalar(a, 2))),
+    ),
+):
+    unary(RULES, _op, _grad, holomorphic=True)
 
 
-unary(RULES, aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out), holomorphic=True)
+# Conjugated by hand for complex a, or eager's fused kernels (which conjugate)
+for _op, _grad in (
+    # d a**(-1/2) = -1/2 a**(-3/2) = -1/2 out**3
+    (
+        aten.rsqrt.default,
+        lambda g, a, out: aten.mul.Tensor(
+            aten.mul.Tensor(g, -0.5), conj(aten.pow.Tensor_Scalar(out, 3))
+        ),
+    ),
+    # d tanh = 1 - tanh**2: eager's one fused kernel, g * (1 - out * out), not three ops
+    (aten.tanh.default, lambda g, a, out: aten.tanh_backward.default(g, out)),
+    # d sigmoid = sigmoid * (1 - sigmoid): eager's fused kernel, g * (1 - out) * out
+    (aten.sigmoid.default, lambda g, a, out: aten.sigmoid_backward.default(g, out)),
+    # d acos = -1 / sqrt(1 - a**2)
+    (
+        aten.acos.default,
+        lambda g, a, out: aten.mul.Tensor(
+            g, conj(aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))
+        ),
+    ),
+    # d asinh = 1 / sqrt(a**2 + 1)
+    (
+        aten.asinh.default,
+        lambda g, a, out: aten.mul.Tensor(
+            g, conj(aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1)))
+        ),
+    ),
+    # d acosh = 1 / sqrt(a**2 - 1)
+    (
+        aten.acosh.default,
+        lambda g, a, out: aten.mul.Tensor(
+            g, conj(aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1)))
+        ),
+    ),
+):
+    unary(RULES, _op, _grad, supports_complex=True)
 
 # 2**a = e**(a ln 2)
 unary(RULES, aten.exp2.default, lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, out), _LN2))
-
-# d(e**a - 1)/da = e**a = out + 1
-unary(
-    RULES,
-    aten.expm1.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(out, 1)),
-    holomorphic=True,
-)
-
-unary(RULES, aten.log.default, lambda g, a, out: aten.div.Tensor(g, a), holomorphic=True)
-
-unary(
-    RULES,
-    aten.log1p.default,
-    lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(a, 1)),
-    holomorphic=True,
-)
-
-# log2(a) = ln(a) / ln 2
-unary(
-    RULES,
-    aten.log2.default,
-    lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN2)),
-    holomorphic=True,
-)
-
-unary(
-    RULES,
-    aten.log10.default,
-    lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(a, _LN10)),
-    holomorphic=True,
-)
-
-# d sqrt(a) = 1 / (2 sqrt(a)): reuse the output
-unary(
-    RULES,
-    aten.sqrt.default,
-    lambda g, a, out: aten.div.Tensor(g, aten.mul.Tensor(out, 2)),
-    holomorphic=True,
-)
-
-
-# d a**(-1/2) = -1/2 a**(-3/2) = -1/2 out**3 (conjugated for complex a)
-unary(
-    RULES,
-    aten.rsqrt.default,
-    lambda g, a, out: aten.mul.Tensor(
-        aten.mul.Tensor(g, -0.5), conj(aten.pow.Tensor_Scalar(out, 3))
-    ),
-    supports_complex=True,
-)
-
-
-# d(1/a) = -1/a**2 = -out**2
-unary(
-    RULES,
-    aten.reciprocal.default,
-    lambda g, a, out: aten.mul.Tensor(aten.neg.default(g), aten.mul.Tensor(out, out)),
-    holomorphic=True,
-)
-
-# --- trigonometric and hyperbolic ------------------------------------------------------------
-
-unary(
-    RULES,
-    aten.sin.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.cos.default(a)),
-    holomorphic=True,
-)
-
-unary(
-    RULES,
-    aten.cos.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.sin.default(a))),
-    holomorphic=True,
-)
-
-
-# d tan = 1 + tan**2
-unary(
-    RULES,
-    aten.tan.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.add.Tensor(aten.pow.Tensor_Scalar(out, 2), 1)),
-    holomorphic=True,
-)
-
-
-# d tanh = 1 - tanh**2: eager's one fused kernel, g * (1 - out * out), not three ops
-unary(
-    RULES,
-    aten.tanh.default,
-    lambda g, a, out: aten.tanh_backward.default(g, out),
-    supports_complex=True,
-)
-
-
-unary(
-    RULES,
-    aten.sinh.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.cosh.default(a)),
-    holomorphic=True,
-)
-
-unary(
-    RULES,
-    aten.cosh.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.sinh.default(a)),
-    holomorphic=True,
-)
-
-# d asin = 1 / sqrt(1 - a**2)
-unary(
-    RULES,
-    aten.asin.default,
-    lambda g, a, out: aten.mul.Tensor(g, aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))),
-    holomorphic=True,
-)
-
-
-# d acos = -1 / sqrt(1 - a**2) (conjugated for complex a)
-unary(
-    RULES,
-    aten.acos.default,
-    lambda g, a, out: aten.mul.Tensor(
-        g, conj(aten.neg.default(aten.rsqrt.default(one_minus(aten.mul.Tensor(a, a)))))
-    ),
-    supports_complex=True,
-)
-
-
-# d atan = 1 / (1 + a**2)
-unary(
-    RULES,
-    aten.atan.default,
-    lambda g, a, out: aten.div.Tensor(g, aten.add.Tensor(aten.mul.Tensor(a, a), 1)),
-    holomorphic=True,
-)
-
-
-# d asinh = 1 / sqrt(a**2 + 1) (conjugated for complex a)
-unary(
-    RULES,
-    aten.asinh.default,
-    lambda g, a, out: aten.mul.Tensor(
-        g, conj(aten.rsqrt.default(aten.add.Tensor(aten.pow.Tensor_Scalar(a, 2), 1)))
-    ),
-    supports_complex=True,
-)
-
-# d acosh = 1 / sqrt(a**2 - 1) (conjugated for complex a)
-unary(
-    RULES,
-    aten.acosh.default,
-    lambda g, a, out: aten.mul.Tensor(
-        g, conj(aten.rsqrt.default(aten.sub.Tensor(aten.mul.Tensor(a, a), 1)))
-    ),
-    supports_complex=True,
-)
-
-
-# d atanh = 1 / (1 - a**2)
-unary(
-    RULES,
-    aten.atanh.default,
-    lambda g, a, out: aten.div.Tensor(g, one_minus(aten.pow.Tensor_Scalar(a, 2))),
-    holomorphic=True,
-)
 
 
 @RULES.grad(aten.atan2.default)
@@ -291,14 +201,6 @@ def atan2(a, b):
 
 
 # --- special functions ------------------------------------------------------------------
-
-# d sigmoid = sigmoid * (1 - sigmoid): eager's fused kernel, g * (1 - out) * out
-unary(
-    RULES,
-    aten.sigmoid.default,
-    lambda g, a, out: aten.sigmoid_backward.default(g, out),
-    supports_complex=True,
-)
 
 
 @RULES.grad(aten.erf.default)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import pass_through, unary
+from thunderviz.autodiff.rules.common import pass_through, self_adjoint, unary
 from thunderviz.prims import aten
 
 RULES = RuleSet("fft", supports_complex=True)
@@ -61,7 +61,7 @@ def fft_c2r(x, dim, normalization, last_dim_size):
 
 # conjugation is its own adjoint
 for _op in (aten._conj.default, aten._conj_physical.default, aten.conj_physical.default):
-    unary(RULES, _op, lambda g, x, out, op=_op: op(g))
+    self_adjoint(RULES, _op)
 
 
 # --- complex numbers as pairs of reals (around the transforms: stft, polar, complex) ----------

@@ -253,36 +253,30 @@ backward_kernel(
 )
 
 
-@RULES.grad(aten.grid_sampler_2d.default)
-def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
-    out = aten.grid_sampler_2d.default(x, grid, interpolation_mode, padding_mode, align_corners)
-    grads = aten.grid_sampler_2d_backward.default(
-        get_grad(out),
-        x,
-        grid,
-        interpolation_mode,
-        padding_mode,
-        align_corners,
-        needs_grad_mask(x, grid),
-    )
-    put_grads((x, grid), grads)
-    return out
+def _grid_sampler_rule(op, backward) -> None:
+    def grid_sampler(x, grid, interpolation_mode, padding_mode, align_corners):
+        out = op(x, grid, interpolation_mode, padding_mode, align_corners)
+        grads = backward(
+            get_grad(out),
+            x,
+            grid,
+            interpolation_mode,
+            padding_mode,
+            align_corners,
+            needs_grad_mask(x, grid),
+        )
+        put_grads((x, grid), grads)
+        return out
+
+    grid_sampler.__name__ = grid_sampler.__qualname__ = op.label
+    RULES.grad(op)(grid_sampler)
 
 
-@RULES.grad(aten.grid_sampler_3d.default)
-def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
-    out = aten.grid_sampler_3d.default(x, grid, interpolation_mode, padding_mode, align_corners)
-    grads = aten.grid_sampler_3d_backward.default(
-        get_grad(out),
-        x,
-        grid,
-        interpolation_mode,
-        padding_mode,
-        align_corners,
-        needs_grad_mask(x, grid),
+for _n in (2, 3):
+    _grid_sampler_rule(
+        getattr(aten, f"grid_sampler_{_n}d").default,
+        getattr(aten, f"grid_sampler_{_n}d_backward").default,
     )
-    put_grads((x, grid), grads)
-    return out
 
 
 # upsample_*(x, output_size, *options) -> upsample_*_backward(g, output_size, input_size,

@@ -13,7 +13,13 @@ import sys
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import pass_through, reshape_back, unary, zeros_shaped
+from thunderviz.autodiff.rules.common import (
+    pass_through,
+    reshape_back,
+    self_adjoint,
+    unary,
+    zeros_shaped,
+)
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -55,14 +61,14 @@ def permute(a, dims):
     return out
 
 
-@RULES.grad(aten.transpose.int)
-def transpose(a, dim0, dim1):
-    out = aten.transpose.int(a, dim0, dim1)
-    put_grad(a, aten.transpose.int(get_grad(out), dim0, dim1))
-    return out
-
-
-unary(RULES, aten.t.default, lambda g, a, out: aten.t.default(g))
+for _op in (
+    aten.transpose.int,
+    aten.t.default,
+    aten.flip.default,
+    aten.tril.default,
+    aten.triu.default,
+):
+    self_adjoint(RULES, _op)
 
 
 def _unsqueeze_back(g, a, dims):
@@ -148,35 +154,12 @@ def diagonal(*args, **kwargs):
     return out
 
 
-@RULES.grad(aten.flip.default)
-def flip(a, dims):
-    out = aten.flip.default(a, dims)
-    put_grad(a, aten.flip.default(get_grad(out), dims))
-    return out
-
-
 @RULES.grad(aten.roll.default)
 def roll(*args, **kwargs):
     out = aten.roll.default(*args, **kwargs)
     a, shifts, dims = op_args(aten.roll.default, args, kwargs)
     shifts = [shifts] if isinstance(shifts, int) else shifts
     put_grad(a, aten.roll.default(get_grad(out), [-s for s in shifts], dims))
-    return out
-
-
-@RULES.grad(aten.tril.default)
-def tril(*args, **kwargs):
-    out = aten.tril.default(*args, **kwargs)
-    a, diagonal = op_args(aten.tril.default, args, kwargs)
-    put_grad(a, aten.tril.default(get_grad(out), diagonal))
-    return out
-
-
-@RULES.grad(aten.triu.default)
-def triu(*args, **kwargs):
-    out = aten.triu.default(*args, **kwargs)
-    a, diagonal = op_args(aten.triu.default, args, kwargs)
-    put_grad(a, aten.triu.default(get_grad(out), diagonal))
     return out
 
 
