@@ -178,8 +178,14 @@ def split_cell(cell: str) -> tuple[ast.Module | None, ThunderCall]:
 class ThunderMagics(Magics):
     """`%thunder` / `%%thunder` (see the module docstring)."""
 
+    @property
+    def _user_ns(self) -> dict[str, Any]:
+        """The user's namespace: magics are registered on a shell, so there is one."""
+        assert self.shell is not None
+        return self.shell.user_ns
+
     def _run(self, options: argparse.Namespace, call: ThunderCall) -> DebuggerWidget | None:
-        fn, args, kwargs = call.evaluate(self.shell.user_ns)
+        fn, args, kwargs = call.evaluate(self._user_ns)
         if not callable(fn):
             raise UsageError(
                 f"%thunder: {ast.unparse(call.node.func)} is a "
@@ -218,7 +224,7 @@ class ThunderMagics(Magics):
             return None
         setup, call = split_cell(cell)
         if setup is not None:
-            exec(compile(setup, "<%%thunder cell>", "exec"), self.shell.user_ns)  # the user's code
+            exec(compile(setup, "<%%thunder cell>", "exec"), self._user_ns)  # the user's code
         return self._run(options, call)
 
 
