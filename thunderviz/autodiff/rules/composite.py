@@ -136,7 +136,7 @@ def put(a, index, source, accumulate=False):
     return out
 
 
-def _bilinear_rule(fn):
+def _bilinear_rule(fn) -> None:
     """F.bilinear / torch.bilinear as one op (ATen runs it as `_trilinear`, a general
     contraction): out[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]."""
     sym = torch_symbol(fn)

@@ -11,7 +11,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import zeros_shaped
+from thunderviz.autodiff.rules.common import backward_kernel, zeros_shaped
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
@@ -52,13 +52,6 @@ def scatter_src(a, dim, index, src):
     return out
 
 
-@RULES.grad(aten.scatter.value)
-def scatter_value(a, dim, index, value):
-    out = aten.scatter.value(a, dim, index, value)
-    put_grad(a, aten.scatter.value(get_grad(out), dim, index, 0))
-    return out
-
-
 @RULES.grad(aten.scatter_add.default)
 def scatter_add(a, dim, index, src):
     out = aten.scatter_add.default(a, dim, index, src)
@@ -91,11 +84,9 @@ def index_add(a, dim, index, source, **kwargs):
     return out
 
 
-@RULES.grad(aten.index_fill.int_Scalar)
-def index_fill(a, dim, index, value):
-    out = aten.index_fill.int_Scalar(a, dim, index, value)
-    put_grad(a, aten.index_fill.int_Scalar(get_grad(out), dim, index, 0))
-    return out
+# a number written at the indexed places: the cotangent with zeros written there instead
+for _op in (aten.scatter.value, aten.index_fill.int_Scalar):
+    backward_kernel(RULES, _op, _op, lambda g, a, dim, index, _value: (g, dim, index, 0))
 
 
 @RULES.grad(aten.index_fill.int_Tensor)

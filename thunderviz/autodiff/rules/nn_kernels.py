@@ -19,35 +19,17 @@ from thunderviz.prims.call_args import op_args
 RULES = RuleSet("nn_kernels")
 
 
-def _embedding_bag_rule(op):
+def _embedding_bag_rule(op) -> None:
     """`_embedding_bag_forward_only` is what a trace records (it ran without autograd); its
     bookkeeping outputs (which bag each index went to, bag sizes, argmax) may be left
     empty, so the rule computes them with `_embedding_bag` for the backward kernels."""
 
     def embedding_bag(*args, **kwargs):
-        (
-            weight,
-            indices,
-            offsets,
-            scale_grad_by_freq,
-            mode,
-            sparse,
-            per_sample_weights,
-            include_last_offset,
-            padding_idx,
-        ) = op_args(op, args, kwargs)
+        weight, indices, *rest = op_args(op, args, kwargs)
+        offsets, scale_grad_by_freq, mode, _, per_sample_weights, _, padding_idx = rest
         # the kernels read indices as contiguous memory; torch's caller makes them so, but
         # on a contiguous capture copy that call was a no-op and is not in the trace
         indices = aten.contiguous.default(indices)
-        rest = (
-            offsets,
-            scale_grad_by_freq,
-            mode,
-            sparse,
-            per_sample_weights,
-            include_last_offset,
-            padding_idx,
-        )
         outs = op(weight, indices, *rest)
         _, offset2bag, bag_size, max_indices = aten._embedding_bag.default(weight, indices, *rest)
         g = get_grad(outs[0])

@@ -11,7 +11,7 @@ from thunderviz.prims import aten
 RULES = RuleSet("scans")
 
 
-def _running_extreme(op):
+def _running_extreme(op) -> None:
     """cummax / cummin: each output is the input element its index names, so the cotangents
     are added back at those places (one element may be the running extreme many times)."""
 

@@ -134,49 +134,40 @@ for _op, _keeps in (
     _one_sided_clamp_rule(_op, _keeps)
 
 
-@RULES.grad(aten.where.self, supports_complex=True)
-def where(cond, a, b):
-    out = aten.where.self(cond, a, b)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, only_where(cond, g))
-    if requires_grad(b):
-        put_grad(b, zero_where(cond, g))
-    return out
+def _where_rule(op) -> None:
+    """where(cond, a, b), a or b possibly a number (no gradient: `requires_grad` is False)."""
+
+    def where(cond, a, b):
+        out = op(cond, a, b)
+        g = get_grad(out)
+        if requires_grad(a):
+            put_grad(a, only_where(cond, g))
+        if requires_grad(b):
+            put_grad(b, zero_where(cond, g))
+        return out
+
+    where.__name__ = where.__qualname__ = op.label
+    RULES.grad(op, supports_complex=True)(where)
 
 
-@RULES.grad(aten.where.ScalarSelf, supports_complex=True)
-def where_scalar_self(cond, a, b):
-    out = aten.where.ScalarSelf(cond, a, b)
-    g = get_grad(out)
-    put_grad(b, zero_where(cond, g))
-    return out
+def _masked_fill_rule(op) -> None:
+    """`value` (a number, or a 0-dim tensor) is written at every masked place: a tensor
+    value's gradient is the sum there (put_grad does the sum)."""
+
+    def masked_fill(a, mask, value):
+        out = op(a, mask, value)
+        g = get_grad(out)
+        if requires_grad(a):
+            put_grad(a, zero_where(mask, g))
+        if requires_grad(value):
+            put_grad(value, only_where(mask, g))
+        return out
+
+    masked_fill.__name__ = masked_fill.__qualname__ = op.label
+    RULES.grad(op, supports_complex=True)(masked_fill)
 
 
-@RULES.grad(aten.where.ScalarOther, supports_complex=True)
-def where_scalar_other(cond, a, b):
-    out = aten.where.ScalarOther(cond, a, b)
-    g = get_grad(out)
-    put_grad(a, only_where(cond, g))
-    return out
-
-
-@RULES.grad(aten.masked_fill.Scalar, supports_complex=True)
-def masked_fill(a, mask, value):
-    out = aten.masked_fill.Scalar(a, mask, value)
-    g = get_grad(out)
-    put_grad(a, zero_where(mask, g))
-    return out
-
-
-@RULES.grad(aten.masked_fill.Tensor, supports_complex=True)
-def masked_fill_tensor(a, mask, value):
-    # `value` (0-dim) is written at every masked place: its gradient is the sum there
-    # (put_grad does the sum)
-    out = aten.masked_fill.Tensor(a, mask, value)
-    g = get_grad(out)
-    if requires_grad(a):
-        put_grad(a, zero_where(mask, g))
-    if requires_grad(value):
-        put_grad(value, only_where(mask, g))
-    return out
+for _op in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):
+    _where_rule(_op)
+for _op in (aten.masked_fill.Scalar, aten.masked_fill.Tensor):
+    _masked_fill_rule(_op)
