@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
@@ -330,7 +331,7 @@ def _fake_mode(fake: bool) -> Iterator[Any]:
     if not fake:
         yield None
         return
-    from_mode = torch._subclasses.fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
+    from_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with from_mode:
         yield from_mode
 

@@ -181,6 +181,8 @@ def _in_place_broadcast(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     group = group or dist.group.WORLD
     if group_src is None:
+        if src is None:
+            raise ValueError("broadcast needs src or group_src")
         group_src = dist.get_group_rank(group, src)
     return tensor, _FUNCTIONAL.broadcast.default(tensor, group_src, group.group_name)
 

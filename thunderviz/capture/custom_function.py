@@ -83,6 +83,9 @@ class FunctionContext(FunctionCtx):
         self.to_save: tuple[Any, ...] = ()
         self.non_differentiable: tuple[Any, ...] = ()
         self.dirty_tensors: tuple[Any, ...] = ()
+        # thunderviz's own: held tensors that need a gradient, and what the forward made
+        self._thunderviz_held: tuple[Any, ...] = ()
+        self._thunderviz_call: _CallRecord | None = None
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
@@ -212,7 +215,8 @@ class AutogradFunctionCall:
         """The user's backward on `ctx`: one gradient per input that needs one (zeros where
         it returns None), then one per tensor in `accumulated` and per held tensor that needs
         one (what the backward added to its `.grad`, zeros if nothing)."""
-        record: _CallRecord = ctx._thunderviz_call
+        record = ctx._thunderviz_call
+        assert record is not None  # set by the forward, which ran on this ctx first
         grads_in = []
         for i, g in enumerate(grad_outputs):
             meta = record.outputs[i] if i < len(record.outputs) else None

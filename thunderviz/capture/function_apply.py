@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from torch.autograd.function import Function
+from torch.utils import _python_dispatch
 
 from thunderviz.capture.custom_function import (
     AutogradFunctionCall,
@@ -60,7 +61,8 @@ def intercepting_function_apply(recorder: Any) -> Iterator[None]:
     global _patch_users
     with _patch_lock:
         if _patch_users == 0:
-            Function.apply = classmethod(_intercepted_apply)
+            # a monkeypatch, undone below: a classmethod where torch's class defines one
+            Function.apply = classmethod(_intercepted_apply)  # pyright: ignore[reportAttributeAccessIssue]
         _patch_users += 1
     token = _recorders.set((*_recorders.get(), recorder))
     try:
@@ -244,7 +246,7 @@ def _alias(recorder: Any, t: Any, requires_grad: bool) -> Any:
     users = any(t is c for c in recorder.constants.values())  # the user's own tensor: a copy
     with (
         torch.overrides._pop_mode_temporarily(),
-        torch.utils._python_dispatch._disable_current_modes(),
+        _python_dispatch._disable_current_modes(),
     ):
         alias = (t.detach().clone() if users else t.detach()).requires_grad_(requires_grad)
     recorder.bind(alias, recorder.proxy_of(t))

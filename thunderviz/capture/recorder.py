@@ -124,8 +124,13 @@ class Recorder(FunctionalizingRecorder):
             bsym.tags.add(BsymTag.FUNCTIONALIZED)  # no public name to call: run its ATen ops
         elif frame.mutated:
             functional = functional_method_name(sym)
-            if functional is not None and not frame.mutated_views:
-                bsym.sym = torch_symbol(getattr(torch.Tensor, functional))
+            twin = (
+                torch_symbol(getattr(torch.Tensor, functional))
+                if functional is not None and not frame.mutated_views
+                else None
+            )
+            if twin is not None:
+                bsym.sym = twin
                 bsym.header = f"in-place {sym.name}() recorded functionally"
             else:
                 bsym.tags.add(BsymTag.FUNCTIONALIZED)

@@ -48,12 +48,12 @@ def _keeps_layout(op: Any, functional: Any, args: tuple[Any, ...], kwargs: dict[
 
     # the dispatcher drops trailing arguments equal to their defaults (bernoulli_(0.5));
     # the twin may have none for them (bernoulli.p)
-    args = list(args)
-    for a in op._schema.arguments[len(args) :]:
+    full = list(args)
+    for a in op._schema.arguments[len(full) :]:
         if a.kwarg_only or a.name in kwargs or not a.has_default_value():
             break
-        args.append(a.default_value)
-    m_args, m_kwargs = pytree.tree_map_only(torch.Tensor, meta, (tuple(args), kwargs))
+        full.append(a.default_value)
+    m_args, m_kwargs = pytree.tree_map_only(torch.Tensor, meta, (tuple(full), kwargs))
     try:
         out = functional(*m_args, **m_kwargs)
     except Exception:  # no meta kernel: record the twin as it is

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,7 +175,7 @@ class BoundSymbol:
         fields.update(changes)
         return BoundSymbol(**fields)
 
-    def rename(self, mapping: dict[str, Proxy]) -> BoundSymbol:
+    def rename(self, mapping: Mapping[str, Proxy]) -> BoundSymbol:
         """Replace proxies by name everywhere in this bound symbol and its subsymbols."""
         if not mapping:
             return self
