@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.autodiff.block_sweep import SweepState, sweep_blocks, tagged
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import JointRun, run_joint
 from thunderviz.autodiff.registry import JointFn, RuleSet
@@ -196,63 +197,59 @@ def _sweep(
             seed = TensorProxy(names.claim(f"ct_{p.name}"), p.shape, p.dtype, p.device)
             cts[p.name] = seed
             seeds.append((p, seed))
-    fwd_segments: list[list[BoundSymbol]] = [[] for _ in units]
-    bwd: list[BoundSymbol] = []
-    for i in range(len(units) - 1, -1, -1):
-        unit = units[i]
-        b = unit.bsym
-        out_cts = {p.name: cts.get(p.name) for p in _float_outs(b)}
-        if unit.joint is None or not any(v is not None for v in out_cts.values()):
-            fwd_segments[i] = [b]
-            continue
-        run = run_joint(
-            unit.joint,
-            b.args,
-            b.kwargs,
-            names,
-            lambda p: p.name in needs,
-            b.module_path,
-            b.source,
-        )
-        forward, backward = _place(run, b, out_cts, names)
-        fwd_segments[i] = [_tagged(x, unit) for x in forward]
-        emitted = [_tagged(x, unit) for x in backward]
-        accumulate = TraceBuilder(names, b.module_path, b.source)
-        added: list[Contribution] = []
-        with accumulate:
-            for x, g in run.grads:
-                old = cts.get(x.name)
-                cts[x.name] = g if old is None else aten.add.Tensor(old, g)
-                added.append(
-                    Contribution(
-                        x.name, g.name, None if old is None else old.name, cts[x.name].name
-                    )
-                )
-        emitted += [_tagged(x, unit) for x in accumulate.bound_symbols]
-        bwd.extend(emitted)
-        applications.append(
-            RuleApplication(
-                unit.top,
-                b,
-                tuple(name for e in emitted for name in dict.fromkeys(_out_names(e))),
-                {name: ct.name for name, ct in out_cts.items() if ct is not None},
-                tuple(added),
+    state = SweepState(names, needs, cts, [[] for _ in units], [], applications, recorder)
+    sweep_blocks(units, state, _sweep_unit)
+    return state.fwd_segments, state.bwd, cts, seeds
+
+
+def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
+    """Run the rule of units[i] (if a cotangent reaches it) and accumulate its gradients."""
+    names, needs, cts = state.names, state.needs, state.cts
+    unit = units[i]
+    b = unit.bsym
+    out_cts = {p.name: cts.get(p.name) for p in _float_outs(b)}
+    if unit.joint is None or not any(v is not None for v in out_cts.values()):
+        state.fwd_segments[i] = [b]
+        return
+    run = run_joint(
+        unit.joint,
+        b.args,
+        b.kwargs,
+        names,
+        lambda p: p.name in needs,
+        b.module_path,
+        b.source,
+    )
+    forward, backward = _place(run, b, out_cts, names)
+    state.fwd_segments[i] = [tagged(x, unit) for x in forward]
+    emitted = [tagged(x, unit) for x in backward]
+    accumulate = TraceBuilder(names, b.module_path, b.source)
+    added: list[Contribution] = []
+    with accumulate:
+        for x, g in run.grads:
+            old = cts.get(x.name)
+            cts[x.name] = g if old is None else aten.add.Tensor(old, g)
+            state.ct_log.append((x.name, cts[x.name]))
+            added.append(
+                Contribution(x.name, g.name, None if old is None else old.name, cts[x.name].name)
             )
+    emitted += [tagged(x, unit) for x in accumulate.bound_symbols]
+    state.bwd.extend(emitted)
+    state.applications.append(
+        RuleApplication(
+            unit.top,
+            b,
+            tuple(name for e in emitted for name in dict.fromkeys(_out_names(e))),
+            {name: ct.name for name, ct in out_cts.items() if ct is not None},
+            tuple(added),
         )
-        if recorder is not None:
-            recorder.step(unit.top, VISIT_TYPE.INSERT_AFTER, bwd, inserted=emitted)
-    return fwd_segments, bwd, cts, seeds
+    )
+    if state.recorder is not None:
+        state.recorder.step(unit.top, VISIT_TYPE.INSERT_AFTER, state.bwd, inserted=emitted)
 
 
 def _out_names(bsym: BoundSymbol) -> list[str]:
     return [p.name for p in proxies_in(bsym.output, [])]
-
-
-def _tagged(bsym: BoundSymbol, unit: _Unit) -> BoundSymbol:
-    """Link a bound symbol a rule produced to the forward op it came from (for the UI)."""
-    return bsym.with_changes(
-        fwd_bsym=unit.top, module_path=unit.bsym.module_path, source=unit.bsym.source
-    )
 
 
 def _place(

@@ -13,10 +13,18 @@ from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol
 
-__all__ = ["renamed", "rewritten", "swap", "fingerprints", "proxies_in"]
+__all__ = [
+    "renamed",
+    "rewritten",
+    "swap",
+    "fingerprints",
+    "proxies_in",
+    "drawn_since",
+    "proxy_meta",
+]
 
 
 def renamed(b: BoundSymbol, mapping: dict[str, Proxy]) -> BoundSymbol:
@@ -73,6 +81,22 @@ def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:
     return out
 
 
+def drawn_since(
+    names: NameGenerator, taken: set[str], counters: dict[str, int]
+) -> dict[str, list[str]] | None:
+    """The fresh names drawn since the snapshot (`taken`, `counters`), per prefix in the
+    order drawn; None if a name was claimed rather than drawn (not ours to repeat)."""
+    drawn: dict[str, list[str]] = {}
+    for prefix, end in names._counters.items():
+        start = counters.get(prefix, 0)
+        if end != start:
+            drawn[prefix] = [
+                f"{prefix}{n}" for n in range(start, end) if f"{prefix}{n}" not in taken
+            ]
+    every = {n for v in drawn.values() for n in v}
+    return drawn if every == names.taken - taken else None
+
+
 # --- fingerprints: everything about a bound symbol a trace can show -------------------------
 def fingerprints(bsyms: list[BoundSymbol]) -> list[Any]:
     return [_fingerprint(b) for b in bsyms]
@@ -111,3 +135,9 @@ def _describe(x: Any) -> Any:
     if isinstance(x, Proxy):
         return (type(x).__name__, x.name, repr(getattr(x, "value", None)))
     return x
+
+
+def proxy_meta(p: Proxy) -> tuple[Any, ...]:
+    """What a fingerprint shows of a proxy, but its name."""
+    described = _describe(p)
+    return (described[0], *described[2:])

@@ -45,7 +45,7 @@ from thunderviz.capture.attribute_reads import (
     module_globals,
     reading_attributes,
 )
-from thunderviz.capture.rewriting import fingerprints, rewritten
+from thunderviz.capture.rewriting import drawn_since, fingerprints, rewritten
 from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 
@@ -250,7 +250,8 @@ class _Stamper:
             and attributes
             == (attributes_of(block), [id(t) for t in _state_tensors(block)], module_globals(block))
         ):
-            generated = _drawn(names, taken, counters)
+            drawn = drawn_since(names, taken, counters)
+            generated = drawn.get("t", []) if drawn is not None and set(drawn) <= {"t"} else None
             if generated is not None:
                 recording = _recording(
                     rec, rec.top.bsyms[start:], call, generated, out, reads, self.fake
@@ -428,21 +429,6 @@ def _tensor_sig(t: torch.Tensor, proxy: Proxy, alias: int) -> tuple[Any, ...]:
         alias,
         t._base is not None,
     )
-
-
-def _drawn(names: Any, taken: set[str], counters: dict[str, int]) -> list[str] | None:
-    """The fresh names drawn since the snapshot, in order; None if a name was claimed or a
-    prefix other than `t` was drawn (constants, numbers: not ours to repeat)."""
-    added = names.taken - taken
-    drawn = []
-    for prefix, end in names._counters.items():
-        start = counters.get(prefix, 0)
-        if end == start:
-            continue
-        if prefix != "t":
-            return None
-        drawn += [f"t{n}" for n in range(start, end) if f"t{n}" not in taken]
-    return drawn if set(drawn) == added else None
 
 
 def _device(t: torch.Tensor) -> torch.device:
