@@ -145,6 +145,7 @@ export class GraphView {
     // and the layout is already done.
     await afterNextPaint();
     if (superseded()) return;
+    this.keepAnchor();
     this.centreOnFocus(this.firstLayout);
     this.firstLayout = false;
     this.updateMinimap();

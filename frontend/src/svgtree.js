@@ -71,11 +71,11 @@ const nextFrameTurn = () => (frameQueue = frameQueue.then(afterNextPaint));
  * @param {Element} container its children are replaced by `svg`
  * @param {SVGSVGElement} svg built off-document (buildSvg), tagged and marked
  * @param {{maxElements?: number, cancelled?: () => boolean, waitFn?: () => Promise<void>, afterSlice?: () => void}} [options]
- *   afterSlice: called after each slice is in (graphview.js scrolls as soon as what it
- *   anchors on is drawn)
+ *   afterSlice: called once a slice has been rendered, but the last (graphview.js scrolls as
+ *   soon as what it anchors on is drawn; reading geometry then costs no layout)
  * @returns {Promise<boolean>} false when cancelled() said so between slices (the rest is not inserted)
  */
-export async function insertInSlices(container, svg, { maxElements = 400, cancelled = () => false, waitFn = nextFrameTurn, afterSlice = () => {} } = {}) {
+export async function insertInSlices(container, svg, { maxElements = 800, cancelled = () => false, waitFn = nextFrameTurn, afterSlice = () => {} } = {}) {
   const graph = [...svg.children].find((el) => el.localName === "g");
   const pending = graph ? [...graph.children].filter((el) => el.localName === "g") : [];
   for (const el of pending) el.remove();
@@ -93,10 +93,10 @@ export async function insertInSlices(container, svg, { maxElements = 400, cancel
       slice.appendChild(pending[i++]);
     }
     graph.appendChild(slice);
-    afterSlice();
     if (i < pending.length) {
       await waitFn();
       if (cancelled()) return false;
+      afterSlice(); // after the frame: geometry reads find the layout done
     }
   }
   return true;

@@ -25,6 +25,7 @@ Documents and notebooks come from the real Python side: ``real_document`` (sessi
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -319,6 +320,20 @@ def real_tvz(lab_dir):
     folder, relative = lab_dir
     document = save_real_tvz(folder / "mlp.tvz")
     return f"{relative}/mlp.tvz", document
+
+
+@pytest.fixture
+def real_program_file(lab_dir):
+    """``REAL_PROGRAM`` written to ``real_program.py`` in this test's folder and run from
+    there, so its ops' source file is one the lab server can open: (the module, whose
+    ``document`` is the view, path of the file relative to the server root, the program)."""
+    folder, relative = lab_dir
+    source = folder / "real_program.py"
+    source.write_text(REAL_PROGRAM)
+    spec = importlib.util.spec_from_file_location("real_program", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, f"{relative}/real_program.py", REAL_PROGRAM
 
 
 @pytest.fixture

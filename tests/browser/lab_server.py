@@ -442,3 +442,16 @@ def toggle(container: Any, ident: str) -> None:
     glyph = container.locator(f'[data-tv-id="{ident}"] > text .tv-toggle').first
     glyph.scroll_into_view_if_needed()
     glyph.click()
+
+
+def open_exported(context: Any, path: Path, *, timeout_ms: float = 60_000) -> Any:
+    """A new 1400×900 page of the exported viewer at `path`, once both graph panes (forward
+    and backward) are drawn."""
+    page = context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(path.resolve().as_uri())
+    for kind in ("forward", "backward"):
+        page.wait_for_selector(
+            f'.tv-graph-pane[data-tv-graph="{kind}"][data-tv-ready="true"]', timeout=timeout_ms
+        )
+    return page

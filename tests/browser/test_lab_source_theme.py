@@ -7,16 +7,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
-import torch
 from lab_server import click_node
 from playwright.sync_api import expect
 
 import thunderviz
-from thunderviz.debug import Session
 
 pytestmark = pytest.mark.browser
 
@@ -24,39 +21,15 @@ TIMEOUT = 30_000
 GRAPH_READY = '.tv-graph-pane[data-tv-graph="forward"][data-tv-ready="true"]'
 SELECTED = re.compile(r"\btv-selected\b")
 
-# A module written into the server's folder, so its ops' source file is one JupyterLab can open.
-MODULE_SOURCE = """\
-import torch
-
-
-class MLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(4, 8)
-        self.fc2 = torch.nn.Linear(8, 2)
-
-    def forward(self, x):
-        h = self.fc1(x)
-        h = torch.tanh(h)
-        return self.fc2(h)
-"""
-
 
 @pytest.fixture
-def mlp_tvz(lab_dir):
-    """mlp.tvz of MODULE_SOURCE's MLP, traced from mlp_model.py in the test's folder:
-    (path relative to the server root, folder relative path, the document)."""
+def mlp_tvz(real_program_file, lab_dir):
+    """The document of REAL_PROGRAM run from a file under the server root, saved as mlp.tvz:
+    (its path relative to the root, the program file's, the program, the document read back)."""
+    module, program_path, program = real_program_file
     folder, relative = lab_dir
-    source = folder / "mlp_model.py"
-    source.write_text(MODULE_SOURCE)
-    spec = importlib.util.spec_from_file_location("mlp_model", source)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    torch.manual_seed(0)
-    session = Session(module.MLP(), torch.randn(3, 4), record_transforms=False)
-    document = session.document()
-    thunderviz.save(document, folder / "mlp.tvz")
-    return f"{relative}/mlp.tvz", relative, thunderviz.load(folder / "mlp.tvz")
+    thunderviz.save(module.document, folder / "mlp.tvz")
+    return f"{relative}/mlp.tvz", program_path, program, thunderviz.load(folder / "mlp.tvz")
 
 
 def forward_op(document, name):
@@ -72,9 +45,10 @@ def select(viewer, op_id):
 
 
 def test_the_source_path_opens_the_file_at_its_line(thunderviz_lab, lab_page, mlp_tvz):
-    path, folder, document = mlp_tvz
+    path, program_path, program, document = mlp_tvz
     op = forward_op(document, "torch.tanh")
-    line = MODULE_SOURCE.splitlines().index("        h = torch.tanh(h)") + 1
+    code = next(c for c in program.splitlines() if "torch.tanh(" in c)
+    line = program.splitlines().index(code) + 1
     assert op["source"]["line"] == line, op["source"]  # the recorded line, before the click
     panel = lab_page.open(path)
     viewer = panel.locator(".tv-jl-viewer")
@@ -82,14 +56,14 @@ def test_the_source_path_opens_the_file_at_its_line(thunderviz_lab, lab_page, ml
     select(viewer, op["id"])
 
     link = viewer.locator('.tv-details [data-tv-action="source-link"]')
-    expect(link).to_have_text(re.compile(rf"mlp_model\.py:{line}$"))
+    expect(link).to_have_text(re.compile(rf"real_program\.py:{line}$"))
     expect(link).to_have_attribute("title", re.compile(r"^Open "))
     link.click()
 
     page = lab_page.page
     page.wait_for_function(
         "path => window.jupyterapp.shell.currentWidget?.context?.path === path",
-        arg=f"{folder}/mlp_model.py",
+        arg=program_path,
         timeout=TIMEOUT,
     )
     editor = page.wait_for_function(
@@ -103,7 +77,7 @@ def test_the_source_path_opens_the_file_at_its_line(thunderviz_lab, lab_page, ml
         timeout=TIMEOUT,
     ).json_value()
     assert editor["cursor"] == {"line": line - 1, "column": 0}, editor
-    assert editor["line"] == "        h = torch.tanh(h)", editor
+    assert editor["line"] == code, editor
     assert link.get_attribute("data-tv-copied") is None  # opened, not copied
     lab_page.screenshot("opened")
 
@@ -111,7 +85,7 @@ def test_the_source_path_opens_the_file_at_its_line(thunderviz_lab, lab_page, ml
 def test_switching_the_theme_keeps_the_selection_and_the_colours_follow(
     thunderviz_lab, lab_page, mlp_tvz
 ):
-    path, _, document = mlp_tvz
+    path, _, _, document = mlp_tvz
     page = lab_page.page
     panel = lab_page.open(path)
     viewer = panel.locator(".tv-jl-viewer")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lab_server import screenshot
+from lab_server import open_exported, screenshot
 from playwright.sync_api import expect
 
 from thunderviz.debug import Session
@@ -36,19 +36,14 @@ ORDER = """([pane, ids]) => ids
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
     torch.manual_seed(0)
-    model = GPT(CFG)
     idx = torch.randint(0, CFG.vocab_size, (2, 16))
-    session = Session(model, idx, idx, record_transforms=False)
-    return export_html(session, tmp_path_factory.mktemp("stable") / "gpt.html")
+    folder = tmp_path_factory.mktemp("stable")
+    return export_html(Session(GPT(CFG), idx, idx, record_transforms=False), folder / "gpt.html")
 
 
 @pytest.fixture
 def page(browser_context, export):
-    page = browser_context.new_page()
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(export.resolve().as_uri())
-    for kind in ("forward", "backward"):
-        expect(pane(page, kind)).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
+    page = open_exported(browser_context, export, timeout_ms=TIMEOUT)
     yield page
     page.close()
 
