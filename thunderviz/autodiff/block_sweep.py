@@ -20,7 +20,7 @@ claimed rather than drawn) is swept unit by unit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,7 +181,7 @@ def _recorded(
 
 
 def _mapping(
-    record: _Record, block: list[Any], path: str, cts: dict[str, Proxy | None], needs: set[str]
+    record: _Record, block: list[Any], path: str, cts: Mapping[str, Proxy | None], needs: set[str]
 ) -> dict[str, Proxy] | None:
     """Record's names -> this block's proxies: its units' proxies by position and their
     cotangents at the start; None where the blocks' ops or their boundaries differ."""
@@ -205,7 +205,11 @@ def _mapping(
         new_ct = cts.get(mapping[old_name].name)
         if (old_ct is None) != (new_ct is None):
             return None
-        if old_ct is not None and mapping.setdefault(old_ct.name, new_ct).name != new_ct.name:
+        if (
+            old_ct is not None
+            and new_ct is not None  # both or neither, above
+            and mapping.setdefault(old_ct.name, new_ct).name != new_ct.name
+        ):
             return None
     cut = len(record.path)
     if fingerprints([rewritten(u.bsym, mapping, cut, path) for u in record.units]) != fingerprints(
