@@ -18,6 +18,7 @@ from thunderviz.autodiff.rules.common import (
     conj,
     one_minus,
     pass_through,
+    register,
     scaled,
     unary,
     zero_where,
@@ -169,8 +170,7 @@ def _modular_rule(op, rounding: str) -> None:
             put_grad(b, aten.mul.Tensor(aten.neg.default(g), q))
         return out
 
-    modular.__name__ = modular.__qualname__ = op.label
-    RULES.grad(op, supports_complex=False)(modular)
+    register(RULES, op, modular, supports_complex=False)
 
 
 _modular_rule(aten.fmod.Tensor, "trunc")

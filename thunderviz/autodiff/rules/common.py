@@ -82,6 +82,15 @@ def put_grads(inputs, grads) -> None:
 # --- rule makers ----------------------------------------------------------------------------
 
 
+def register(
+    rules: RuleSet, op: Any, rule: Callable[..., Any], name: str = "", **options: Any
+) -> None:
+    """What every maker ends with: `rule` goes into `rules` for `op` (`options` as
+    `RuleSet.grad` takes them), named after the op (or `name`) for tracebacks."""
+    rule.__name__ = rule.__qualname__ = name or op.label
+    rules.grad(op, **options)(rule)
+
+
 def unary(
     rules: RuleSet,
     op: Symbol,
@@ -105,8 +114,7 @@ def unary(
             put_grad(a, grad(g, a, out))
         return out
 
-    rule.__name__ = rule.__qualname__ = op.label
-    rules.grad(op, supports_complex=True if holomorphic else supports_complex)(rule)
+    register(rules, op, rule, supports_complex=True if holomorphic else supports_complex)
 
 
 def pass_through(rules: RuleSet, op: Symbol, **options: Any) -> None:
@@ -153,5 +161,4 @@ def backward_kernel(
         put_grad(x, backward(*kernel_args(get_grad(out), x, *rest, *extra)))
         return result
 
-    rule.__name__ = rule.__qualname__ = op.label
-    rules.grad(op, **options)(rule)
+    register(rules, op, rule, **options)

@@ -11,7 +11,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import conj, self_adjoint
+from thunderviz.autodiff.rules.common import conj, register, self_adjoint
 from thunderviz.prims import aten
 from thunderviz.prims.torch_symbols import torch_symbol
 
@@ -154,8 +154,7 @@ def _bilinear_rule(fn) -> None:
             put_grad(bias, g)
         return out
 
-    bilinear.__name__ = bilinear.__qualname__ = f"bilinear[{sym.id}]"
-    RULES.grad(fn, supports_complex=False)(bilinear)
+    register(RULES, fn, bilinear, supports_complex=False, name=f"bilinear[{sym.id}]")
 
 
 _bilinear_rule(torch.nn.functional.bilinear)

@@ -16,6 +16,7 @@ from typing import Any
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import register
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -114,8 +115,7 @@ def _indexed_reduce_rule(op, ix: _Indexing) -> None:
         put_grad(src, grad_src)
         return out
 
-    rule.__name__ = rule.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(rule)
+    register(RULES, op, rule)
 
 
 _indexed_reduce_rule(aten.scatter_reduce.two, _SCATTER)

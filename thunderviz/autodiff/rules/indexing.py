@@ -11,7 +11,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import backward_kernel, zeros_shaped
+from thunderviz.autodiff.rules.common import backward_kernel, register, zeros_shaped
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
@@ -122,8 +122,7 @@ def _index_rule(op) -> None:
         put_grad(a, aten.index_put.default(zeros_shaped(g, a.shape), indices, g, True))
         return out
 
-    index.__name__ = index.__qualname__ = op.label
-    RULES.grad(op, applies=_integer_indices)(index)
+    register(RULES, op, index, applies=_integer_indices)
 
 
 def _index_put_rule(op) -> None:
@@ -140,8 +139,7 @@ def _index_put_rule(op) -> None:
             put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
         return out
 
-    index_put.__name__ = index_put.__qualname__ = op.label
-    RULES.grad(op, applies=_integer_indices)(index_put)
+    register(RULES, op, index_put, applies=_integer_indices)
 
 
 for _op in (aten.index.Tensor, aten._unsafe_index.Tensor):

@@ -14,7 +14,13 @@ from __future__ import annotations
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import backward_kernel, needs_grad_mask, put_grads, unary
+from thunderviz.autodiff.rules.common import (
+    backward_kernel,
+    needs_grad_mask,
+    put_grads,
+    register,
+    unary,
+)
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -268,8 +274,7 @@ def _grid_sampler_rule(op, backward) -> None:
         put_grads((x, grid), grads)
         return out
 
-    grid_sampler.__name__ = grid_sampler.__qualname__ = op.label
-    RULES.grad(op)(grid_sampler)
+    register(RULES, op, grid_sampler)
 
 
 for _n in (2, 3):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import backward_kernel
+from thunderviz.autodiff.rules.common import backward_kernel, register
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -60,8 +60,7 @@ def _embedding_bag_rule(op) -> None:
             )
         return outs
 
-    embedding_bag.__name__ = embedding_bag.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(embedding_bag)
+    register(RULES, op, embedding_bag)
 
 
 _embedding_bag_rule(aten._embedding_bag_forward_only.default)

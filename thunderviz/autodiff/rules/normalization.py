@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import needs_grad_mask, put_grads
+from thunderviz.autodiff.rules.common import needs_grad_mask, put_grads, register
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 from thunderviz.prims.torch_symbols import torch_symbol
@@ -58,8 +58,7 @@ def _batch_norm_rule(op, arguments) -> None:
         put_grads((x, weight, bias), grads)
         return outs
 
-    batch_norm.__name__ = batch_norm.__qualname__ = op.label
-    RULES.grad(op)(batch_norm)
+    register(RULES, op, batch_norm)
 
 
 for _op in (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default):
@@ -147,8 +146,7 @@ def _rms_norm_rule(fn) -> None:
             put_grad(x, dx)
         return out
 
-    rms_norm.__name__ = rms_norm.__qualname__ = f"rms_norm[{sym.id}]"
-    RULES.grad(fn)(rms_norm)
+    register(RULES, fn, rms_norm, name=f"rms_norm[{sym.id}]")
 
 
 _rms_norm_rule(F.rms_norm)

@@ -13,7 +13,14 @@ import math
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import conj, only_where, scalar_zero, unary, zero_where
+from thunderviz.autodiff.rules.common import (
+    conj,
+    only_where,
+    register,
+    scalar_zero,
+    unary,
+    zero_where,
+)
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -209,8 +216,7 @@ def _selection_rule(op, dim_and_keepdim) -> None:
         put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
         return values, indices
 
-    selection.__name__ = selection.__qualname__ = op.label
-    RULES.grad(op)(selection)
+    register(RULES, op, selection)
 
 
 # (a, [k,] dim, keepdim) -> the values at the selected index along dim

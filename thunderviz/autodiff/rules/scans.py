@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import scalar_zero
+from thunderviz.autodiff.rules.common import register, scalar_zero
 from thunderviz.prims import aten
 
 RULES = RuleSet("scans")
@@ -27,8 +27,7 @@ def _running_extreme(op) -> None:
             )
         return values, indices
 
-    rule.__name__ = rule.__qualname__ = op.id.split(".")[1]
-    RULES.grad(op)(rule)
+    register(RULES, op, rule)
 
 
 _running_extreme(aten.cummax.default)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import only_where, scalar_zero, zero_where
+from thunderviz.autodiff.rules.common import only_where, register, scalar_zero, zero_where
 from thunderviz.prims import aten
 
 RULES = RuleSet("selection")
@@ -121,8 +121,7 @@ def _one_sided_clamp_rule(op, keeps) -> None:
             put_grad(bound, zero_where(keep, g))
         return out
 
-    one_sided_clamp.__name__ = one_sided_clamp.__qualname__ = op.label
-    RULES.grad(op)(one_sided_clamp)
+    register(RULES, op, one_sided_clamp)
 
 
 for _op, _keeps in (
@@ -146,8 +145,7 @@ def _where_rule(op) -> None:
             put_grad(b, zero_where(cond, g))
         return out
 
-    where.__name__ = where.__qualname__ = op.label
-    RULES.grad(op, supports_complex=True)(where)
+    register(RULES, op, where, supports_complex=True)
 
 
 def _masked_fill_rule(op) -> None:
@@ -163,8 +161,7 @@ def _masked_fill_rule(op) -> None:
             put_grad(value, only_where(mask, g))
         return out
 
-    masked_fill.__name__ = masked_fill.__qualname__ = op.label
-    RULES.grad(op, supports_complex=True)(masked_fill)
+    register(RULES, op, masked_fill, supports_complex=True)
 
 
 for _op in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):

@@ -15,6 +15,7 @@ from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
     pass_through,
+    register,
     reshape_back,
     self_adjoint,
     unary,
@@ -243,8 +244,7 @@ def _split_rule(op) -> None:
         _cat_piece_grads(a, outs, dim)
         return outs
 
-    split_like.__name__ = split_like.__qualname__ = op.label
-    RULES.grad(op)(split_like)
+    register(RULES, op, split_like)
 
 
 for _op in (
