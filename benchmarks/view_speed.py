@@ -20,13 +20,15 @@ expansion drawn < 500 ms on the 12-layer GPT with everything open; a click answe
 100 ms while a layout runs.
 
 Run: `.venv/bin/python -m benchmarks.view_speed [--model gpt12|gpt2|both]`
-(needs `cd frontend && npm run build` and Chromium). Timings on a shared 2-core machine
-are noisy; the long-task counts are what the browser measured.
+(needs `cd frontend && npm run build` and Chromium). Timings on a shared machine are
+noisy (the load average is printed with each model's table); the long-task counts are
+what the browser measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -81,6 +83,7 @@ def export(name: str) -> tuple[Path, float]:
 
 def run(name: str, browser) -> None:
     path, t_python = export(name)
+    load_before = os.getloadavg()[0]
     n_layer = MODELS[name][0].n_layer
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     install_long_task_observer(page)
@@ -110,7 +113,10 @@ def run(name: str, browser) -> None:
     click = click_during_layout(page, "backward", f"module:{plan[-1]}", "forward")
     page.close()
 
+    load = os.getloadavg()[0]
     print(f"\n{name}: document + recorded backward in Python {t_python:.1f} s; {path}")
+    # the browser shares the machine: what else ran shows in every figure below
+    print(f"load average (1 min) at the start: {load_before:.1f}, at the end: {load:.1f}")
     print(
         f"{'step':24} {'drawn ms':>9} {'longest task ms':>16}   forward nodes/layout ms   backward nodes/layout ms"
     )
