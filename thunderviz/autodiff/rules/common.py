@@ -139,6 +139,20 @@ def self_adjoint(rules: RuleSet, op: Symbol, **options: Any) -> None:
     backward_kernel(rules, op, op, lambda g, x, *rest: (g, *rest), **options)
 
 
+def with_arguments(
+    rules: RuleSet, op: Symbol, put_grads_of: Callable[..., None], **options: Any
+) -> None:
+    """`result = op(*args, **kwargs)`, the call as recorded, whose gradients
+    `put_grads_of(result, *every argument of the call, defaults filled in)` puts."""
+
+    def rule(*args, **kwargs):
+        result = op(*args, **kwargs)
+        put_grads_of(result, *op_args(op, args, kwargs))
+        return result
+
+    register(rules, op, rule, **options)
+
+
 def _g_x_rest(g, x, *rest):
     return (g, x, *rest)
 
@@ -154,11 +168,8 @@ def backward_kernel(
     backward kernel, `backward(*kernel_args(g, x, *rest, *extra))` with every argument of the
     call spelled out (`op_args`); by default `backward(g, x, *rest, *extra)`."""
 
-    def rule(*args, **kwargs):
-        result = op(*args, **kwargs)
+    def put_kernel_grad(result, x, *rest):
         out, *extra = result if isinstance(result, tuple) else (result,)
-        x, *rest = op_args(op, args, kwargs)
         put_grad(x, backward(*kernel_args(get_grad(out), x, *rest, *extra)))
-        return result
 
-    register(rules, op, rule, **options)
+    with_arguments(rules, op, put_kernel_grad, **options)

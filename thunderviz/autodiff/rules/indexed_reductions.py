@@ -10,13 +10,14 @@ index) and the reduction itself.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import register
+from thunderviz.autodiff.rules.common import with_arguments
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -105,21 +106,15 @@ def _prod_grads(ix: _Indexing, g, out, a, dim, index, src, include_self):
     return grad_self, grad_src
 
 
-def _indexed_reduce_rule(op, ix: _Indexing) -> None:
-    def rule(*args, **kwargs):
-        out = op(*args, **kwargs)
-        a, dim, index, src, reduce, include_self = op_args(op, args, kwargs)
-        g = get_grad(out)
-        grad_self, grad_src = _reduce_grads(ix, g, out, a, dim, index, src, reduce, include_self)
-        put_grad(a, grad_self)
-        put_grad(src, grad_src)
-        return out
-
-    register(RULES, op, rule)
+def _put_reduce_grads(ix: _Indexing, out, a, dim, index, src, reduce, include_self) -> None:
+    g = get_grad(out)
+    grad_self, grad_src = _reduce_grads(ix, g, out, a, dim, index, src, reduce, include_self)
+    put_grad(a, grad_self)
+    put_grad(src, grad_src)
 
 
-_indexed_reduce_rule(aten.scatter_reduce.two, _SCATTER)
-_indexed_reduce_rule(aten.index_reduce.default, _INDEX)
+for _op, _ix in ((aten.scatter_reduce.two, _SCATTER), (aten.index_reduce.default, _INDEX)):
+    with_arguments(RULES, _op, functools.partial(_put_reduce_grads, _ix))
 
 
 @RULES.grad(aten.segment_reduce.default)

@@ -11,7 +11,7 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import backward_kernel, register, zeros_shaped
+from thunderviz.autodiff.rules.common import backward_kernel, register, with_arguments, zeros_shaped
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
@@ -125,27 +125,20 @@ def _index_rule(op) -> None:
     register(RULES, op, index, applies=_integer_indices)
 
 
-def _index_put_rule(op) -> None:
-    def index_put(*args, **kwargs):
-        a, indices, values, accumulate = op_args(op, args, kwargs)
-        out = op(*args, **kwargs)
-        g = get_grad(out)
-        if requires_grad(a):
-            put_grad(
-                a,
-                g if accumulate else aten.index_put.default(g, indices, zeros_shaped(g, []), False),
-            )
-        if requires_grad(values):
-            put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
-        return out
-
-    register(RULES, op, index_put, applies=_integer_indices)
+def _put_index_put_grads(out, a, indices, values, accumulate) -> None:
+    g = get_grad(out)
+    if requires_grad(a):
+        put_grad(
+            a, g if accumulate else aten.index_put.default(g, indices, zeros_shaped(g, []), False)
+        )
+    if requires_grad(values):
+        put_grad(values, aten.index.Tensor(g, indices))  # put_grad sums a broadcast away
 
 
 for _op in (aten.index.Tensor, aten._unsafe_index.Tensor):
     _index_rule(_op)
 for _op in (aten.index_put.default, aten._unsafe_index_put.default):
-    _index_put_rule(_op)
+    with_arguments(RULES, _op, _put_index_put_grads, applies=_integer_indices)
 
 
 # --- writing into a tensor (what functionalized mutation and setitem become) -----------------

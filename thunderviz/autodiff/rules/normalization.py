@@ -12,9 +12,8 @@ import torch.nn.functional as F
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import needs_grad_mask, put_grads, register
+from thunderviz.autodiff.rules.common import needs_grad_mask, put_grads, register, with_arguments
 from thunderviz.prims import aten
-from thunderviz.prims.call_args import op_args
 from thunderviz.prims.torch_symbols import torch_symbol
 
 RULES = RuleSet("normalization")
@@ -31,48 +30,47 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     return out, mean, rstd
 
 
-def _batch_norm_rule(op, arguments) -> None:
-    """Batch norm's ATen forms: `arguments(*the call's arguments)` gives (x, weight, bias,
-    running_mean, running_var, training, eps). Training normalizes with the batch statistics
-    (save_mean, save_invstd); eval with the running ones. Updated running statistics are
-    outputs without gradient."""
-
-    def batch_norm(*args, **kwargs):
-        outs = op(*args, **kwargs)
-        out, save_mean, save_invstd = outs[:3]
-        x, weight, bias, running_mean, running_var, training, eps = arguments(
-            *op_args(op, args, kwargs)
-        )
-        grads = aten.native_batch_norm_backward.default(
-            get_grad(out),
-            x,
-            weight,
-            None if training else running_mean,
-            None if training else running_var,
-            save_mean,
-            save_invstd,
-            training,
-            eps,
-            needs_grad_mask(x, weight, bias),
-        )
-        put_grads((x, weight, bias), grads)
-        return outs
-
-    register(RULES, op, batch_norm)
-
-
-for _op in (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default):
-    _batch_norm_rule(
-        _op,
-        lambda x, w, b, mean, var, training, _momentum, eps: (x, w, b, mean, var, training, eps),
+def _put_batch_norm_grads(outs, x, weight, bias, running_mean, running_var, training, eps) -> None:
+    """Training normalizes with the batch statistics (save_mean, save_invstd); eval with the
+    running ones. Updated running statistics are outputs without gradient."""
+    out, save_mean, save_invstd = outs[:3]
+    grads = aten.native_batch_norm_backward.default(
+        get_grad(out),
+        x,
+        weight,
+        None if training else running_mean,
+        None if training else running_var,
+        save_mean,
+        save_invstd,
+        training,
+        eps,
+        needs_grad_mask(x, weight, bias),
     )
-_batch_norm_rule(
+    put_grads((x, weight, bias), grads)
+
+
+# Batch norm's ATen forms, each as (x, weight, bias, running_mean, running_var, training, eps)
+for _op in (aten.native_batch_norm.default, aten._native_batch_norm_legit_functional.default):
+    with_arguments(
+        RULES,
+        _op,
+        lambda outs, x, w, b, mean, var, training, _momentum, eps: _put_batch_norm_grads(
+            outs, x, w, b, mean, var, training, eps
+        ),
+    )
+with_arguments(
+    RULES,
     aten._native_batch_norm_legit.no_stats,
-    lambda x, w, b, _training, _momentum, eps: (x, w, b, None, None, True, eps),
+    lambda outs, x, w, b, _training, _momentum, eps: _put_batch_norm_grads(
+        outs, x, w, b, None, None, True, eps
+    ),
 )
-_batch_norm_rule(
+with_arguments(
+    RULES,
     aten._native_batch_norm_legit_no_training.default,
-    lambda x, w, b, mean, var, _momentum, eps: (x, w, b, mean, var, False, eps),
+    lambda outs, x, w, b, mean, var, _momentum, eps: _put_batch_norm_grads(
+        outs, x, w, b, mean, var, False, eps
+    ),
 )
 
 

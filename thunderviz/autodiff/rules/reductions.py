@@ -16,13 +16,12 @@ from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
     conj,
     only_where,
-    register,
     scalar_zero,
     unary,
+    with_arguments,
     zero_where,
 )
 from thunderviz.prims import aten
-from thunderviz.prims.call_args import op_args
 
 RULES = RuleSet("reductions")
 
@@ -204,22 +203,12 @@ def _select_back(g, indices, a, dim, keepdim):
     return aten.scatter.src(zeros, dim, indices, g)
 
 
-def _selection_rule(op, dim_and_keepdim) -> None:
-    """`values, indices = op(a, *options)` that select along a dim (max, sort, topk, ...):
-    the cotangent goes back to the selected places. `dim_and_keepdim(*options)` reads the
-    dim, and whether it was kept, from the call's other arguments (defaults filled in)."""
-
-    def selection(*args, **kwargs):
-        values, indices = op(*args, **kwargs)
-        a, *options = op_args(op, args, kwargs)
-        dim, keepdim = dim_and_keepdim(*options)
-        put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
-        return values, indices
-
-    register(RULES, op, selection)
+def _put_selected(result, a, dim, keepdim):
+    values, indices = result
+    put_grad(a, _select_back(get_grad(values), indices, a, dim, keepdim))
 
 
-# (a, [k,] dim, keepdim) -> the values at the selected index along dim
+# (values, indices) = op(a, [k,] dim, keepdim): the values at the selected index along dim
 for _op in (
     aten.max.dim,
     aten.min.dim,
@@ -228,10 +217,18 @@ for _op in (
     aten.mode.default,
     aten.kthvalue.default,
 ):
-    _selection_rule(_op, lambda *options: options[-2:])
+    with_arguments(RULES, _op, lambda result, a, *options: _put_selected(result, a, *options[-2:]))
 # sorting permutes: each input element goes to exactly one place, the indices say where
-_selection_rule(aten.sort.default, lambda dim, descending: (dim, True))
-_selection_rule(aten.topk.default, lambda k, dim, largest, sorted: (dim, True))
+with_arguments(
+    RULES,
+    aten.sort.default,
+    lambda result, a, dim, _descending: _put_selected(result, a, dim, True),
+)
+with_arguments(
+    RULES,
+    aten.topk.default,
+    lambda result, a, _k, dim, _largest, _sorted: _put_selected(result, a, dim, True),
+)
 
 
 @RULES.grad(aten.sort.stable)

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import only_where, register, scalar_zero, zero_where
+from thunderviz.autodiff.rules.common import (
+    only_where,
+    register,
+    scalar_zero,
+    with_arguments,
+    zero_where,
+)
 from thunderviz.prims import aten
 
 RULES = RuleSet("selection")
@@ -133,38 +139,22 @@ for _op, _keeps in (
     _one_sided_clamp_rule(_op, _keeps)
 
 
-def _where_rule(op) -> None:
-    """where(cond, a, b), a or b possibly a number (no gradient: `requires_grad` is False)."""
+def _masked_grads(mask_at: int, kept_at: int):
+    """where(cond, a, b) (mask at 0, `a` kept where it holds) and masked_fill(a, mask, value)
+    (mask at 1, `value` written where it holds): the operand written where the mask holds
+    takes the cotangent there, the other one elsewhere. A number operand has no gradient
+    (`requires_grad` is False); a 0-dim tensor value's is the sum (put_grad sums)."""
 
-    def where(cond, a, b):
-        out = op(cond, a, b)
+    def put(out, *args):
         g = get_grad(out)
-        if requires_grad(a):
-            put_grad(a, only_where(cond, g))
-        if requires_grad(b):
-            put_grad(b, zero_where(cond, g))
-        return out
+        for i, x in enumerate(args):
+            if i != mask_at and requires_grad(x):
+                put_grad(x, (only_where if i == kept_at else zero_where)(args[mask_at], g))
 
-    register(RULES, op, where, supports_complex=True)
-
-
-def _masked_fill_rule(op) -> None:
-    """`value` (a number, or a 0-dim tensor) is written at every masked place: a tensor
-    value's gradient is the sum there (put_grad does the sum)."""
-
-    def masked_fill(a, mask, value):
-        out = op(a, mask, value)
-        g = get_grad(out)
-        if requires_grad(a):
-            put_grad(a, zero_where(mask, g))
-        if requires_grad(value):
-            put_grad(value, only_where(mask, g))
-        return out
-
-    register(RULES, op, masked_fill, supports_complex=True)
+    return put
 
 
 for _op in (aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther):
-    _where_rule(_op)
+    with_arguments(RULES, _op, _masked_grads(0, 1), supports_complex=True)
 for _op in (aten.masked_fill.Scalar, aten.masked_fill.Tensor):
-    _masked_fill_rule(_op)
+    with_arguments(RULES, _op, _masked_grads(1, 2), supports_complex=True)

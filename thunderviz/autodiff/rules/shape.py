@@ -15,10 +15,10 @@ from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
     pass_through,
-    register,
     reshape_back,
     self_adjoint,
     unary,
+    with_arguments,
     zeros_shaped,
 )
 from thunderviz.prims import aten
@@ -227,24 +227,11 @@ def stack(*args, **kwargs):
     return out
 
 
-def _cat_piece_grads(a, outs, dim):
+def _split_grads(outs, a, _split, dim):
     """Split-like ops: the input's gradient is the pieces' cotangents put back together."""
     grads = [get_grad(o) for o in outs]
     d = _norm_dim(dim, a.ndim)
     put_grad(a, grads[0] if len(grads) == 1 else aten.cat.default(grads, d))
-
-
-def _split_rule(op) -> None:
-    """The joint rule of one split-like op: the forward is `op` itself (called as recorded),
-    the input's gradient is its pieces' cotangents concatenated back along `dim`."""
-
-    def split_like(*args, **kwargs):
-        outs = op(*args, **kwargs)
-        a, _, dim = op_args(op, args, kwargs)
-        _cat_piece_grads(a, outs, dim)
-        return outs
-
-    register(RULES, op, split_like)
 
 
 for _op in (
@@ -254,7 +241,7 @@ for _op in (
     aten.tensor_split.sections,
     aten.tensor_split.indices,
 ):
-    _split_rule(_op)
+    with_arguments(RULES, _op, _split_grads)
 
 
 @RULES.grad(aten.unbind.int)
