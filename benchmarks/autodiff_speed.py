@@ -4,8 +4,9 @@ forward and backward of `torch.compile(model, backend="aot_eager")`, on the prog
 benchmarks/programs.py. Both sides are warmed the same way first (one first call each on a
 throwaway small model: imports and torch's tables are loaded, nothing of the measured
 models is cached), then each model is measured `rounds` times on fresh copies,
-interleaved; medians with min and max. The trace + autodiff part alone (real and fake
-tensors) is printed for the GPT.
+interleaved; medians with min and max. The trace and the autodiff parts alone (real and fake
+tensors) are printed for the GPT: the rest of the first call is compiling the generated code
+and running it once.
 Run: `.venv/bin/python -m benchmarks.autodiff_speed [rounds] [torch threads]`."""
 
 from __future__ import annotations
@@ -22,24 +23,27 @@ import thunderviz as tv
 from benchmarks.programs import PROGRAMS, gpt, small
 
 
-def first_call_ours(model, args, loss_of) -> float:
-    t0 = time.perf_counter()
+def first_call_ours(model, args, loss_of) -> tuple[float, float]:
+    """(wall-clock, process CPU) seconds of the first call."""
+    t0, c0 = time.perf_counter(), time.process_time()
     loss_of(tv.jit(model)(*args)).backward()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def first_call_aot_eager(model, args, loss_of) -> float:
+def first_call_aot_eager(model, args, loss_of) -> tuple[float, float]:
     torch._dynamo.reset()  # nothing compiled before counts
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     loss_of(torch.compile(model, backend="aot_eager")(*args)).backward()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def trace_and_autodiff(fake: bool) -> float:
+def trace_and_autodiff(fake: bool) -> tuple[float, float]:
     model, args, _ = gpt()
     t0 = time.perf_counter()
-    tv.autodiff(tv.trace(model, *args, fake=fake))
-    return time.perf_counter() - t0
+    trace = tv.trace(model, *args, fake=fake)
+    t1 = time.perf_counter()
+    tv.autodiff(trace)
+    return t1 - t0, time.perf_counter() - t1
 
 
 def main(rounds: int = 3) -> None:
@@ -48,29 +52,37 @@ def main(rounds: int = 3) -> None:
     first_call_aot_eager(copy.deepcopy(model), args, loss_of)
     print(
         f"First call (forward + backward included), median [min, max] of {rounds} "
-        f"interleaved runs, {torch.get_num_threads()} torch thread(s)"
+        f"interleaved runs, {torch.get_num_threads()} torch thread(s); wall clock, and the "
+        "process's CPU time (steadier on a loaded machine) in brackets"
     )
     for title, make in PROGRAMS:
         model, args, loss_of = make()
-        times: dict[str, list[float]] = {"thunderviz.jit": [], "torch.compile aot_eager": []}
+        times: dict[str, list[tuple[float, float]]] = {
+            "thunderviz.jit": [],
+            "torch.compile aot_eager": [],
+        }
         for _ in range(rounds):
             times["thunderviz.jit"].append(first_call_ours(copy.deepcopy(model), args, loss_of))
             times["torch.compile aot_eager"].append(
                 first_call_aot_eager(copy.deepcopy(model), args, loss_of)
             )
-        ours = statistics.median(times["thunderviz.jit"])
+        ours = [statistics.median(t[k] for t in times["thunderviz.jit"]) for k in (0, 1)]
         print(f"\n{title}")
-        for name, ts in times.items():
+        for name, runs in times.items():
+            ts, cpu = [t for t, _ in runs], statistics.median(c for _, c in runs)
             med = statistics.median(ts)
             print(
                 f"  {name:24} {med:8.3f} s  [{min(ts):.3f}, {max(ts):.3f}]  "
-                f"{med / ours:6.1f}x thunderviz"
+                f"{med / ours[0]:6.1f}x thunderviz  (CPU {cpu:.3f} s, {cpu / ours[1]:5.1f}x)"
             )
     for fake in (False, True):
-        ts = [trace_and_autodiff(fake) for _ in range(rounds)]
+        parts = [trace_and_autodiff(fake) for _ in range(rounds)]
+        both = [a + b for a, b in parts]
         print(
             f"\nGPT trace({'fake' if fake else 'real'} tensors) + autodiff alone: "
-            f"{statistics.median(ts):.3f} s [{min(ts):.3f}, {max(ts):.3f}]"
+            f"{statistics.median(both):.3f} s [{min(both):.3f}, {max(both):.3f}] "
+            f"(trace {statistics.median(a for a, _ in parts):.3f} s, "
+            f"autodiff {statistics.median(b for _, b in parts):.3f} s)"
         )
     print("\ntarget: thunderviz's first call at least 20x faster than aot_eager's")
 
