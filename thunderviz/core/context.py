@@ -22,6 +22,14 @@ def current_builder() -> Any | None:
     return stack[-1] if stack else None
 
 
+def building() -> Any:
+    """The builder in use, for code that only runs while a trace is built (grad rules)."""
+    builder = current_builder()
+    if builder is None:
+        raise RuntimeError("no trace is being built here")
+    return builder
+
+
 def push_builder(builder: Any) -> None:
     _builders.set((*_builders.get(), builder))
 

@@ -11,7 +11,7 @@ import torch
 from thunderviz.core.symbol import Symbol, SymbolKind
 from thunderviz.prims.aten import meta_outputs
 
-__all__ = ["torch_symbol", "functional_method_name"]
+__all__ = ["torch_symbol", "named_torch_symbol", "functional_method_name"]
 
 # Namespaces searched, in order, for the public name of a torch function.
 _NAMESPACES = ("torch.nn.functional", "torch", "torch.special", "torch.linalg", "torch.fft")
@@ -74,6 +74,14 @@ def torch_symbol(func: Callable[..., Any]) -> Symbol | None:
     if public is not None:
         return Symbol(name=public, id=public, fn=func, meta=meta)
     return None
+
+
+def named_torch_symbol(func: Callable[..., Any]) -> Symbol:
+    """`torch_symbol` of a function known to have a public name (the calls rules make)."""
+    sym = torch_symbol(func)
+    if sym is None:
+        raise ValueError(f"{func!r} has no public torch name to call it by")
+    return sym
 
 
 def is_property_read(func: Callable[..., Any]) -> bool:

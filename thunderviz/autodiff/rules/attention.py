@@ -30,11 +30,11 @@ from thunderviz.autodiff.registry import RuleSet
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.prims import aten
 from thunderviz.prims.aten import op_id
-from thunderviz.prims.torch_symbols import torch_symbol
+from thunderviz.prims.torch_symbols import named_torch_symbol
 
 RULES = RuleSet("attention")
 
-SDPA = torch_symbol(F.scaled_dot_product_attention)
+SDPA = named_torch_symbol(F.scaled_dot_product_attention)
 MATH_ID = op_id(torch.ops.aten._scaled_dot_product_attention_math.default)
 
 

@@ -28,7 +28,7 @@ from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import only_where, pass_through
-from thunderviz.core.context import current_builder
+from thunderviz.core.context import building, current_builder
 from thunderviz.core.locations import where
 from thunderviz.prims import aten
 from thunderviz.prims.collectives import (
@@ -63,7 +63,7 @@ def _communicate(sym, *args):
     """Call a collective in a rule's backward, its line headed by what it does and over which
     ranks (as captured collectives are)."""
     out = sym(*args)
-    recorded = current_builder().bound_symbols[-1]
+    recorded = building().bound_symbols[-1]
     recorded.header = collective_header(sym.fn, args)
     return out
 
@@ -122,7 +122,8 @@ def broadcast(x, src, group_name):
     g = get_grad(out)
     total = WAIT(_communicate(ALL_REDUCE, g, "sum", group_name))
     # Which rank this trace runs on is fixed when it is traced (one trace per process).
-    group = dist.distributed_c10d._resolve_process_group(group_name)
+    # torch.distributed does not export it; the one way from a group name to the group
+    group = dist.distributed_c10d._resolve_process_group(group_name)  # pyright: ignore[reportPrivateImportUsage]
     is_source = dist.get_rank(group) == src
     keep = aten.full.default([], is_source, dtype=torch.bool, device=x.device)
     put_grad(x, only_where(keep, total))

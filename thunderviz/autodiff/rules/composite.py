@@ -13,7 +13,7 @@ from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import conj, register, self_adjoint
 from thunderviz.prims import aten
-from thunderviz.prims.torch_symbols import torch_symbol
+from thunderviz.prims.torch_symbols import named_torch_symbol
 
 RULES = RuleSet("composite", supports_complex=True)
 
@@ -44,7 +44,7 @@ def broadcast_tensors(tensors):
     return _broadcast_back(tensors, aten.broadcast_tensors.default(tensors))
 
 
-_torch_broadcast_tensors = torch_symbol(torch.broadcast_tensors)
+_torch_broadcast_tensors = named_torch_symbol(torch.broadcast_tensors)
 
 
 @RULES.grad(torch.broadcast_tensors)
@@ -139,7 +139,7 @@ def put(a, index, source, accumulate=False):
 def _bilinear_rule(fn) -> None:
     """F.bilinear / torch.bilinear as one op (ATen runs it as `_trilinear`, a general
     contraction): out[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]."""
-    sym = torch_symbol(fn)
+    sym = named_torch_symbol(fn)
 
     def bilinear(x1, x2, weight, bias=None):
         out = sym(x1, x2, weight, bias)

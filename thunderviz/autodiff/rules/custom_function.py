@@ -25,12 +25,13 @@ from thunderviz.autodiff.registry import RuleSet
 from thunderviz.capture.custom_function import (
     APPLY_ID,
     AutogradFunctionCall,
+    ObjectProxy,
     apply_symbol,
     backward_symbol,
     forward_symbol,
     has_backward,
 )
-from thunderviz.core.context import current_builder
+from thunderviz.core.context import building
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
 
@@ -40,7 +41,7 @@ RULES = RuleSet("custom_function", supports_complex=True)  # the user's backward
 def _fresh_like(p: Any) -> Any:
     """A new proxy with `p`'s metadata, named in the trace being built."""
     if isinstance(p, TensorProxy):
-        return TensorProxy(current_builder().names.fresh(), p.shape, p.dtype, p.device)
+        return TensorProxy(building().names.fresh(), p.shape, p.dtype, p.device)
     return p
 
 
@@ -56,7 +57,11 @@ def _like(protos: Any, extra: Any = ()) -> Any:
 
 @RULES.grad(APPLY_ID)
 def _autograd_function(
-    call: Proxy, *args: Any, reads: tuple[Any, ...] = (), held: tuple[Any, ...] = (), **kwargs: Any
+    call: ObjectProxy,
+    *args: Any,
+    reads: tuple[Any, ...] = (),
+    held: tuple[Any, ...] = (),
+    **kwargs: Any,
 ) -> Any:
     fn: AutogradFunctionCall = call.value
     needs = tuple(requires_grad(a) for a in args)
@@ -64,7 +69,7 @@ def _autograd_function(
     if not any(needs):  # eager's apply records no backward when no input needs a gradient
         return apply_symbol(_like(fn.outputs))(call, *args, **given, **kwargs)
     if not has_backward(fn.cls):
-        builder = current_builder()
+        builder = building()
         raise AutodiffError(
             f"thunderviz cannot differentiate {fn.cls.__qualname__}.apply at "
             f"{where(fn.source or builder.source, fn.module_path or builder.module_path)}: the "
@@ -74,7 +79,7 @@ def _autograd_function(
         )
 
     def ctx_proxy() -> tuple[Proxy]:
-        return (Proxy(current_builder().names.fresh("ctx")),)
+        return (Proxy(building().names.fresh("ctx")),)
 
     held_needs = tuple(requires_grad(h) for h in held)
     if held:
@@ -82,7 +87,7 @@ def _autograd_function(
     out, ctx = forward_symbol(_like(fn.outputs, ctx_proxy))(call, needs, *args, **kwargs)
     # the forward's ops, as traced, beneath the call in the augmented forward too (for viewing;
     # they name the call's outputs as the forward trace does, which the sweep gives it)
-    current_builder().bound_symbols[-1].subsymbols = list(fn.traced_ops)
+    building().bound_symbols[-1].subsymbols = list(fn.traced_ops)
     outs = out if isinstance(out, tuple) else (out,)
     # None where no cotangent flows: the user's ctx decides, as in eager, whether its
     # backward sees zeros there (materialize_grads, the default) or None

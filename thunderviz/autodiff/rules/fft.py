@@ -28,6 +28,7 @@ def fft_c2c(x, dim, normalization, forward):
 def fft_r2c(x, dim, normalization, onesided):
     out = aten._fft_r2c.default(x, dim, normalization, onesided)
     g = get_grad(out)
+    assert g is not None  # out is a tensor
     if onesided:  # the bins left out (mirror images) get no cotangent
         last = dim[-1] % x.ndim
         missing = x.shape[last] - g.shape[last]
@@ -42,6 +43,7 @@ def fft_r2c(x, dim, normalization, onesided):
 def fft_c2r(x, dim, normalization, last_dim_size):
     out = aten._fft_c2r.default(x, dim, normalization, last_dim_size)
     g = get_grad(out)
+    assert g is not None  # out is a tensor
     gx = aten._fft_r2c.default(g, dim, normalization, True)
     last = dim[-1] % g.ndim
     doubled = g.shape[last] - gx.shape[last]  # bins 1..doubled stand for two each

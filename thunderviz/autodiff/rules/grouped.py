@@ -38,6 +38,7 @@ def _grouped_mm_shape(a: TensorProxy, b: TensorProxy, offs: TensorProxy | None) 
     if a.ndim == 2 and b.ndim == 3:
         return [a.shape[0], b.shape[2]]
     if a.ndim == 2 and b.ndim == 2:
+        assert offs is not None  # groups along the shared dim: torch requires offs
         return [offs.shape[0], a.shape[0], b.shape[1]]
     if a.ndim == 3 and b.ndim == 2:
         return [a.shape[1], b.shape[1]]
@@ -79,6 +80,7 @@ def grouped_mm(*args, **kwargs):
     a, b, offs, _bias, _out_dtype = _args(*args, **kwargs)
     out = GROUPED_MM(*args, **kwargs)
     g = get_grad(out)
+    assert g is not None  # out is a tensor
     if g.dtype != a.dtype:  # out_dtype: the products run in the inputs' dtype
         g = aten._to_copy.default(g, dtype=a.dtype)
     if requires_grad(a):

@@ -19,11 +19,11 @@ from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import conj, scaled
 from thunderviz.prims import aten
-from thunderviz.prims.torch_symbols import torch_symbol
+from thunderviz.prims.torch_symbols import named_torch_symbol
 
 RULES = RuleSet("linalg", supports_complex=True)
 
-LINEAR = torch_symbol(F.linear)
+LINEAR = named_torch_symbol(F.linear)
 
 
 def _mT(x):
@@ -85,6 +85,7 @@ def addbmm(c, a, b, **kwargs):
     """c + sum_i a[i] @ b[i]: every batch shares the output's cotangent."""
     out = aten.addbmm.default(c, a, b, **kwargs)
     g = get_grad(out)
+    assert g is not None  # out is a tensor
     _added_term_grad(c, g, kwargs)
     ga = aten.expand.default(
         aten.unsqueeze.default(scaled(g, _alpha(kwargs)), 0), [a.shape[0], *g.shape]

@@ -45,6 +45,7 @@ def logcumsumexp(a, dim):
     cotangent does not exist), so large a does not overflow."""
     out = aten.logcumsumexp.default(a, dim)
     g = get_grad(out)
+    assert g is not None  # out is a tensor
     if a.ndim == 0:
         put_grad(a, g)
         return out
