@@ -14,7 +14,7 @@ from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import needs_grad_mask, put_grads, register, with_arguments
 from thunderviz.prims import aten
-from thunderviz.prims.torch_symbols import torch_symbol
+from thunderviz.prims.torch_symbols import named_torch_symbol
 
 RULES = RuleSet("normalization")
 
@@ -119,12 +119,13 @@ def _rms_norm_rule(fn) -> None:
     into pow/mean/rsqrt/mul, on CUDA into `_fused_rms_norm`. The backward recomputes the
     1/rms statistic from the input instead of saving it; like eager it computes in float32
     for half-precision inputs."""
-    sym = torch_symbol(fn)
+    sym = named_torch_symbol(fn)
 
     def rms_norm(*args, **kwargs):
         out = sym(*args, **kwargs)
         x, normalized_shape, weight, eps = _rms_norm_args(*args, **kwargs)
         g = get_grad(out)
+        assert g is not None  # out is a tensor
         n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
         dims = list(range(x.ndim - n, x.ndim))
         compute = torch.float64 if x.dtype == torch.float64 else torch.float32
