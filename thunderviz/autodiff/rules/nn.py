@@ -11,6 +11,8 @@ Dropout is elementwise (`native_dropout`, or `bernoulli` + `mul` once functional
 
 from __future__ import annotations
 
+import functools
+
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
@@ -20,6 +22,7 @@ from thunderviz.autodiff.rules.common import (
     put_grads,
     register,
     unary,
+    with_arguments,
 )
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
@@ -71,20 +74,17 @@ backward_kernel(
 # --- softmax and losses -----------------------------------------------------------------------
 
 
-@RULES.grad(aten._softmax.default)
-def softmax(x, dim, half_to_float):
-    out = aten._softmax.default(x, dim, half_to_float)
-    g = get_grad(out)
-    put_grad(x, aten._softmax_backward_data.default(g, out, dim, x.dtype))
-    return out
+def _put_softmax_grad(backward, out, x, dim, _half_to_float) -> None:
+    put_grad(x, backward(get_grad(out), out, dim, x.dtype))
 
 
-@RULES.grad(aten._log_softmax.default)
-def log_softmax(x, dim, half_to_float):
-    out = aten._log_softmax.default(x, dim, half_to_float)
-    g = get_grad(out)
-    put_grad(x, aten._log_softmax_backward_data.default(g, out, dim, x.dtype))
-    return out
+# softmax's and log_softmax's kernels read the output, not the input
+for _name in ("_softmax", "_log_softmax"):
+    with_arguments(
+        RULES,
+        getattr(aten, _name).default,
+        functools.partial(_put_softmax_grad, getattr(aten, f"{_name}_backward_data").default),
+    )
 
 
 @RULES.grad(aten._safe_softmax.default)
