@@ -78,7 +78,7 @@ $(FRONTEND_DEPS): frontend/package-lock.json
 
 # The virtualenv and the frontend's npm packages; neither Chromium nor graphviz. Pyright's
 # node is a wheel in the venv; IGNORE_WARNINGS stops it asking PyPI for a newer version.
-# The frontend: eslint, then tsc's checkJs against frontend/typecheck-baseline.txt.
+# The frontend: eslint, then tsc's checkJs (frontend/jsconfig.json).
 lint: $(STAMP) $(FRONTEND_DEPS)
 	$(PY) -m ruff check thunderviz tests benchmarks examples
 	$(PY) -m ruff format --check thunderviz tests benchmarks examples

@@ -26,6 +26,7 @@ export class GraphView {
    * @param {any} options.ti trace index
    * @param {string} options.title
    * @param {(id: string) => void} options.onSelect
+   * @param {() => string} [options.currentSelection] the selection before a click changes it
    * @param {(id: string) => void} options.onToggle
    * @param {(expanded: Set<string>) => void} [options.onSetExpanded] toolbar "default" / "collapse all"
    * @param {() => Set<string>} [options.defaultExpansion]
@@ -52,6 +53,8 @@ export class GraphView {
     this.marked = [];
     this.lastMarks = null;
     this.gradFlowOn = false;
+    /** @type {HTMLInputElement | null} the toolbar's grad-flow box, where graphcontrols.js makes one */
+    this.gradFlowBox = null;
 
     this.message = h("div", { class: "tv-message" });
     this.busy = h("div", { class: "tv-busy" });
