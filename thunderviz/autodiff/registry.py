@@ -19,7 +19,9 @@ real numbers never gives a complex input a wrong gradient. A RuleSet gives its r
 default (`RuleSet("shape", supports_complex=True)` for a family of linear maps); a rule
 overrides it (`@RULES.grad(op, supports_complex=False)`).
 Rule files each fill a RuleSet of their own; `rules/__init__.py` puts them together in one
-explicit place, and users add theirs with `thunderviz.register_grad`.
+explicit place, and users add theirs with `thunderviz.register_grad`. Rules that many ops
+share in shape come from the makers in `rules/common.py` (`unary`, `backward_kernel`,
+`with_arguments`, ...), each of which registers into the RuleSet it is given.
 """
 
 from __future__ import annotations
