@@ -16,6 +16,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.codegen import bsym_statement, codeval, type_comment
 from thunderviz.core.inputs import TraceInput, input_values
+from thunderviz.core.liveness import source_freeing_dead
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
 from thunderviz.core.quoting import UnsafeCodeError, code_line, comment, is_identifier
 from thunderviz.core.symbol import BoundSymbol
@@ -191,11 +192,19 @@ class Trace:
         return lines
 
     # --- execution -----------------------------------------------------------------------
-    def python_callable(self, names: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
+    def python_callable(
+        self, names: tuple[tuple[str, Any], ...] = (), *, free_dead: bool = False
+    ) -> Callable[..., Any]:
         """A function that runs this trace on torch (the printed source, compiled). `names`
         adds (name, value) pairs to the generated code's globals, for symbols whose printed
-        name is not reachable from `torch` (the executor's guard checks)."""
-        fn = _compile(self.python(print_depth=0), self.name, names)
+        name is not reachable from `torch` (the executor's guard checks). `free_dead`: each
+        value is deleted after the statement that last reads it (`core/liveness.py`)."""
+        source = (
+            source_freeing_dead(self.printed_lines(print_depth=0), self.bound_symbols, self.output)
+            if free_dead
+            else self.python(print_depth=0)
+        )
+        fn = _compile(source, self.name, names)
         if self.constants:
             fn = functools.partial(fn, **self.constants)
         spec = self.output_spec

@@ -340,7 +340,7 @@ class JittedFunction:
             not_compiled,  # the forward alone never runs here
             # autograd.Function.forward already runs without grad: skip the trace's no_grad
             run_augmented=without_no_grad(augmented.python_callable(GUARD_NAMES)),
-            run_backward=backward.python_callable(),
+            run_backward=backward.python_callable(free_dead=True),
             differentiable_outputs=positions,
             n_args=n_args,
             guards=guards,
