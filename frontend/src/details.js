@@ -130,7 +130,7 @@ export class DetailsPanel {
     const where = `${source.file ?? "?"}:${source.line ?? "?"}`;
     const doc = this.el.ownerDocument;
     const opens = Boolean(doc.body && doc.body.hasAttribute(OPENS_SOURCE_ATTRIBUTE));
-    const link = h("button", { class: "tv-link", title: opens ? `Open ${where}` : "Copy file:line", data: { action: "source-link" } }, where);
+    const link = h("button", { class: "tv-link", title: opens ? `Open ${where} (copied instead when the file is outside the server's folder)` : "Copy file:line", data: { action: "source-link" } }, where);
     link.addEventListener("click", async () => {
       const request = new CustomEvent(OPEN_SOURCE_EVENT, { bubbles: true, cancelable: true, detail: { file: source.file, line: source.line } });
       if (typeof source.file === "string" && !link.dispatchEvent(request)) {
