@@ -9,7 +9,8 @@ system and the next step faults the pages in again (on HF GPT-2 tiny, a jit step
 by `del` of the values nothing later reads, on the statement's own line: line numbers stay
 those of the printed trace, which error attribution maps back to bound symbols. Outputs are
 never deleted; neither is a value last read by a functionalized call (its statements are its
-subsymbols'), which the function's return frees as before.
+subsymbols'), which the function's return frees as before. `jit` compiles its augmented
+forward and its backward this way; the printed traces are unchanged.
 """
 
 from __future__ import annotations
