@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-import transformers
 
 import thunderviz as tv
+from tests.capture.test_stamping import fingerprint, hf_bert, hf_llama, ids
 from thunderviz.autodiff import block_sweep
 from thunderviz.models import GPT, GPTConfig
 
@@ -18,30 +18,22 @@ from thunderviz.models import GPT, GPTConfig
 def described(result) -> list:
     """Everything a result shows, at every level (sources, module paths, tags, links)."""
 
-    def walk(trace):
+    def program(trace):  # without the provenance lines, which say how long it took
+        return [x for x in str(trace).splitlines() if not x.startswith("# Constructed")]
+
+    def links(trace):
         return [
-            (
-                b.sym.id,
-                repr(b.args),
-                repr(b.kwargs),
-                repr(b.output),
-                repr(b.source),
-                b.module_path,
-                sorted(t.name for t in b.tags),
-                b.header,
-                None if b.fwd_bsym is None else (b.fwd_bsym.sym.id, repr(b.fwd_bsym.output)),
-            )
+            None if b.fwd_bsym is None else (b.fwd_bsym.sym.id, repr(b.fwd_bsym.output))
             for b in trace.walk()
         ]
-
-    def program(trace):  # without the provenance lines, which say how long it took
-        return "\n".join(x for x in str(trace).splitlines() if not x.startswith("# Constructed"))
 
     return [
         program(result.augmented_forward),
         program(result.backward),
-        walk(result.augmented_forward),
-        walk(result.backward),
+        fingerprint(result.augmented_forward),
+        fingerprint(result.backward),
+        links(result.augmented_forward),
+        links(result.backward),
         [(s.proxy.name, s.recomputed) for s in result.saved_for_backward],
         [None if g is None else g.name for g in result.grad_inputs],
         result.cotangent_of,
@@ -74,10 +66,6 @@ def stamped_and_swept(monkeypatch, fn, *args, fake=False):
     return written, fast, full
 
 
-def ids(vocab=100):
-    return torch.randint(0, vocab, (2, 16))
-
-
 @pytest.mark.parametrize("fake", [False, True])
 @pytest.mark.parametrize("training, dropout", [(False, 0.0), (True, 0.1)])
 def test_our_gpt(monkeypatch, fake, training, dropout):
@@ -90,30 +78,10 @@ def test_our_gpt(monkeypatch, fake, training, dropout):
     assert len(written) == 4  # blocks 5 and 4 swept (the second proves the first)
 
 
-@pytest.mark.parametrize("which", ["llama", "bert_train"])
-def test_hf_models(monkeypatch, which):
+@pytest.mark.parametrize("make", [hf_llama, lambda: hf_bert(True)], ids=["llama", "bert_train"])
+def test_hf_models(monkeypatch, make):
     torch.manual_seed(0)
-    if which == "llama":
-        cfg = transformers.LlamaConfig(
-            vocab_size=100,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=5,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            use_cache=False,
-        )
-        model = transformers.LlamaForCausalLM(cfg)
-    else:
-        cfg = transformers.BertConfig(
-            vocab_size=100,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=5,
-            num_attention_heads=4,
-        )
-        model = transformers.BertModel(cfg).train()
-    written, _, _ = stamped_and_swept(monkeypatch, model, ids())
+    written, _, _ = stamped_and_swept(monkeypatch, make(), ids())
     assert len(written) == 3
 
 

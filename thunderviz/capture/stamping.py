@@ -16,8 +16,10 @@ whose outputs do not match the recording's structure is undone (RNG state includ
 recorded for real.
 
 A recording is used only after it proved itself: two consecutive real recordings of one
-signature must agree exactly once written out for each other (this also waits for the
-recorder's caches, whose first fill names things differently, to be warm). Any block
+signature must agree exactly once written out for each other. The recorder's per-trace
+caches (decompositions) draw names on their first fill that the trace never uses: a first
+recording that did so proves the second when it agrees with it without those names and the
+second used every name it drew (it filled nothing, so the next one sees the same caches). Any block
 that could record differently is recorded for real: one with hooks, one that reads a
 tensor from outside its inputs and parameters, creates constants, mutates its inputs,
 reads values, returns a view, takes a non-primitive Python object
@@ -27,6 +29,7 @@ reads values, returns a view, takes a non-primitive Python object
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -261,7 +264,7 @@ class _Stamper:
         if recording is None:
             self.refused.add(key)
             return out
-        candidate = self.candidates.get(key)
+        candidate = _comparable(self.candidates.get(key), recording)
         if (
             candidate is not None
             and candidate.reads == recording.reads
@@ -392,6 +395,24 @@ def _write_out(recording: _Recording, call: _Call, fresh: list[str]) -> list[Bou
         if old is not None:
             mapping[old_name] = old.renamed(new_name)
     return [rewritten(b, mapping, len(recording.path), call.path) for b in recording.bsyms]
+
+
+def _comparable(candidate: _Recording | None, recording: _Recording) -> _Recording | None:
+    """The candidate as it compares with `recording`: itself when both drew as many names;
+    when the candidate (the first recording, which filled the recorder's per-trace caches)
+    drew names it did not use, and `recording` used every name it drew (so it filled no
+    cache, and the next recording starts from the caches it saw), the candidate without
+    those names. Otherwise None: nothing to compare."""
+    if candidate is None or len(candidate.generated) == len(recording.generated):
+        return candidate
+    if any(n not in recording.proxies for n in recording.generated):
+        return None
+    used = [n for n in candidate.generated if n in candidate.proxies]
+    return (
+        dataclasses.replace(candidate, generated=used)
+        if len(used) == len(recording.generated)
+        else None
+    )
 
 
 def _outputs_agree(a: _Recording, b: _Recording) -> bool:
