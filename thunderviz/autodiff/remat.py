@@ -19,6 +19,7 @@ from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import timed_provenance
 from thunderviz.prims.aliasing import is_view_op
+from thunderviz.prims.randomness import is_random_op
 
 __all__ = ["rematerialize", "is_cheap"]
 
@@ -28,7 +29,7 @@ def is_cheap(bsym: BoundSymbol) -> bool:
     op = bsym.sym.fn
     if not isinstance(op, torch._ops.OpOverload) or bsym.tags & {BsymTag.DATA_DEPENDENT}:
         return False
-    if any(w in bsym.sym.id for w in ("bernoulli", "rand", "normal", "uniform", "dropout")):
+    if is_random_op(op):  # recomputing would draw other numbers
         return False
     return torch.Tag.pointwise in op.tags or is_view_op(op)
 

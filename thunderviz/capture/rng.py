@@ -19,13 +19,14 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.prims.randomness import is_random_op
+
 __all__ = ["draw_order", "inverse"]
 
 
 def _draws_in_place(op: Any) -> bool:
     """An in-place ATen op that draws random numbers (`bernoulli_.float`, `uniform_`)."""
-    tags = getattr(op, "tags", ())
-    return torch.Tag.inplace in tags and torch.Tag.nondeterministic_seeded in tags
+    return is_random_op(op) and torch.Tag.inplace in op.tags
 
 
 def _memory_order(t: torch.Tensor) -> list[int] | None:

@@ -26,6 +26,7 @@ from thunderviz.core.symbol import BoundSymbol, SourceLocation
 from thunderviz.debug.interpret import MISSING, StepError, number_default, run_bsym
 from thunderviz.debug.roles import BackwardRoles
 from thunderviz.debug.stepper import BackwardStepper
+from thunderviz.prims.randomness import draws_random
 from thunderviz.viz import protocol
 
 __all__ = ["GradCheck", "GradientReport", "gradcheck_op", "check_all", "forward_op", "TOLERANCES"]
@@ -120,11 +121,7 @@ def _draws_random_numbers(bsym: BoundSymbol, values: dict[str, Any]) -> bool:
     """Whether the op's result depends on the random numbers it draws (an op that may draw,
     like attention with `dropout_p=0`, is run twice under two seeds to see). The user's RNG
     is left as it was."""
-    if not any(
-        isinstance(b.sym.fn, torch._ops.OpOverload)
-        and torch.Tag.nondeterministic_seeded in b.sym.fn.tags
-        for b in bsym.walk()
-    ):
+    if not draws_random(bsym):
         return False
     runs = []
     for seed in (0, 1):

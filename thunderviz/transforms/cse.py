@@ -9,30 +9,11 @@ from torch.utils import _pytree as pytree
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace, timed_provenance
+from thunderviz.prims.randomness import draws_random
 from thunderviz.transforms.dce import has_side_effects
 from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
 
 __all__ = ["cse", "CSE"]
-
-# Each call draws new random numbers: two of them are never "the same computation".
-_RANDOM_WORDS = (
-    "bernoulli",
-    "rand",
-    "normal",
-    "uniform",
-    "dropout",
-    "multinomial",
-    "randperm",
-    "exponential",
-    "geometric",
-    "cauchy",
-    "log_normal",
-    "poisson",
-)
-
-
-def _is_random(bsym: BoundSymbol) -> bool:
-    return any(any(w in b.sym.id for w in _RANDOM_WORDS) for b in bsym.walk())
 
 
 def _key(bsym: BoundSymbol, renames: dict[str, Proxy]) -> Any:
@@ -56,7 +37,7 @@ def cse(trace: Trace, *, recorder: StepRecorder | None = None) -> Trace:
         out: list[BoundSymbol] = []
         for bsym in trace.bound_symbols:
             current = bsym.rename(renames)
-            if has_side_effects(current) or _is_random(current):
+            if has_side_effects(current) or draws_random(current):
                 out.append(current)
                 visit = VISIT_TYPE.NO_OP
             else:
