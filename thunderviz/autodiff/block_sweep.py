@@ -67,6 +67,7 @@ class _Record:
     units: list[Any]
     path: str
     proxies: list[Proxy]  # every proxy its units mention, in walk order (repeats kept)
+    skeleton: list[Any]  # its units' bound symbols with proxies as their metadata
     start_cts: dict[str, Proxy | None]  # their cotangents when its sweep began
     drawn: dict[str, list[str]]  # prefix -> fresh names drawn, in order
     fwd: list[list[BoundSymbol]]  # per unit: its augmented-forward segment
@@ -138,12 +139,47 @@ def _block_path(module_path: str) -> str | None:
     return None
 
 
-def _proxies(units: list[Any]) -> list[Proxy]:
-    out: list[Proxy] = []
+def _shape(units: list[Any], path: str) -> tuple[list[Proxy], list[Any]]:
+    """The proxies the units' bound symbols mention (walk order, repeats kept) and what is
+    left of them without the proxies' names: everything a fingerprint shows, module paths
+    relative to the block. Compared as values, without printing (this runs per block)."""
+    proxies: list[Proxy] = []
+    skeleton: list[Any] = []
     for unit in units:
         for b in unit.bsym.walk():
-            proxies_in((b.args, b.kwargs, b.output), out)
-    return out
+            where = b.module_path
+            inside = where == path or where.startswith(path + ".")
+            skeleton.append(
+                (
+                    b.sym.id,
+                    _masked(b.args, proxies),
+                    _masked(b.kwargs, proxies),
+                    _masked(b.output, proxies),
+                    b.source,
+                    where[len(path) :] if inside else ("outside", where),
+                    frozenset(b.tags),
+                    b.header,
+                    len(b.subsymbols),
+                )
+            )
+    return proxies, skeleton
+
+
+def _masked(x: Any, proxies: list[Proxy]) -> Any:
+    """`x` with each proxy replaced by its metadata (and appended to `proxies`)."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        return kind(_masked(v, proxies) for v in x)
+    if kind is dict:
+        return {k: _masked(v, proxies) for k, v in x.items()}
+    if isinstance(x, Proxy):
+        proxies.append(x)
+        return proxy_meta(x)
+    if isinstance(x, (tuple, list, dict)):  # namedtuples, return types
+        found = proxies_in(x, [])
+        proxies.extend(found)
+        return (type(x).__name__, repr(x) if not found else [proxy_meta(p) for p in found])
+    return x
 
 
 def _recorded(
@@ -152,7 +188,7 @@ def _recorded(
     """Sweep units[start:end] for real; their record, or None where it cannot be reused."""
     names = state.names
     block = units[start:end]
-    proxies = _proxies(block)
+    proxies, skeleton = _shape(block, path)
     start_cts = {p.name: state.cts.get(p.name) for p in proxies}
     taken, counters = set(names.taken), dict(names._counters)
     n_bwd, n_apps, n_log = len(state.bwd), len(state.applications), len(state.ct_log)
@@ -165,6 +201,7 @@ def _recorded(
         block,
         path,
         proxies,
+        skeleton,
         start_cts,
         drawn,
         state.fwd_segments[start:end],
@@ -189,9 +226,9 @@ def _mapping(
         record.units
     ):
         return None
-    theirs = _proxies(block)
-    if len(theirs) != len(record.proxies):
-        return None
+    theirs, skeleton = _shape(block, path)
+    if skeleton != record.skeleton:
+        return None  # other ops, shapes, dtypes, arguments, tags or sources
     mapping: dict[str, Proxy] = {}
     back: dict[str, str] = {}
     for old, new in zip(record.proxies, theirs, strict=True):
@@ -199,7 +236,7 @@ def _mapping(
             return None
         if back.setdefault(new.name, old.name) != old.name:
             return None
-        if (old.name in needs) != (new.name in needs) or proxy_meta(old) != proxy_meta(new):
+        if (old.name in needs) != (new.name in needs):
             return None
     for old_name, old_ct in record.start_cts.items():
         new_ct = cts.get(mapping[old_name].name)
@@ -211,11 +248,6 @@ def _mapping(
             and mapping.setdefault(old_ct.name, new_ct).name != new_ct.name
         ):
             return None
-    cut = len(record.path)
-    if fingerprints([rewritten(u.bsym, mapping, cut, path) for u in record.units]) != fingerprints(
-        [u.bsym for u in block]
-    ):
-        return None  # other shapes, dtypes, arguments, tags or sources
     return mapping
 
 
