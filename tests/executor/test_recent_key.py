@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 import torch.nn as nn
 
 import thunderviz as tv
 from tests.helpers import value_and_grads
+from thunderviz.executor import keys
 
 F64 = dict(dtype=torch.float64)
 
@@ -35,7 +37,16 @@ def _warm(jitted, fn, *args):
         _check(jitted, fn, *args)
 
 
-def test_each_change_of_a_tensor_argument_after_repeated_calls_retraces():
+@pytest.fixture(params=["with the check", "without it"])
+def tensor_check(request, monkeypatch):
+    """Every case runs twice: with torch's C++ tensor check, and as on a torch build
+    without it (the private API missing), where every call is keyed."""
+    if request.param == "without it":
+        monkeypatch.setattr(keys, "TensorGuards", None)
+    return request.param
+
+
+def test_each_change_of_a_tensor_argument_after_repeated_calls_retraces(tensor_check):
     x = torch.randn(4, 3, **F64, requires_grad=True)
     w = torch.randn(3, 5, **F64, requires_grad=True)
     changes = [
@@ -53,7 +64,7 @@ def test_each_change_of_a_tensor_argument_after_repeated_calls_retraces():
         assert jitted.cache_misses == 2, i
 
 
-def test_a_parameter_where_a_tensor_was_fails_the_check_and_finds_the_same_key():
+def test_a_parameter_where_a_tensor_was_fails_the_check_and_finds_the_same_key(tensor_check):
     x = torch.randn(4, 3, **F64, requires_grad=True)
     w = torch.randn(3, 5, **F64, requires_grad=True)
     jitted = tv.jit(_fn)
@@ -62,7 +73,7 @@ def test_a_parameter_where_a_tensor_was_fails_the_check_and_finds_the_same_key()
     assert jitted.cache_misses == 1  # the key holds metadata, not the tensor's type
 
 
-def test_new_values_of_the_same_metadata_reuse_the_trace_with_their_own_results():
+def test_new_values_of_the_same_metadata_reuse_the_trace_with_their_own_results(tensor_check):
     jitted = tv.jit(_fn)
     for _ in range(5):
         x = torch.randn(4, 3, **F64, requires_grad=True)
@@ -77,7 +88,7 @@ def _pair(*xs):
     return (xs[0] * 3 - xs[1]).sum()
 
 
-def test_a_list_of_the_same_tensors_is_not_taken_for_the_tensors():
+def test_a_list_of_the_same_tensors_is_not_taken_for_the_tensors(tensor_check):
     a = torch.randn(3, **F64, requires_grad=True)
     b = torch.randn(3, **F64, requires_grad=True)
     jitted = tv.jit(_pair)
@@ -90,7 +101,7 @@ def _scaled(x, k):
     return (x * k).sum()
 
 
-def test_a_number_argument_after_repeated_calls_is_keyed_by_value():
+def test_a_number_argument_after_repeated_calls_is_keyed_by_value(tensor_check):
     x = torch.randn(3, **F64, requires_grad=True)
     jitted = tv.jit(_scaled)
     _warm(jitted, _scaled, x, 2)
@@ -116,7 +127,7 @@ def _model_grads_match(jitted, eager, ours, x):
         p.grad, q.grad = None, None
 
 
-def test_module_state_changes_after_repeated_calls_retrace():
+def test_module_state_changes_after_repeated_calls_retrace(tensor_check):
     x = torch.randn(5, 3, **F64)
     changes = [
         lambda m: m[0].weight.requires_grad_(False),
@@ -141,7 +152,7 @@ def test_module_state_changes_after_repeated_calls_retrace():
         assert jitted.cache_misses == misses, i
 
 
-def test_grad_mode_after_repeated_calls_is_part_of_the_key():
+def test_grad_mode_after_repeated_calls_is_part_of_the_key(tensor_check):
     x = torch.randn(4, 3, **F64, requires_grad=True)
     w = torch.randn(3, 5, **F64, requires_grad=True)
     jitted = tv.jit(_fn)
@@ -157,7 +168,7 @@ def _square(x):
     return (x * x).sum()
 
 
-def test_the_lru_order_holds_across_repeated_calls():
+def test_the_lru_order_holds_across_repeated_calls(tensor_check):
     jitted = tv.jit(_square, cache_size=2)
     a, b, c = (torch.randn(n, **F64, requires_grad=True) for n in (2, 3, 4))
     _warm(jitted, _square, a)

@@ -17,7 +17,11 @@ import types
 from typing import Any
 
 import torch
-from torch._C._dynamo.guards import TensorGuards
+
+try:  # a private torch API: where it is missing or its signature moved, every call is keyed
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:  # pragma: no cover - depends on the torch build
+    TensorGuards = None
 from torch.utils import _pytree as pytree
 
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key", "RecentKey"]
@@ -177,15 +181,18 @@ class RecentKey:
         self.key, self.entries, self.rest = key, entries, rest
         self.n_args, self.n_state = len(args), len(state)
         tensors = [*args, *state]
-        if not all(isinstance(t, torch.Tensor) for t in tensors):
-            self._tensors = None  # never holds
+        self._tensors = None  # never holds
+        if TensorGuards is None or not all(isinstance(t, torch.Tensor) for t in tensors):
             return
-        # one list a tensor, as dynamo passes them (torch's stub says one list in all)
-        self._tensors = TensorGuards(
-            *tensors,
-            dynamic_dims_sizes=[list(t.shape) for t in tensors],  # pyright: ignore[reportArgumentType]
-            dynamic_dims_strides=[list(t.stride()) for t in tensors],  # pyright: ignore[reportArgumentType]
-        )
+        try:
+            # one list a tensor, as dynamo passes them (torch's stub says one list in all)
+            self._tensors = TensorGuards(
+                *tensors,
+                dynamic_dims_sizes=[list(t.shape) for t in tensors],  # pyright: ignore[reportArgumentType]
+                dynamic_dims_strides=[list(t.stride()) for t in tensors],  # pyright: ignore[reportArgumentType]
+            )
+        except TypeError:  # another torch's signature: key every call, as without the check
+            pass
 
     def holds(
         self, args: tuple[Any, ...], state: list[torch.Tensor], rest: tuple[Any, ...]
