@@ -28,6 +28,7 @@ from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
 from thunderviz.capture.rewriting import (
     drawn_since,
     fingerprints,
+    map_proxies,
     proxies_in,
     proxy_meta,
     rewritten,
@@ -167,19 +168,7 @@ def _shape(units: list[Any], path: str) -> tuple[list[Proxy], list[Any]]:
 
 def _masked(x: Any, proxies: list[Proxy]) -> Any:
     """`x` with each proxy replaced by its metadata (and appended to `proxies`)."""
-    kind = type(x)
-    if kind is tuple or kind is list:
-        return kind(_masked(v, proxies) for v in x)
-    if kind is dict:
-        return {k: _masked(v, proxies) for k, v in x.items()}
-    if isinstance(x, Proxy):
-        proxies.append(x)
-        return proxy_meta(x)
-    if isinstance(x, (tuple, list, dict)):  # namedtuples, return types
-        found = proxies_in(x, [])
-        proxies.extend(found)
-        return (type(x).__name__, repr(x) if not found else [proxy_meta(p) for p in found])
-    return x
+    return map_proxies(x, lambda p: proxies.append(p) or proxy_meta(p))
 
 
 def _recorded(

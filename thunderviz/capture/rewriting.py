@@ -9,6 +9,7 @@ The result is the same bound symbol `rename` gives.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from torch.utils import _pytree as pytree
@@ -24,6 +25,7 @@ __all__ = [
     "proxies_in",
     "drawn_since",
     "proxy_meta",
+    "map_proxies",
 ]
 
 
@@ -53,15 +55,21 @@ def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) ->
 
 def swap(x: Any, mapping: dict[str, Proxy]) -> Any:
     """`x` with every proxy replaced by `mapping[proxy.name]` where it has one."""
+    return map_proxies(x, lambda p: mapping.get(p.name, p))
+
+
+def map_proxies(x: Any, fn: Callable[[Proxy], Any]) -> Any:
+    """`pytree.tree_map` of `fn` over the proxies among `x`'s leaves (in pytree's order),
+    walking the containers torch passes by hand."""
     kind = type(x)
     if kind is tuple or kind is list:
-        return kind(swap(v, mapping) for v in x)
+        return kind(map_proxies(v, fn) for v in x)
     if kind is dict:
-        return {k: swap(v, mapping) for k, v in x.items()}
+        return {k: map_proxies(v, fn) for k, v in x.items()}
     if isinstance(x, Proxy):
-        return mapping.get(x.name, x)
+        return fn(x)
     if isinstance(x, (tuple, list, dict)):  # namedtuples, return types: as rename does
-        return pytree.tree_map(lambda y: mapping.get(y.name, y) if isinstance(y, Proxy) else y, x)
+        return pytree.tree_map(lambda y: fn(y) if isinstance(y, Proxy) else y, x)
     return x
 
 
