@@ -4,6 +4,7 @@
 
 import { buildTraceIndex } from "./traceindex.js";
 import { MAX_DEPTH, VIEW_SCHEMA } from "./viewschema.js";
+import { drain } from "./stages.js";
 
 export { MIME_TYPE, traceKindOfId } from "./protocol.js";
 export const FORMAT_VERSION = 1;
@@ -28,6 +29,16 @@ const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v)
  * @returns {{ok: true, error: null} | {ok: false, error: string, path?: string}}
  */
 export function validateDocument(doc) {
+  return drain(validation(doc));
+}
+
+/**
+ * validateDocument's check as a generator that yields now and then (run it with
+ * runInSlices): a big document is checked over several tasks, none of which freezes the page.
+ * @param {unknown} doc
+ * @returns {Generator<undefined, {ok: true, error: null} | {ok: false, error: string, path?: string}>}
+ */
+export function* validation(doc) {
   const fail = (error) => ({ ok: false, error });
   if (!isObject(doc) || doc.format !== "thunderviz") {
     return fail('Not a thunderviz file: expected a JSON object with "format": "thunderviz".');
@@ -47,8 +58,7 @@ export function validateDocument(doc) {
   }
   // The schema (thunderviz/viz/view_format.schema.json, as viewschema.js), then its
   // extra rules, in the order Python's thunderviz/viz/schema.py checks them.
-  const violation =
-    checkDepth(doc) || checkSchema(doc) || checkUniqueIds(doc) || checkParents(doc) || checkCompared(doc);
+  const violation = yield* checkWhole(doc);
   if (violation) {
     return {
       ok: false,
@@ -176,32 +186,37 @@ class SchemaNode {
     return this.types === null || this.types.has(kind);
   }
 
-  /** The first place `value` breaks this node, as a Violation, or null. */
-  check(value, kind, path) {
+  /**
+   * What `value` breaks of this node's own rules (type, sizes, required keys, key names,
+   * pattern, bounds), as a Violation; else the node whose `items` / `props` / `extra` hold
+   * for its children (the first alternative whose type fits decides: its error is the
+   * precise one). The children are checked by `walk`.
+   * @returns {Violation | SchemaNode}
+   */
+  enter(value, kind, path) {
     const s = this.schema;
     if (!this.accepts(value, kind)) {
       let got = kind;
       if (kind === "non-finite number") got = `${value}, which is not strict JSON (write "nan", "inf" or "-inf")`;
       return new Violation(path, `expected ${expected(s)}, got ${got}`);
     }
-    if (this.alternatives) {
-      // The first alternative whose type fits decides (its error is the precise one).
-      return this.alternatives.find((a) => a.accepts(value, kind)).check(value, kind, path);
-    }
-    if (kind === "object") return this.checkObject(value, path);
-    if (kind === "array") {
-      if (value.length < (s.minItems ?? 0)) return new Violation(path, `must have at least ${s.minItems} items`);
-      if (s.maxItems !== undefined && value.length > s.maxItems) return new Violation(path, `must have at most ${s.maxItems} items`);
-      const items = this.items;
-      if (items) {
-        const fast = items.fast;
-        for (let i = 0; i < value.length; i++) {
-          const item = value[i];
-          if (fast && fast(item)) continue;
-          const found = items.check(item, jsonType(item), [path, i]);
-          if (found) return found;
+    if (this.alternatives) return this.alternatives.find((a) => a.accepts(value, kind)).enter(value, kind, path);
+    if (kind === "object") {
+      for (const key of s.required ?? []) {
+        if (!hasOwn(value, key)) return new Violation(path, `missing key ${JSON.stringify(key)}`);
+      }
+      const keys = Object.keys(value);
+      if (keys.length < (s.minProperties ?? 0)) return new Violation(path, `must have at least ${s.minProperties} entries`);
+      if (this.names) {
+        for (const key of keys) {
+          if (!this.names.accepts(key, "string")) {
+            return new Violation(path, `key ${JSON.stringify(key)}: expected ${expected(this.names.schema)}`);
+          }
         }
       }
+    } else if (kind === "array") {
+      if (value.length < (s.minItems ?? 0)) return new Violation(path, `must have at least ${s.minItems} items`);
+      if (s.maxItems !== undefined && value.length > s.maxItems) return new Violation(path, `must have at most ${s.maxItems} items`);
     } else if (kind === "string") {
       if (value.length < (s.minLength ?? 0)) return new Violation(path, `must have at least ${s.minLength} characters`);
       if (this.regex && !this.regex.test(value)) return new Violation(path, `does not match ${s.pattern}`);
@@ -209,57 +224,93 @@ class SchemaNode {
       if (s.minimum !== undefined && value < s.minimum) return new Violation(path, `must be at least ${s.minimum}, got ${value}`);
       if (s.maximum !== undefined && value > s.maximum) return new Violation(path, `must be at most ${s.maximum}, got ${value}`);
     }
-    return null;
+    return this;
   }
+}
 
-  checkObject(value, path) {
-    const s = this.schema;
-    for (const key of s.required ?? []) {
-      if (!hasOwn(value, key)) return new Violation(path, `missing key ${JSON.stringify(key)}`);
+/** How many containers the walk enters between two chances to pause. */
+const WALK_STRIDE = 512;
+
+/**
+ * The first place `value` breaks `root`, as a Violation, or null: depth first, children in
+ * order (an array's items; an object's known properties in schema order, then its other keys
+ * in key order), as the recursive checker of thunderviz/viz/schema.py reports it. Iterative,
+ * with an explicit stack, so it can pause: it yields every WALK_STRIDE containers and a big
+ * document is checked over several tasks (runInSlices) without a page-freezing one.
+ */
+function* walk(root, value) {
+  const first = root.enter(value, jsonType(value), null);
+  if (first instanceof Violation) return first;
+  // a frame: [node, value, path, position, keys]; position runs over an array's items, or
+  // over the node's props and then (keys !== null) over the object's own keys
+  const stack = [];
+  const push = (node, item, kind, path) => {
+    if (kind === "array" ? node.items : node.props.length || node.extra) {
+      stack.push([node, item, path, 0, kind === "object" && node.extra ? Object.keys(item) : null]);
     }
-    const keys = Object.keys(value);
-    if (keys.length < (s.minProperties ?? 0)) return new Violation(path, `must have at least ${s.minProperties} entries`);
-    if (this.names) {
-      for (const key of keys) {
-        if (!this.names.accepts(key, "string")) {
-          return new Violation(path, `key ${JSON.stringify(key)}: expected ${expected(this.names.schema)}`);
-        }
+  };
+  push(first, value, jsonType(value), null);
+  let entered = 0;
+  while (stack.length) {
+    const frame = stack[stack.length - 1];
+    const [node, container, path] = frame;
+    let sub;
+    let key;
+    if (Array.isArray(container)) {
+      if (frame[3] >= container.length) {
+        stack.pop();
+        continue;
       }
-    }
-    for (const [key, sub] of this.props) {
-      if (!hasOwn(value, key)) continue;
-      const item = value[key];
-      if (sub.fast && sub.fast(item)) continue;
-      const found = sub.check(item, jsonType(item), [path, key]);
-      if (found) return found;
-    }
-    const extra = this.extra;
-    if (extra) {
-      for (const key of keys) {
-        if (this.propKeys.has(key)) continue;
-        const item = value[key];
-        if (extra.fast && extra.fast(item)) continue;
-        const found = extra.check(item, jsonType(item), [path, key]);
-        if (found) return found;
+      sub = node.items;
+      key = frame[3]++;
+    } else if (frame[3] < node.props.length) {
+      [key, sub] = node.props[frame[3]++];
+      if (!hasOwn(container, key)) continue;
+    } else {
+      const keys = frame[4];
+      const at = frame[3]++ - node.props.length;
+      if (keys === null || at >= keys.length) {
+        stack.pop();
+        continue;
       }
+      key = keys[at];
+      if (node.propKeys.has(key)) continue;
+      sub = node.extra;
     }
-    return null;
+    const item = container[key];
+    if (sub.fast && sub.fast(item)) continue;
+    const kind = jsonType(item);
+    const childPath = [path, key];
+    const found = sub.enter(item, kind, childPath);
+    if (found instanceof Violation) return found;
+    if (kind === "object" || kind === "array") {
+      push(found, item, kind, childPath);
+      if (++entered % WALK_STRIDE === 0) yield;
+    }
   }
+  return null;
 }
 
 const same = (a, b) => jsonType(a) === jsonType(b) && a === b;
 
-/** The first place `doc` breaks the schema, as {path, message}, or null. */
-function checkSchema(doc) {
-  return node(VIEW_SCHEMA).check(doc, jsonType(doc), null);
+/** Every rule, in the order Python's thunderviz/viz/schema.py checks them: the first broken. */
+function* checkWhole(doc) {
+  return (
+    (yield* checkDepth(doc)) ||
+    (yield* walk(node(VIEW_SCHEMA), doc)) ||
+    checkUniqueIds(doc) ||
+    checkParents(doc) ||
+    (yield* checkCompared(doc))
+  );
 }
 
 /** Iteratively: a deeply nested document must not exhaust the stack of its checker. */
-function checkDepth(doc) {
+function* checkDepth(doc) {
   if (doc === null || typeof doc !== "object") return null;
   const values = [doc];
   const depths = [1]; // a parallel stack: no pair allocated per value of a large document
-  while (values.length) {
+  for (let seen = 1; values.length; seen++) {
+    if (seen % (8 * WALK_STRIDE) === 0) yield;
     const value = values.pop();
     const depth = depths.pop();
     if (depth > MAX_DEPTH) return { path: "", message: `nested deeper than ${MAX_DEPTH} levels` };
@@ -292,13 +343,12 @@ function checkUniqueIds(doc) {
  * A comparison's other sides (sidebyside.js) are view documents themselves, checked as one
  * with their errors placed under `comparison.documents[i]`; none compares again.
  */
-function checkCompared(doc) {
+function* checkCompared(doc) {
   const sides = doc.comparison ? doc.comparison.documents : [];
   for (const [i, side] of sides.entries()) {
     const where = `comparison.documents[${i}]`;
     if (hasOwn(side, "comparison")) return { path: where, message: "a compared document holds no comparison of its own" };
-    const violation =
-      checkDepth(side) || checkSchema(side) || checkUniqueIds(side) || checkParents(side) || checkCompared(side);
+    const violation = yield* checkWhole(side);
     if (violation) return { path: violation.path ? `${where}.${violation.path}` : where, message: violation.message };
   }
   return null;
@@ -368,6 +418,11 @@ const list = (value) => (Array.isArray(value) ? value : []);
  * @param {any} doc
  */
 export function indexDocument(doc) {
+  return drain(indexing(doc));
+}
+
+/** indexDocument as a generator that yields after each trace's index (see runInSlices). */
+export function* indexing(doc) {
   const kinds = Object.keys(doc.traces).sort((a, b) => orderOf(a) - orderOf(b));
 
   /** op id -> {op, kind}, over all traces */
@@ -385,7 +440,11 @@ export function indexDocument(doc) {
   };
 
   const traces = new Map();
-  for (const kind of kinds) traces.set(kind, buildTraceIndex(doc.traces[kind], kind, moduleOf));
+  for (const kind of kinds) {
+    yield;
+    traces.set(kind, buildTraceIndex(doc.traces[kind], kind, moduleOf));
+  }
+  yield;
 
   /** forward op id -> ids of ops in other traces whose fwd_op is it */
   const derivedByForward = new Map();

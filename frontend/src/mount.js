@@ -12,7 +12,9 @@ import { comparisonOf, mountSideBySide } from "./sidebyside.js";
  * @param {{tab?: string, selected?: string, expanded?: string[], current_step?: number,
  *          height?: string|number, theme?: "light"|"dark"|"auto", limits?: object,
  *          onChange?: (name: string, value: any) => void}} [options]
- * @returns {{model: ReturnType<typeof createModel>, destroy: () => void}}
+ * @returns {{model: ReturnType<typeof createModel>, destroy: () => void, ready?: Promise<void>}}
+ *   ready (one viewer, not a comparison): settles once the document is checked, indexed and
+ *   its view built (or its error shown); a big document is read over several tasks
  */
 export function mountViewer(el, doc, options = {}) {
   if (!el || typeof el.appendChild !== "function") throw new TypeError("mountViewer: el must be a DOM element");
@@ -56,14 +58,19 @@ function mountOne(el, doc, options) {
     }
   }
   let cleanup = () => {};
+  /** @type {(value?: any) => void} */
+  let onReady = () => {};
+  const ready = new Promise((resolve) => (onReady = resolve));
   try {
-    cleanup = render({ model, el, options }) || cleanup;
+    cleanup = render({ model, el, options: { ...options, onReady } }) || cleanup;
   } catch (err) {
     // render() reports document problems itself; this is the last line of defence
     el.appendChild(errorBox(`The viewer failed to start: ${err && err.message ? err.message : err}`));
+    onReady();
   }
   return {
     model,
+    ready,
     destroy() {
       cleanup();
       cleanup = () => {};

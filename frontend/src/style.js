@@ -232,6 +232,7 @@ body[data-jp-theme-light="false"] .tv-root, .tv-root.tv-theme-dark { ${DARK_VARS
 .tv-root .tv-minimap { position: absolute; right: 10px; bottom: 10px; z-index: 5; background: var(--tv-panel); border: 1px solid var(--tv-border); border-radius: 3px; opacity: 0.92; cursor: crosshair; box-shadow: 0 1px 4px rgba(0,0,0,0.15); }
 .tv-root .tv-minimap[hidden] { display: none; }
 .tv-root .tv-note { padding: 4px 10px; font-size: 12px; background: var(--tv-panel); border-bottom: 1px solid var(--tv-border); color: var(--tv-muted); }
+.tv-root .tv-loading { padding: 12px; color: var(--tv-muted); }
 .tv-root table.tv-table th { text-align: left; color: var(--tv-muted); font-weight: 600; border-bottom: 1px solid var(--tv-border); padding: 2px 6px; position: sticky; top: 0; background: var(--tv-panel); }
 .tv-root table.tv-table td { padding: 2px 6px; border-bottom: 1px solid var(--tv-border); vertical-align: top; }
 .tv-root table.tv-table td.tv-num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }

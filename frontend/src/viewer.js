@@ -5,7 +5,8 @@
 
 import { h, replace, clear } from "./dom.js";
 import { installStyle } from "./style.js";
-import { validateDocument, parseDocument, indexDocument } from "./document.js";
+import { validation, parseDocument, indexing } from "./document.js";
+import { runInSlices } from "./stages.js";
 import { DEFAULT_LIMITS, defaultExpanded, isModuleId, modulePathOf } from "./visible.js";
 import { linkedHighlights, addExplicitHighlights } from "./links.js";
 import { describeOp, gradLabel } from "./opnames.js";
@@ -26,7 +27,7 @@ const TRAITS = ["document", "selected", "highlight", "current_step", "steps", "t
 
 /**
  * anywidget entry point. Returns a cleanup function.
- * @param {{model: any, el: HTMLElement, options?: {height?: string|number, theme?: string, limits?: object}}} args
+ * @param {{model: any, el: HTMLElement, options?: {height?: string|number, theme?: string, limits?: object, onReady?: () => void}}} args
  */
 export function render({ model, el, options = {} }) {
   const root = h("div", { class: "tv-root" });
@@ -42,24 +43,41 @@ export function render({ model, el, options = {} }) {
   el.appendChild(root);
 
   let app = null;
+  let cancel = () => {};
+  // options.onReady: called once the document is drawn (or its error shown); see mountViewer
+  const ready = () => options.onReady && options.onReady();
   const keep = { gradFlow: false }; // what outlives a new document (an intervention's redraw)
   const build = () => {
+    cancel();
     if (app) app.destroy();
     app = null;
     clear(content);
     const { doc, error } = parseDocument(model.get("document"));
-    const check = error ? { ok: false, error } : validateDocument(doc);
-    if (!check.ok) {
-      content.appendChild(errorBox(check.error));
+    if (error) {
+      content.appendChild(errorBox(error));
+      ready();
       return;
     }
-    try {
-      app = new App(model, content, doc, options, keep);
-    } catch (err) {
-      clear(content);
-      content.appendChild(errorBox(`The viewer failed on this document: ${err && err.message ? err.message : err}`));
-      console.error(err); // eslint-disable-line no-console
-    }
+    // A big document (a 12-layer GPT's is 4 MB) is checked and indexed in slices, so the page
+    // never freezes on it; a small one is drawn before render() returns.
+    const loading = h("div", { class: "tv-loading", attrs: { role: "status" } }, "Reading the document…");
+    content.appendChild(loading);
+    cancel = runInSlices(readDocument(doc), (read) => {
+      loading.remove();
+      if (read.error) {
+        content.appendChild(errorBox(read.error));
+        ready();
+        return;
+      }
+      try {
+        app = new App(model, content, read.index, options, keep);
+      } catch (err) {
+        clear(content);
+        content.appendChild(errorBox(`The viewer failed on this document: ${err && err.message ? err.message : err}`));
+        console.error(err); // eslint-disable-line no-console
+      }
+      ready();
+    });
   };
 
   const handlers = new Map();
@@ -75,9 +93,16 @@ export function render({ model, el, options = {} }) {
   return () => {
     for (const [trait, handler] of handlers) if (model.off) model.off(`change:${trait}`, handler);
     if (model.off) model.off("msg:custom", onMessage);
+    cancel();
     if (app) app.destroy();
     root.remove();
   };
+}
+
+/** Check the document (the whole schema), then index it: {index} or {error}. */
+function* readDocument(doc) {
+  const check = yield* validation(doc);
+  return check.ok ? { index: yield* indexing(doc) } : { error: check.error };
 }
 
 export function errorBox(text) {
@@ -86,12 +111,13 @@ export function errorBox(text) {
 }
 
 class App {
-  constructor(model, container, doc, options, keep = { gradFlow: false }) {
+  constructor(model, container, index, options, keep = { gradFlow: false }) {
+    const doc = index.doc;
     this.model = model;
     this.keep = keep;
     this.options = options;
     this.limits = { ...DEFAULT_LIMITS, ...(options.limits || {}) };
-    this.index = indexDocument(doc);
+    this.index = index;
     this.local = { breakpoints: emptyBreakpoints(), gradFlow: keep.gradFlow, reason: "", follow: false };
     this.expansions = new PaneExpansions({
       read: () => this.expanded(),

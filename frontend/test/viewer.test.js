@@ -93,3 +93,17 @@ test("hostile names render as text: no element comes from a document string", as
   assert.ok([...el.querySelectorAll("svg text")].some((t) => t.textContent.includes(evil)));
   destroy();
 });
+
+test("mountViewer's ready settles once the view is built, or once a bad document's error shows", async () => {
+  const good = mount(loadFixture());
+  await good.ready;
+  assert.ok(good.el.querySelector("[data-tv-tab]"));
+  assert.equal(good.el.querySelector(".tv-loading"), null);
+  good.destroy();
+  const doc = loadFixture();
+  doc.traces.forward.ops.at(-1).line = "seven";
+  const bad = mount(doc);
+  await bad.ready;
+  assert.match(bad.el.querySelector(".tv-error").textContent, /traces\.forward\.ops\[\d+\]\.line/);
+  bad.destroy();
+});
