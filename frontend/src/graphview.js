@@ -17,6 +17,8 @@ import { LEDGER_CLASSES } from "./debugtools.js";
 
 /** Graphs bigger than this are laid out without edge labels and with cheaper settings. */
 const FAST_LAYOUT_NODES = 500;
+/** What rendering one slice of a new SVG may take (insertInSlices adapts the slices to it). */
+const SLICE_FRAME_MS = 40;
 const MARK_CLASSES = ["tv-selected", "tv-highlight", "tv-current-step", ...LEDGER_CLASSES];
 let paneCount = 0;
 
@@ -141,7 +143,7 @@ export class GraphView {
     if (this.gradFlowOn) this.applyGradFlow();
     // marked while off the page; then in, a slice per frame (svgtree.js: insertInSlices)
     const afterSlice = () => this.keepAnchor();
-    if (!(await insertInSlices(this.canvas, svg, { cancelled: superseded, afterSlice }))) return;
+    if (!(await insertInSlices(this.canvas, svg, { cancelled: superseded, afterSlice, targetFrameMs: SLICE_FRAME_MS }))) return;
     this.busy.textContent = "";
     // Scrolling reads geometry. Read it now and the browser lays the new SVG out inside this
     // task (50-100 ms for a few hundred nodes); read it once the next frame has been drawn

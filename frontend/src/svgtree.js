@@ -51,14 +51,41 @@ export async function buildSvg(tree, doc, { sliceMs = 8, yieldFn = defaultYield,
 
 /**
  * After a frame has been rendered (rAF runs just before rendering; the timeout after it).
- * Without requestAnimationFrame (node tests) the next task.
+ * Resolves with the ms from the rAF callback to the timeout: about what rendering that frame
+ * (style, layout, paint) took. Without requestAnimationFrame (node tests) the next task, 0 ms.
+ * @returns {Promise<number>}
  */
 export const afterNextPaint = () =>
-  new Promise((resolve) => (typeof requestAnimationFrame === "function" ? requestAnimationFrame(() => setTimeout(resolve, 0)) : setTimeout(resolve, 0)));
+  new Promise((resolve) => {
+    if (typeof requestAnimationFrame !== "function") {
+      setTimeout(() => resolve(0), 0);
+      return;
+    }
+    requestAnimationFrame(() => {
+      const start = performance.now();
+      setTimeout(() => resolve(performance.now() - start), 0);
+    });
+  });
+
+/** Bounds of an adapted slice (elements): the smallest still fills a frame usefully. */
+const MIN_SLICE = 200;
+const MAX_SLICE = 6400;
+
+/**
+ * The next slice's size from what rendering the last frame took (panes take turns, so that
+ * frame may have drawn another pane's slice, of about the same size): scaled so that it would
+ * take `targetMs`, at most three times as big as the last. Frames come at the display's rate,
+ * so each one saved is 16 ms or more; an idle machine draws a backward of 370 nodes in two or
+ * three frames, a loaded one keeps each frame short.
+ */
+export function nextSliceSize(size, renderMs, targetMs) {
+  const scaled = Math.floor((size * targetMs) / Math.max(renderMs, 1));
+  return Math.max(MIN_SLICE, Math.min(MAX_SLICE, 3 * size, scaled));
+}
 
 // Frames are shared by every pane on the page: a slice waits for the frame after the
 // previous slice of any pane, so two panes drawn at once never render in the same frame.
-let frameQueue = Promise.resolve();
+let frameQueue = /** @type {Promise<any>} */ (Promise.resolve());
 const nextFrameTurn = () => (frameQueue = frameQueue.then(afterNextPaint));
 
 /**
@@ -70,12 +97,14 @@ const nextFrameTurn = () => (frameQueue = frameQueue.then(afterNextPaint));
  * clusters first) go in `maxElements` elements at a time, so each frame renders a part.
  * @param {Element} container its children are replaced by `svg`
  * @param {SVGSVGElement} svg built off-document (buildSvg), tagged and marked
- * @param {{maxElements?: number, cancelled?: () => boolean, waitFn?: () => Promise<void>, afterSlice?: () => void}} [options]
+ * @param {{maxElements?: number, targetFrameMs?: number, cancelled?: () => boolean, waitFn?: () => Promise<any>, afterSlice?: () => void}} [options]
+ *   maxElements: the first slice's size, and every slice's without targetFrameMs;
+ *   targetFrameMs: adapt each next slice to the render time waitFn resolves with (nextSliceSize);
  *   afterSlice: called once a slice has been rendered, but the last (graphview.js scrolls as
  *   soon as what it anchors on is drawn; reading geometry then costs no layout)
  * @returns {Promise<boolean>} false when cancelled() said so between slices (the rest is not inserted)
  */
-export async function insertInSlices(container, svg, { maxElements = 800, cancelled = () => false, waitFn = nextFrameTurn, afterSlice = () => {} } = {}) {
+export async function insertInSlices(container, svg, { maxElements = 800, targetFrameMs = 0, cancelled = () => false, waitFn = nextFrameTurn, afterSlice = () => {} } = {}) {
   const graph = [...svg.children].find((el) => el.localName === "g");
   const pending = graph ? [...graph.children].filter((el) => el.localName === "g") : [];
   for (const el of pending) el.remove();
@@ -85,16 +114,18 @@ export async function insertInSlices(container, svg, { maxElements = 800, cancel
   while (container.firstChild) container.removeChild(container.firstChild);
   container.appendChild(svg);
   let i = 0;
+  let limit = maxElements;
   while (i < pending.length) {
     const slice = svg.ownerDocument.createDocumentFragment();
     let size = 0;
-    while (i < pending.length && (size === 0 || size < maxElements)) {
+    while (i < pending.length && (size === 0 || size < limit)) {
       size += 1 + pending[i].querySelectorAll("*").length;
       slice.appendChild(pending[i++]);
     }
     graph.appendChild(slice);
     if (i < pending.length) {
-      await waitFn();
+      const renderMs = await waitFn();
+      if (targetFrameMs > 0 && typeof renderMs === "number") limit = nextSliceSize(size, renderMs, targetFrameMs);
       if (cancelled()) return false;
       afterSlice(); // after the frame: geometry reads find the layout done
     }

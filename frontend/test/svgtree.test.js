@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseHTML } from "linkedom";
 import { svgToTree } from "../src/svgread.js";
-import { buildSvg, insertInSlices } from "../src/svgtree.js";
+import { buildSvg, insertInSlices, nextSliceSize } from "../src/svgtree.js";
 import { layoutDot } from "../src/layout.js";
 
 const noYield = () => Promise.resolve();
@@ -87,4 +87,32 @@ test("insertInSlices puts the graph in slices, one wait between each, in order, 
   const stopped = await insertInSlices(container, svg, { maxElements: 10, waitFn: async () => turns++, cancelled: () => turns > 2 });
   assert.equal(stopped, false);
   assert.equal(svg.querySelectorAll("g.node").length, 8);
+});
+
+test("insertInSlices with targetFrameMs: slices grow while frames are cheap and shrink when one runs long", async () => {
+  const { document } = parseHTML("<!doctype html><html><body><div id=c></div></body></html>");
+  // 4000 groups of 3 elements; the render time reported after each slice: cheap, cheap, then one frame at 4x the target
+  const groups = Array.from({ length: 4000 }, (_, i) => `<g class="node"><title>n${i}</title><text>t${i}</text></g>`).join("");
+  const svg = await buildSvg(svgToTree(`<svg><g class="graph">${groups}</g></svg>`), document, { yieldFn: noYield });
+  const graph = svg.firstElementChild;
+  const counts = [];
+  const renderMs = [0, 5, 5, 160, 5];
+  const waitFn = async () => {
+    counts.push(graph.querySelectorAll("g.node").length);
+    return renderMs[counts.length - 1] ?? 5;
+  };
+  assert.equal(await insertInSlices(document.getElementById("c"), svg, { maxElements: 300, targetFrameMs: 40, waitFn }), true);
+  const slices = counts.slice(1).map((n, i) => n - counts[i]); // groups per slice
+  // 300 elements (100 groups), then x3 (at most), then 900 * 40 / 5 capped at 2700, then 2700 * 40 / 160 = 675
+  assert.deepEqual(slices.slice(0, 4), [100, 300, 900, 225]);
+  assert.equal(graph.querySelectorAll("g.node").length, 4000);
+  assert.deepEqual([...graph.querySelectorAll("g.node > title")].map((t) => t.textContent).slice(0, 3), ["n0", "n1", "n2"]);
+});
+
+test("nextSliceSize keeps within its bounds", () => {
+  assert.equal(nextSliceSize(800, 20, 40), 1600);
+  assert.equal(nextSliceSize(800, 0, 40), 2400);
+  assert.equal(nextSliceSize(800, 80, 40), 400);
+  assert.equal(nextSliceSize(300, 400, 40), 200);
+  assert.equal(nextSliceSize(6000, 1, 40), 6400);
 });
