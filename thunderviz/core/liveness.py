@@ -15,22 +15,40 @@ forward and its backward this way; the printed traces are unchanged.
 
 from __future__ import annotations
 
-import io
-import tokenize
 from collections.abc import Iterable
 from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import Proxy
+from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol
 
 __all__ = ["source_freeing_dead"]
 
 
+def _names_in(x: Any, names: list[str]) -> None:
+    """Append the proxy names in `x` in pytree's leaf order. A hand walk over the plain
+    containers bound symbols hold (it runs on every argument of a trace being compiled, where
+    pytree's generic flatten was most of this pass); anything else goes to pytree."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        for v in x:
+            _names_in(v, names)
+    elif kind is dict:
+        for v in x.values():
+            _names_in(v, names)
+    elif isinstance(x, Proxy):
+        names.append(x.name)
+    elif isinstance(x, (tuple, list, dict)):  # namedtuples, OrderedDicts: pytree's order
+        names += [p.name for p in pytree.tree_leaves(x) if isinstance(p, Proxy)]
+
+
 def _reads(bsym: BoundSymbol) -> list[str]:
-    """The names a statement reads as it runs (a functionalized call: its subsymbols' too)."""
-    names = [p.name for p in bsym.flat_proxy_args]
+    """The names a statement reads as it runs (a functionalized call: its subsymbols' too),
+    repeats included (only each name's last reader and first-read order matter)."""
+    names: list[str] = []
+    _names_in(bsym.args, names)
+    _names_in(bsym.kwargs, names)
     if bsym.executes_subsymbols:
         for sub in bsym.subsymbols:
             names += _reads(sub)
@@ -51,17 +69,18 @@ def _dying(bsyms: list[BoundSymbol], output: Any) -> dict[int, list[str]]:
     return dying
 
 
-def _then(line: str, statement: str) -> str:
-    """`line` (one statement, maybe a trailing comment) with `statement` run after it."""
-    body = line.lstrip(" ")
-    pad = line[: len(line) - len(body)]
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(body).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return line  # not a lone statement: leave it, the value is freed on return
-    at = next((t.start[1] for t in tokens if t.type == tokenize.COMMENT), len(body))
-    code, rest = body[:at].rstrip(), body[at:]
-    return f"{pad}{code}; {statement}" + (f"  {rest}" if rest else "")
+def _then(line: str, bsym: BoundSymbol, statement: str) -> str:
+    """`line`, printed by `codegen.bsym_statement(bsym)`, with `statement` run after it.
+
+    That line is the call, then `  # ` and a type comment exactly when the bound symbol has a
+    tensor or number output; a type comment (`t3: "cpu f32[4]"`, `n0: "int 2"`) holds no
+    `#`, so the comment starts at the line's last `  # `. Without one, a `#` on the line is
+    inside a string argument. (No tokenizer: it was most of this pass's time.)"""
+    typed = any(isinstance(p, TensorProxy | NumberProxy) for p in bsym.flat_proxy_outs)
+    if typed:
+        code, _, rest = line.rpartition("  # ")
+        return f"{code.rstrip()}; {statement}  # {rest}"
+    return f"{line.rstrip()}; {statement}"
 
 
 def source_freeing_dead(lines: Iterable[Any], bsyms: list[BoundSymbol], output: Any) -> str:
@@ -74,6 +93,6 @@ def source_freeing_dead(lines: Iterable[Any], bsyms: list[BoundSymbol], output: 
         if path is not None and len(path) == 1 and not text.lstrip().startswith("#"):
             names = dying.pop(path[0], None)
             if names:
-                text = _then(text, "del " + ", ".join(dict.fromkeys(names)))
+                text = _then(text, bsyms[path[0]], "del " + ", ".join(dict.fromkeys(names)))
         out.append(text)
     return "\n".join(out)

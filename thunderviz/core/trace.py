@@ -222,8 +222,15 @@ class Trace:
 def source_comment(src: Any, module_path: str) -> str:
     """`# file.py:12: \tcode  [module.path]`, the comment heading the ops of one source line.
     File name, code and module path are the user's text: quoted onto one line."""
+    return _source_comment(src.short(), src.code, module_path)
+
+
+# A model's blocks repeat the same few source lines under a few module paths, and the tab makes
+# each comment go through the per-character escape: printed once per (line, module).
+@functools.lru_cache(maxsize=4096)
+def _source_comment(short: str, code: str, module_path: str) -> str:
     where = f"  [{module_path}]" if module_path else ""
-    return comment(f"{src.short()}: \t{src.code}{where}")
+    return comment(f"{short}: \t{code}{where}")
 
 
 def _print_bsym(
