@@ -1,11 +1,22 @@
 """Subsymbols for an ATen op outside Core ATen: its decomposition (torch's own tables),
 recorded on metadata-only copies of its inputs and reused for every later call with the same
-signature; boolean-mask selection gets the ops that select by positions (`masks.py`)."""
+signature; boolean-mask selection gets the ops that select by positions (`masks.py`).
+
+A recording is also kept for the process, keyed by everything it depends on, so the next trace
+that meets the same call does not record it again (`cross_entropy`'s decomposition was most of
+a small program's first call). A trace must not tell a reused recording from its own: a
+recording draws names from the trace's generator that it never uses (the instantiation names
+the values afresh) and fills the trace's cache for the ops it met inside, so it is kept with
+that log, which a later trace replays before instantiating. The same program then traces to
+the same text and bound symbols whether the process recorded the decomposition before or not.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -17,11 +28,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.recorder_state import Frame, RecorderState
-from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, SourceLocation
 from thunderviz.prims.aten import is_core_aten
 
-__all__ = ["DecomposingRecorder"]
+__all__ = ["DecomposingRecorder", "clear_process_cache"]
 
 _CORE_DECOMPS = core_aten_decompositions()
 
@@ -56,8 +67,74 @@ class _Decomposition:
             for b in self.bsyms
         ]
 
+    def draw_names(self, names: NameGenerator) -> None:
+        """Draw the fresh names `instantiate` draws, without building anything."""
+        mapped = {*self.inputs, *self.outputs}
+        for top in self.bsyms:
+            for b in top.walk():
+                for p in b.flat_proxy_outs:
+                    if p.name not in mapped:
+                        mapped.add(p.name)
+                        names.fresh()
+
 
 _NO_DECOMPOSITION = object()
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """A decomposed op a recording met inside: its key in a trace's cache and the process's."""
+
+    key: Any
+    pkey: Any
+
+
+@dataclass(frozen=True)
+class _Claim:
+    wanted: str
+
+
+@dataclass
+class _Recorded:
+    """A decomposition as recorded once in this process, with what recording it did to the
+    trace it was recorded in: `events`, in order, is the prefix of each fresh name it drew
+    itself, each name it claimed, and each decomposed op it met inside."""
+
+    template: Any  # a _Decomposition, or _NO_DECOMPOSITION
+    events: list[str | _Claim | _Lookup] = field(default_factory=list)
+
+
+# Process-wide, least recently used last out. An evicted entry only means a recording again.
+_PROCESS_CACHE: OrderedDict[tuple[Any, ...], _Recorded] = OrderedDict()
+_PROCESS_CACHE_SIZE = 4096
+_PROCESS_CACHE_LOCK = threading.Lock()  # threads trace at once (core/context.py)
+
+# Arguments a process key holds by value (anything else: the call is recorded per trace).
+_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout)
+
+
+def clear_process_cache() -> None:
+    """Forget every decomposition recorded in this process (the next trace records again)."""
+    with _PROCESS_CACHE_LOCK:
+        _PROCESS_CACHE.clear()
+
+
+class _LoggedNames:
+    """The trace's name generator while a decomposition records: logs what it hands out."""
+
+    def __init__(self, names: Any, log: list[Any]) -> None:
+        self.names, self.log = names, log
+
+    def fresh(self, prefix: str = "t") -> str:
+        self.log.append(prefix)
+        return self.names.fresh(prefix)
+
+    def claim(self, wanted: str) -> str:
+        self.log.append(_Claim(wanted))
+        return self.names.claim(wanted)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.names, name)
 
 
 def _relocated(bsym: BoundSymbol, source: SourceLocation | None, module_path: str) -> BoundSymbol:
@@ -88,6 +165,28 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
         else:
             out.append((type(x).__name__, repr(x)))
     return tuple(out)
+
+
+def _process_key(
+    func: Any, signature: tuple[Any, ...], leaves: list[Any], bsym: BoundSymbol
+) -> Any:
+    """What a recording depends on beyond the trace's own key (`signature`): the inputs'
+    devices, whether their proxies need a gradient and whether grad mode is on (the recorded
+    values' proxies carry it), the device the outputs live on (the one factory calls inside
+    are printed with) and autocast. None when an argument is not a plain value."""
+    if not all(isinstance(x, (torch.Tensor, *_PLAIN)) or x is Ellipsis for x in leaves):
+        return None
+    inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
+    outputs = bsym.flat_tensor_outs
+    return (
+        func,
+        signature,
+        tuple((p.device, p.requires_grad) for p in inputs),
+        outputs[0].device if outputs else None,
+        torch.is_grad_enabled(),
+        torch.is_autocast_enabled("cpu"),
+        torch.is_autocast_enabled("cuda"),
+    )
 
 
 class DecomposingRecorder(RecorderState):
@@ -124,22 +223,111 @@ class DecomposingRecorder(RecorderState):
 
         A decomposition depends only on its inputs' metadata and its other arguments, so the
         one recorded for a signature is reused (renamed) for the next call with the same
-        signature: a 12-layer model decomposes each op once, not twelve times."""
+        signature: a 12-layer model decomposes each op once, not twelve times, and a process
+        records it once for all its traces (`_PROCESS_CACHE`)."""
         decomp = _decomposition(func)
         if decomp is None:
             bsym.tags.add(BsymTag.NON_CORE)
             return
         leaves = pytree.tree_leaves((args, kwargs))
-        key = (func, _signature(leaves))
-        template = self._decompositions.get(key)
-        if template is None:
+        signature = _signature(leaves)
+        key = (func, signature)
+        pkey = _process_key(func, signature, leaves, bsym)
+        outer = self.names
+        if isinstance(outer, _LoggedNames):
+            # inside another decomposition's recording: its log holds this lookup, and what
+            # the lookup draws is drawn again by replaying it, not from the log
+            outer.log.append(_Lookup(key, pkey))
+            self.names = outer.names
+        try:
+            template = self._decompositions.get(key)
+            if template is None:
+                template = self._first_in_trace(pkey, bsym, decomp, args, kwargs)
+                self._decompositions[key] = template
+            if template is _NO_DECOMPOSITION:
+                bsym.tags.add(BsymTag.NON_CORE)
+                return
+            inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
+            bsym.subsymbols = template.instantiate(inputs, bsym.flat_tensor_outs, self)
+        finally:
+            self.names = outer
+
+    def _first_in_trace(
+        self, pkey: Any, bsym: BoundSymbol, decomp: Callable[..., Any], args: Any, kwargs: Any
+    ) -> Any:
+        """The template for a call this trace has not decomposed yet: the process's, its
+        recording replayed on this trace's names, or recorded now (and kept if it can be)."""
+        with _PROCESS_CACHE_LOCK:
+            recorded = _PROCESS_CACHE.get(pkey) if pkey is not None else None
+            plan: dict[Any, _Recorded] | None = {}
+            if recorded is not None and self._plan(recorded, plan):
+                _PROCESS_CACHE.move_to_end(pkey)
+            else:
+                plan = None
+        if recorded is not None and plan is not None:
+            self._replay(recorded, plan)
+            return recorded.template
+        log: list[Any] = []
+        frame = self._frames[-1]
+        before = len(frame.bsyms)
+        self.names = _LoggedNames(self.names, log)
+        try:
             template = self._record_decomposition(bsym, decomp, args, kwargs)
-            self._decompositions[key] = template
-        if template is _NO_DECOMPOSITION:
-            bsym.tags.add(BsymTag.NON_CORE)
-            return
-        inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
-        bsym.subsymbols = template.instantiate(inputs, bsym.flat_tensor_outs, self)
+        finally:
+            self.names = self.names.names
+        # (a view re-derived for the recording lands in the trace: a replay would not add it)
+        if pkey is not None and len(frame.bsyms) == before:
+            with _PROCESS_CACHE_LOCK:
+                if self._shareable(log):
+                    _PROCESS_CACHE[pkey] = _Recorded(template, log)
+                    if len(_PROCESS_CACHE) > _PROCESS_CACHE_SIZE:
+                        _PROCESS_CACHE.popitem(last=False)
+        return template
+
+    def _shareable(self, log: list[Any]) -> bool:
+        """A recording other traces may replay: it captured no constant (a tensor of this
+        trace's program) and every op it decomposed inside is this trace's use of a
+        recording kept for the process (not one its cache shares between process keys)."""
+        for event in log:
+            if event == "c":
+                return False
+            if isinstance(event, _Lookup):
+                kept = _PROCESS_CACHE.get(event.pkey) if event.pkey is not None else None
+                if kept is None or kept.template is not self._decompositions.get(event.key):
+                    return False
+        return True
+
+    def _plan(self, recorded: _Recorded, plan: dict[Any, _Recorded]) -> bool:
+        """Whether every op `recorded` decomposed inside is in this trace's cache or kept for
+        the process (and so on down); `plan` gets the kept recordings a replay will use."""
+        for event in recorded.events:
+            if not isinstance(event, _Lookup):
+                continue
+            if event.key in self._decompositions or event.key in plan:
+                continue
+            inner = _PROCESS_CACHE.get(event.pkey) if event.pkey is not None else None
+            if inner is None:
+                return False
+            plan[event.key] = inner
+            if not self._plan(inner, plan):
+                return False
+        return True
+
+    def _replay(self, recorded: _Recorded, plan: dict[Any, _Recorded]) -> None:
+        """Do to this trace's names and cache what the recording did to its own trace's."""
+        for event in recorded.events:
+            if isinstance(event, str):
+                self.names.fresh(event)
+            elif isinstance(event, _Claim):
+                self.names.claim(event.wanted)
+            else:
+                template = self._decompositions.get(event.key)
+                if template is None:
+                    inner = plan[event.key]
+                    self._replay(inner, plan)
+                    template = self._decompositions[event.key] = inner.template
+                if template is not _NO_DECOMPOSITION:
+                    template.draw_names(self.names)
 
     def _record_decomposition(
         self, bsym: BoundSymbol, decomp: Callable[..., Any], args: Any, kwargs: Any
