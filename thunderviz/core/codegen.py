@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -147,8 +148,23 @@ def type_comment(proxies: list[Proxy]) -> str:
     parts = []
     for p in proxies:
         if isinstance(p, TensorProxy | NumberProxy):
-            parts.append(f'{p.name}: "{p.type_string()}"')
+            parts.append(f'{p.name}: "{_type_string(p)}"')
     return ", ".join(parts)
+
+
+def _type_string(p: TensorProxy | NumberProxy) -> str:
+    if type(p) is TensorProxy and type(p.shape) is tuple:
+        try:
+            return _tensor_type(p.device.type, p.dtype, p.shape)
+        except TypeError:  # a dimension that cannot be hashed
+            pass
+    return p.type_string()
+
+
+# A trace's tensors come in a few types; a backward prints hundreds of statements of them.
+@functools.lru_cache(maxsize=4096)
+def _tensor_type(device: str, dtype: torch.dtype, shape: tuple[int, ...]) -> str:
+    return TensorProxy("", shape, dtype, torch.device(device)).type_string()
 
 
 def bsym_statement(bsym: BoundSymbol) -> str:

@@ -18,7 +18,13 @@ from thunderviz.core.codegen import bsym_statement, codeval, type_comment
 from thunderviz.core.inputs import TraceInput, input_values
 from thunderviz.core.liveness import source_freeing_dead
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
-from thunderviz.core.quoting import UnsafeCodeError, code_line, comment, is_identifier
+from thunderviz.core.quoting import (
+    UnsafeCodeError,
+    code_line,
+    comment,
+    comment_text,
+    is_identifier,
+)
 from thunderviz.core.symbol import BoundSymbol
 
 __all__ = ["Trace", "TraceTag", "Provenance", "PrintedLine", "timed_provenance", "source_comment"]
@@ -225,12 +231,14 @@ def source_comment(src: Any, module_path: str) -> str:
     return _source_comment(src.short(), src.code, module_path)
 
 
-# A model's blocks repeat the same few source lines under a few module paths, and the tab makes
-# each comment go through the per-character escape: printed once per (line, module).
+# A model's blocks repeat the same few source lines under a few module paths: printed once per
+# (line, module). The tab, kept as it is, would send the whole text through the per-character
+# escape; escaping is per character, so the parts around it are escaped on their own (plain
+# ASCII is returned as it is) and the text is the same.
 @functools.lru_cache(maxsize=4096)
 def _source_comment(short: str, code: str, module_path: str) -> str:
     where = f"  [{module_path}]" if module_path else ""
-    return comment(f"{short}: \t{code}{where}")
+    return f"# {comment_text(short + ': ')}\t{comment_text(code + where)}"
 
 
 def _print_bsym(
@@ -307,23 +315,38 @@ def _bind_ops(source: str, namespace: dict[str, Any]) -> str:
     unchanged; only its compiled twin is rewritten."""
 
     def bind(m: re.Match[str]) -> str:
-        ns, packet_name, overload = m.groups()
-        packet = getattr(getattr(torch.ops, ns), packet_name, None)
-        if packet is None:
-            return m.group(0)
-        if overload is None:  # printed without an overload: the packet has exactly one
-            names = packet.overloads()
-            if len(names) != 1:
+        found = _BOUND.get(m.group(0))
+        if found is None:
+            found = _bound(*m.groups())
+            if found is None:
                 return m.group(0)
-            overload = names[0]
-        op = getattr(packet, overload, None)
-        if not isinstance(op, torch._ops.OpOverload):
-            return m.group(0)
-        key = f"_op_{ns}_{packet_name}_{overload}"
-        namespace[key] = _PYTHON_BINDINGS.get((ns, packet_name, overload)) or op._op
+            _BOUND[m.group(0)] = found
+        key, fn = found
+        namespace[key] = fn
         return f"{key}("
 
     return _OP_CALL.sub(bind, source)
+
+
+# `aten.mm.default(` -> (its name in compiled code, what that name is bound to), for the calls
+# found so far (an op not found is looked up again: it may be registered later)
+_BOUND: dict[str, tuple[str, Any]] = {}
+
+
+def _bound(ns: str, packet_name: str, overload: str | None) -> tuple[str, Any] | None:
+    packet = getattr(getattr(torch.ops, ns), packet_name, None)
+    if packet is None:
+        return None
+    if overload is None:  # printed without an overload: the packet has exactly one
+        names = packet.overloads()
+        if len(names) != 1:
+            return None
+        overload = names[0]
+    op = getattr(packet, overload, None)
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    key = f"_op_{ns}_{packet_name}_{overload}"
+    return key, _PYTHON_BINDINGS.get((ns, packet_name, overload)) or op._op
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,0 +1,78 @@
+"""The printing shortcuts of the compiled twin give the text the plain way gives: source
+comments escaped in parts equal `quoting.comment` of the whole line, cached type strings equal
+`type_string()`, and each `del` sits where Python's tokenizer says the statement ends."""
+
+from __future__ import annotations
+
+import io
+import tokenize
+
+import pytest
+import torch
+
+from thunderviz.core import quoting
+from thunderviz.core.codegen import bsym_statement, type_comment
+from thunderviz.core.liveness import source_freeing_dead
+from thunderviz.core.proxies import NumberProxy, TensorProxy
+from thunderviz.core.symbol import BoundSymbol, SourceLocation, Symbol
+from thunderviz.core.trace import PrintedLine, source_comment
+
+HOSTILE = [
+    "x = y + 1",
+    "x = f('a  # b')  # a comment\tafter a tab",
+    "caf\u00e9 = \u2028 line separator, \u202e bidi override, \x00 nul, \n newline",
+    "\ud800 lone surrogate, \u200b zero width, \x85 next line",
+]
+
+
+@pytest.mark.parametrize("code", HOSTILE)
+@pytest.mark.parametrize("module_path", ["", "blocks.0.attn", "h.\u202e1", "a\nb"])
+def test_a_source_comment_is_the_whole_line_quoted_as_one(code, module_path):
+    src = SourceLocation(filename="/x/m\u00f6del\t.py", lineno=12, code=code)
+    where = f"  [{module_path}]" if module_path else ""
+    expected = quoting.comment(f"{src.short()}: \t{code}{where}")
+    assert source_comment(src, module_path) == expected
+    assert source_comment(src, module_path) == expected  # from the cache
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_a_type_comment_holds_each_proxys_type_string(device, dtype):
+    proxies = [
+        TensorProxy("t0", (2, 3), dtype, torch.device(device)),
+        TensorProxy("t1", (), dtype, torch.device(device)),
+        NumberProxy("n0", 3),
+        TensorProxy("t2", (2, 3), dtype, torch.device(device)),
+    ]
+    expected = ", ".join(f'{p.name}: "{p.type_string()}"' for p in proxies)
+    assert type_comment(proxies) == expected
+
+
+def _split_by_tokenizer(line: str) -> tuple[str, str]:
+    """(code, comment) of a one-statement line, as Python's tokenizer reads it."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(line.lstrip(" ")).readline))
+    body = line.lstrip(" ")
+    at = next((t.start[1] for t in tokens if t.type == tokenize.COMMENT), len(body))
+    pad = line[: len(line) - len(body)]
+    return pad + body[:at].rstrip(), body[at:]
+
+
+def test_each_del_goes_where_the_statement_ends():
+    a = TensorProxy("a", (2,))
+    b = TensorProxy("b", (2,))
+    c = TensorProxy("c", (2,))
+    d = TensorProxy("d", (2,))
+    tagged = Symbol(name="torch.tag", id="torch.tag", fn=None)
+    bsyms = [
+        # a string argument holding what looks like a comment, with and without a typed output
+        BoundSymbol(tagged, (a, 'x  # y: "cpu f32[2]"'), {}, b),
+        BoundSymbol(tagged, (d, "'  # '"), {"note": "#  # #"}, None),
+        BoundSymbol(tagged, (b, "end"), {}, c),
+    ]
+    lines = [PrintedLine("  " + bsym_statement(x), (i,)) for i, x in enumerate(bsyms)]
+    freed = source_freeing_dead(lines, bsyms, c).splitlines()
+    assert len(freed) == len(lines)
+    for line, got, dead in zip(lines, freed, ["a", "d", "b"], strict=True):
+        code, rest = _split_by_tokenizer(line.text)
+        assert got == f"{code}; del {dead}" + (f"  {rest}" if rest else "")
+        compile(got.strip(), "<line>", "exec")  # still one statement and one comment
