@@ -260,7 +260,7 @@ class DecomposingRecorder(RecorderState):
         with _PROCESS_CACHE_LOCK:
             recorded = _PROCESS_CACHE.get(pkey) if pkey is not None else None
             plan: dict[Any, _Recorded] | None = {}
-            if recorded is not None and self._plan(recorded, plan):
+            if recorded is not None and pkey is not None and self._plan(recorded, plan):
                 _PROCESS_CACHE.move_to_end(pkey)
             else:
                 plan = None

@@ -341,7 +341,7 @@ def _bound(ns: str, packet_name: str, overload: str | None) -> tuple[str, Any] |
         names = packet.overloads()
         if len(names) != 1:
             return None
-        overload = names[0]
+        overload = str(names[0])  # a name, typed as one
     op = getattr(packet, overload, None)
     if not isinstance(op, torch._ops.OpOverload):
         return None
