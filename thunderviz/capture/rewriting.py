@@ -14,7 +14,7 @@ from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, proxies_in
 from thunderviz.core.symbol import BoundSymbol
 
 __all__ = [
@@ -71,22 +71,6 @@ def map_proxies(x: Any, fn: Callable[[Proxy], Any]) -> Any:
     if isinstance(x, (tuple, list, dict)):  # namedtuples, return types: as rename does
         return pytree.tree_map(lambda y: fn(y) if isinstance(y, Proxy) else y, x)
     return x
-
-
-def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:
-    """The proxies among `x`'s leaves, in pytree's order (appended to `out`)."""
-    kind = type(x)
-    if kind is tuple or kind is list:
-        for v in x:
-            proxies_in(v, out)
-    elif kind is dict:
-        for v in x.values():
-            proxies_in(v, out)
-    elif isinstance(x, Proxy):
-        out.append(x)
-    elif isinstance(x, (tuple, list, dict)):
-        out.extend(y for y in pytree.tree_leaves(x) if isinstance(y, Proxy))
-    return out
 
 
 def drawn_since(

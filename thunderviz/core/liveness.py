@@ -20,35 +20,16 @@ from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy, proxies_in
 from thunderviz.core.symbol import BoundSymbol
 
 __all__ = ["source_freeing_dead"]
 
 
-def _names_in(x: Any, names: list[str]) -> None:
-    """Append the proxy names in `x` in pytree's leaf order. A hand walk over the plain
-    containers bound symbols hold (it runs on every argument of a trace being compiled, where
-    pytree's generic flatten was most of this pass); anything else goes to pytree."""
-    kind = type(x)
-    if kind is tuple or kind is list:
-        for v in x:
-            _names_in(v, names)
-    elif kind is dict:
-        for v in x.values():
-            _names_in(v, names)
-    elif isinstance(x, Proxy):
-        names.append(x.name)
-    elif isinstance(x, (tuple, list, dict)):  # namedtuples, OrderedDicts: pytree's order
-        names += [p.name for p in pytree.tree_leaves(x) if isinstance(p, Proxy)]
-
-
 def _reads(bsym: BoundSymbol) -> list[str]:
     """The names a statement reads as it runs (a functionalized call: its subsymbols' too),
     repeats included (only each name's last reader and first-read order matter)."""
-    names: list[str] = []
-    _names_in(bsym.args, names)
-    _names_in(bsym.kwargs, names)
+    names = [p.name for p in proxies_in((bsym.args, bsym.kwargs), [])]
     if bsym.executes_subsymbols:
         for sub in bsym.subsymbols:
             names += _reads(sub)

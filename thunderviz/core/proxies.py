@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from thunderviz.core.quoting import identifier
 
@@ -21,6 +23,7 @@ __all__ = [
     "NumberProxy",
     "NameGenerator",
     "dtype_short",
+    "proxies_in",
     "sanitize_name",
 ]
 
@@ -130,6 +133,24 @@ class NumberProxy(Proxy):
 
 def _itemsize(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype, device="meta").element_size()
+
+
+def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:
+    """The proxies among `x`'s leaves, in pytree's order (appended to `out`). A hand walk over
+    the containers bound symbols hold (passes run it on every argument, where pytree's generic
+    flatten cost most); anything else goes to pytree."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        for v in x:
+            proxies_in(v, out)
+    elif kind is dict:
+        for v in x.values():
+            proxies_in(v, out)
+    elif isinstance(x, Proxy):
+        out.append(x)
+    elif isinstance(x, (tuple, list, dict)):
+        out.extend(y for y in pytree.tree_leaves(x) if isinstance(y, Proxy))
+    return out
 
 
 class NameGenerator:
