@@ -168,18 +168,20 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
 
 
 def _process_key(
-    func: Any, signature: tuple[Any, ...], leaves: list[Any], bsym: BoundSymbol
+    func: Any, decomp: Any, signature: tuple[Any, ...], leaves: list[Any], bsym: BoundSymbol
 ) -> Any:
-    """What a recording depends on beyond the trace's own key (`signature`): the inputs'
-    devices, whether their proxies need a gradient and whether grad mode is on (the recorded
-    values' proxies carry it), the device the outputs live on (the one factory calls inside
-    are printed with) and autocast. None when an argument is not a plain value."""
+    """What a recording depends on beyond the trace's own key (`signature`): the
+    decomposition itself (torch's table can change between traces), the inputs' devices,
+    whether their proxies need a gradient and whether grad mode is on (the recorded values'
+    proxies carry it), the device the outputs live on (the one factory calls inside are
+    printed with) and autocast. None when an argument is not a plain value."""
     if not all(isinstance(x, (torch.Tensor, *_PLAIN)) or x is Ellipsis for x in leaves):
         return None
     inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
     outputs = bsym.flat_tensor_outs
     return (
         func,
+        decomp,
         signature,
         tuple((p.device, p.requires_grad) for p in inputs),
         outputs[0].device if outputs else None,
@@ -232,7 +234,7 @@ class DecomposingRecorder(RecorderState):
         leaves = pytree.tree_leaves((args, kwargs))
         signature = _signature(leaves)
         key = (func, signature)
-        pkey = _process_key(func, signature, leaves, bsym)
+        pkey = _process_key(func, decomp, signature, leaves, bsym)
         outer = self.names
         if isinstance(outer, _LoggedNames):
             # inside another decomposition's recording: its log holds this lookup, and what
