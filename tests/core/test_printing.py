@@ -1,19 +1,22 @@
-"""The printing shortcuts of the compiled twin give the text the plain way gives: source
-comments escaped in parts equal `quoting.comment` of the whole line, cached type strings equal
-`type_string()`, and each `del` sits where Python's tokenizer says the statement ends."""
+"""The shortcuts of the compiled twin give what the plain way gives: source comments escaped
+in parts equal `quoting.comment` of the whole line, cached type strings equal `type_string()`,
+each `del` sits where Python's tokenizer says the statement ends, and the hand walk behind
+bound symbols' flat arguments finds pytree's leaves."""
 
 from __future__ import annotations
 
+import collections
 import io
 import tokenize
 
 import pytest
 import torch
+from torch.utils import _pytree as pytree
 
 from thunderviz.core import quoting
 from thunderviz.core.codegen import bsym_statement, type_comment
 from thunderviz.core.liveness import source_freeing_dead
-from thunderviz.core.proxies import NumberProxy, TensorProxy
+from thunderviz.core.proxies import NumberProxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, SourceLocation, Symbol
 from thunderviz.core.trace import PrintedLine, source_comment
 
@@ -76,3 +79,22 @@ def test_each_del_goes_where_the_statement_ends():
         code, rest = _split_by_tokenizer(line.text)
         assert got == f"{code}; del {dead}" + (f"  {rest}" if rest else "")
         compile(got.strip(), "<line>", "exec")  # still one statement and one comment
+
+
+def test_leaves_are_pytrees_leaves():
+    """`leaves`, the hand walk behind bound symbols' flat arguments and outputs, against
+    pytree itself on the containers bound symbols hold and on those it hands to pytree."""
+    t = TensorProxy("t", (2,))
+    n = NumberProxy("n", 1)
+    cases = [
+        (t, 1, None, [t, (n, 2.0)], {"b": t, "a": [None, n]}),
+        torch.Size([2, 3]),
+        torch.return_types.max((t, n)),
+        collections.OrderedDict(z=t, y=(1, n)),
+        collections.namedtuple("P", "x y")(t, [n]),
+        (slice(t, None), Ellipsis, torch.float32, "s"),
+        {},
+        (),
+    ]
+    for case in cases:
+        assert leaves(case, []) == pytree.tree_leaves(case), case

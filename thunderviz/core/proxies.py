@@ -23,6 +23,7 @@ __all__ = [
     "NumberProxy",
     "NameGenerator",
     "dtype_short",
+    "leaves",
     "proxies_in",
     "sanitize_name",
 ]
@@ -133,6 +134,25 @@ class NumberProxy(Proxy):
 
 def _itemsize(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype, device="meta").element_size()
+
+
+def leaves(x: Any, out: list[Any]) -> list[Any]:
+    """`pytree.tree_leaves(x)` (appended to `out`), walking plain tuples, lists and dicts by
+    hand: bound symbols' flat arguments and outputs are read all through tracing and
+    autodiff, where pytree's generic flatten was a tenth of a model's first call. Any other
+    container (a namedtuple, torch.Size, a registered type) is pytree's to flatten."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        for v in x:
+            leaves(v, out)
+    elif kind is dict:
+        for v in x.values():
+            leaves(v, out)
+    elif isinstance(x, (tuple, list, dict)) or kind in pytree.SUPPORTED_NODES:
+        out.extend(pytree.tree_leaves(x))
+    else:
+        out.append(x)
+    return out
 
 
 def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:

@@ -10,7 +10,7 @@ from typing import Any
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.context import current_builder
-from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.proxies import Proxy, TensorProxy, leaves
 
 __all__ = [
     "SymbolKind",
@@ -125,7 +125,7 @@ class BoundSymbol:
     # --- flat views the DAG and the passes walk ---------------------------------------
     @property
     def flat_args(self) -> list[Any]:
-        return pytree.tree_leaves((self.args, self.kwargs))
+        return leaves(self.kwargs, leaves(self.args, []))
 
     @property
     def flat_proxy_args(self) -> list[Proxy]:
@@ -137,7 +137,7 @@ class BoundSymbol:
 
     @property
     def flat_outs(self) -> list[Any]:
-        return pytree.tree_leaves(self.output)
+        return leaves(self.output, [])
 
     @property
     def flat_proxy_outs(self) -> list[Proxy]:
