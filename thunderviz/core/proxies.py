@@ -156,20 +156,8 @@ def leaves(x: Any, out: list[Any]) -> list[Any]:
 
 
 def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:
-    """The proxies among `x`'s leaves, in pytree's order (appended to `out`). A hand walk over
-    the containers bound symbols hold (passes run it on every argument, where pytree's generic
-    flatten cost most); anything else goes to pytree."""
-    kind = type(x)
-    if kind is tuple or kind is list:
-        for v in x:
-            proxies_in(v, out)
-    elif kind is dict:
-        for v in x.values():
-            proxies_in(v, out)
-    elif isinstance(x, Proxy):
-        out.append(x)
-    elif isinstance(x, (tuple, list, dict)):
-        out.extend(y for y in pytree.tree_leaves(x) if isinstance(y, Proxy))
+    """The proxies among `x`'s leaves, in pytree's order (appended to `out`)."""
+    out.extend(y for y in leaves(x, []) if isinstance(y, Proxy))
     return out
 
 
