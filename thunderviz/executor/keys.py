@@ -17,12 +17,13 @@ import types
 from typing import Any
 
 import torch
-
-try:  # a private torch API: where it is missing or its signature moved, every call is keyed
-    from torch._C._dynamo.guards import TensorGuards
-except ImportError:  # pragma: no cover - depends on the torch build
-    TensorGuards = None
 from torch.utils import _pytree as pytree
+
+# A private torch API: where a torch build lacks it (or its signature moved), every call is
+# keyed. Read as attributes: the C extension registers the submodule when torch is imported.
+TensorGuards = getattr(
+    getattr(getattr(torch._C, "_dynamo", None), "guards", None), "TensorGuards", None
+)
 
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key", "RecentKey"]
 
