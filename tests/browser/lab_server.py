@@ -9,7 +9,7 @@ a script can use them directly (``python -m`` style debugging of a failing brows
             open_lab(page, lab)                            # a fresh workspace, app ready
             open_from_file_browser(page, "model.tvz")      # double-click, like a person
 
-Facts this relies on (measured; /work/shared/notes/jupyter-and-browser.md):
+Facts this relies on (measured on the machines the tests run on):
 - as root, ``jupyter lab`` needs ``--allow-root``;
 - ``--LabApp.expose_app_in_browser=True`` makes ``window.jupyterapp`` available to tests;
 - the "Jupyter news?" toast is turned off by a settings file, not a flag;
