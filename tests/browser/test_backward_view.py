@@ -10,6 +10,7 @@ import pytest
 import torch
 from lab_server import click_node, screenshot, toggle
 from playwright.sync_api import expect
+from viewer_page import pane, ready
 
 from thunderviz.debug import Session
 from thunderviz.models import GPT, GPTConfig
@@ -36,19 +37,9 @@ def page(browser_context, gpt2_export):
     page = browser_context.new_page()
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(gpt2_export[0].resolve().as_uri())
-    for kind in ("forward", "backward"):
-        expect(pane(page, kind)).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
+    ready(page)
     yield page
     page.close()
-
-
-def pane(page, kind):
-    return page.locator(f'.tv-graph-pane[data-tv-graph="{kind}"]')
-
-
-def ready(page):
-    for kind in ("forward", "backward"):
-        expect(pane(page, kind)).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
 
 
 def open_everything(page, doc):

@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 from playwright.sync_api import expect
+from viewer_page import pane, ready
 
 from thunderviz.debug import Session
 from thunderviz.models import GPT, GPTConfig
@@ -37,15 +38,10 @@ def page(browser_context, gpt_export):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(gpt_export.resolve().as_uri())
-    for kind in ("forward", "backward"):
-        expect(pane(page, kind)).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
+    ready(page)
     yield page
     assert not errors, errors
     page.close()
-
-
-def pane(page, kind):
-    return page.locator(f'.tv-graph-pane[data-tv-graph="{kind}"]')
 
 
 def top_coloured(p) -> int:

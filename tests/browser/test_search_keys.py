@@ -7,48 +7,26 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
 from lab_server import click_node, screenshot
 from playwright.sync_api import expect
-
-from thunderviz.debug import Session
-from thunderviz.models import GPT, GPTConfig
-from thunderviz.widgets import export_html
+from viewer_page import export_small_gpt, open_page, pane, ready
 
 pytestmark = pytest.mark.browser
 
-CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, d_model=32)
-TIMEOUT = 60_000
 SELECTED = re.compile(r"\btv-selected\b")
 HIGHLIGHT = re.compile(r"\btv-(highlight|selected)\b")
 
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
-    torch.manual_seed(0)
-    model = GPT(CFG)
-    idx = torch.randint(0, CFG.vocab_size, (2, 16))
-    session = Session(model, idx, idx, record_transforms=False)
-    return export_html(session, tmp_path_factory.mktemp("search") / "gpt.html"), session.document()
+    return export_small_gpt(tmp_path_factory.mktemp("search"))
 
 
 @pytest.fixture
 def page(browser_context, export):
-    page = browser_context.new_page()
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(export[0].resolve().as_uri())
-    ready(page)
+    page = open_page(browser_context, export[0])
     yield page
     page.close()
-
-
-def pane(page, kind):
-    return page.locator(f'.tv-graph-pane[data-tv-graph="{kind}"]')
-
-
-def ready(page):
-    for kind in ("forward", "backward"):
-        expect(pane(page, kind)).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
 
 
 def search_and_choose(page, query, result_id):

@@ -8,6 +8,7 @@ import pytest
 import torch
 from lab_server import open_exported, screenshot
 from playwright.sync_api import expect
+from viewer_page import pane
 
 from thunderviz.debug import Session
 from thunderviz.models import GPT, GPTConfig
@@ -52,10 +53,6 @@ def can_scroll_sideways(view):
     return view.evaluate(
         "p => { const c = p.querySelector('.tv-graph-canvas'); return c.scrollWidth > c.clientWidth; }"
     )
-
-
-def pane(page, kind):
-    return page.locator(f'.tv-graph-pane[data-tv-graph="{kind}"]')
 
 
 @pytest.mark.parametrize("kind", ["forward", "backward"])

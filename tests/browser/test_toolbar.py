@@ -10,6 +10,7 @@ import pytest
 import torch
 from lab_server import click_node
 from playwright.sync_api import expect
+from viewer_page import pane, ready
 
 from tests.widgets.models import mlp_inputs
 from thunderviz.debug import Session
@@ -38,14 +39,9 @@ def page(browser_context, export):
     page = browser_context.new_page()
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(export.resolve().as_uri())
-    for kind in ("forward", "backward"):
-        expect(pane(page, kind)).to_have_attribute("data-tv-ready", "true", timeout=TIMEOUT)
+    ready(page)
     yield page
     page.close()
-
-
-def pane(page, kind):
-    return page.locator(f'.tv-graph-pane[data-tv-graph="{kind}"]')
 
 
 def test_export_picture_saves_the_drawn_graph_as_svg_and_png(page, tmp_path):
