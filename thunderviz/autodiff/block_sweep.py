@@ -56,9 +56,7 @@ class SweepState:
 
 def tagged(bsym: BoundSymbol, unit: Any) -> BoundSymbol:
     """Link a bound symbol a rule produced to the forward op it came from (for the UI)."""
-    return bsym.with_changes(
-        fwd_bsym=unit.top, module_path=unit.bsym.module_path, source=unit.bsym.source
-    )
+    return bsym.with_changes(fwd_bsym=unit.top, origin=unit.bsym.origin)
 
 
 @dataclass

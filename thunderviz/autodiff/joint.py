@@ -16,6 +16,7 @@ from thunderviz.autodiff.shapes import match_input
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.context import current_builder, pop_builder, push_builder
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.symbol import NO_ORIGIN, Origin
 
 __all__ = ["get_grad", "put_grad", "requires_grad", "JointRun", "run_joint"]
 
@@ -95,12 +96,11 @@ def run_joint(
     kwargs: dict[str, Any],
     names: NameGenerator,
     needs_grad: Callable[[Proxy], bool],
-    module_path: str = "",
-    source: Any = None,
+    origin: Origin = NO_ORIGIN,
 ) -> JointRun:
     run = JointRun(
-        TraceBuilder(names, module_path, source),
-        TraceBuilder(names, module_path, source),
+        TraceBuilder(names, origin),
+        TraceBuilder(names, origin),
         needs_grad,
     )
     token = _runs.set((*_runs.get(), run))

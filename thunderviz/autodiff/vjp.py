@@ -217,13 +217,12 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
         b.kwargs,
         names,
         lambda p: p.name in needs,
-        b.module_path,
-        b.source,
+        b.origin,
     )
     forward, backward = _place(run, b, out_cts, names)
     state.fwd_segments[i] = [tagged(x, unit) for x in forward]
     emitted = [tagged(x, unit) for x in backward]
-    accumulate = TraceBuilder(names, b.module_path, b.source)
+    accumulate = TraceBuilder(names, b.origin)
     added: list[Contribution] = []
     with accumulate:
         for x, g in run.grads:
@@ -279,7 +278,7 @@ def _place(
         elif ph.name in run.none_if_absent:  # the rule reads None for "no cotangent"
             renames[ph.name] = None  # type: ignore[assignment]
         else:  # this output takes no cotangent: the rule still reads one, so make zeros
-            builder = TraceBuilder(names, b.module_path, b.source)
+            builder = TraceBuilder(names, b.origin)
             with builder:
                 aten.full.default(list(ph.shape), 0.0, dtype=ph.dtype, device=ph.device)
             zero = builder.bound_symbols[0]

@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import _pop_mode_temporarily
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.source import user_source
 from thunderviz.core.locations import where
-from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 from thunderviz.prims.collectives import collective_header, collective_symbol
 
 __all__ = [
@@ -152,8 +152,7 @@ def record_collective_op(
         args=tuple(p_args),
         kwargs=dict(p_kwargs),
         output=output,
-        source=recorder._source,
-        module_path=recorder.module_path,
+        origin=Origin(recorder._source, recorder.module_path),
         header=collective_header(op, tuple(args)),
     )
     if not torch.is_grad_enabled():

@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.recorder_state import Frame, RecorderState
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag, SourceLocation
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, SourceLocation
 from thunderviz.prims.aten import is_core_aten
 
 __all__ = ["DecomposingRecorder", "clear_process_cache"]
@@ -139,8 +139,7 @@ class _LoggedNames:
 
 def _relocated(bsym: BoundSymbol, source: SourceLocation | None, module_path: str) -> BoundSymbol:
     return bsym.with_changes(
-        source=source,
-        module_path=module_path,
+        origin=Origin(source, module_path),
         subsymbols=[_relocated(s, source, module_path) for s in bsym.subsymbols],
     )
 

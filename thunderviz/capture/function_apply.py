@@ -35,7 +35,7 @@ from thunderviz.capture.source import user_source
 from thunderviz.core.codegen import codeval
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 
 __all__ = ["intercepting_function_apply"]
 
@@ -183,8 +183,7 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
         },
         output=output,
         subsymbols=subsymbols,
-        source=source,
-        module_path=module_path,
+        origin=Origin(source, module_path),
         header=f"autograd.Function {cls.__qualname__}: its backward is {cls.__qualname__}.backward",
     )
     if not grad_enabled:

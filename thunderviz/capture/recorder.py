@@ -34,7 +34,7 @@ from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import NameGenerator, NumberProxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
 from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
 from thunderviz.prims.torch_symbols import (
     functional_method_name,
@@ -115,8 +115,7 @@ class Recorder(FunctionalizingRecorder):
             kwargs=p_kwargs,
             output=self.proxify(out),
             subsymbols=frame.bsyms,
-            source=source,
-            module_path=self.module_path,
+            origin=Origin(source, self.module_path),
         )
         if not grad_enabled:
             bsym.tags.add(BsymTag.NO_GRAD)

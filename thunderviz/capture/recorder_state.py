@@ -17,7 +17,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol, SourceLocation
+from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation
 from thunderviz.prims.aten import aten_symbol
 
 __all__ = ["Frame", "RecorderState", "tensor_proxy"]
@@ -177,8 +177,7 @@ class RecorderState:
             args=tuple(p_args),
             kwargs=dict(p_kwargs),
             output=output,
-            source=self._source,
-            module_path=self.module_path,
+            origin=Origin(self._source, self.module_path),
         )
 
     def _record_only(self, op: Any, call_args: tuple[Any, ...], like: torch.Tensor) -> TensorProxy:

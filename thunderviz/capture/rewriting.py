@@ -15,7 +15,7 @@ from typing import Any
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, proxies_in
-from thunderviz.core.symbol import BoundSymbol
+from thunderviz.core.symbol import BoundSymbol, Origin
 
 __all__ = [
     "renamed",
@@ -48,7 +48,7 @@ def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) ->
         args=swap(b.args, mapping),
         kwargs=swap(b.kwargs, mapping),
         output=swap(b.output, mapping),
-        module_path=path + b.module_path[cut:],
+        origin=Origin(b.source, path + b.module_path[cut:]),
         subsymbols=[rewritten(s, mapping, cut, path) for s in b.subsymbols],
     )
 

@@ -9,7 +9,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.context import pop_builder, push_builder
 from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy
-from thunderviz.core.symbol import BoundSymbol, Symbol
+from thunderviz.core.symbol import NO_ORIGIN, BoundSymbol, Origin, SourceLocation, Symbol
 
 __all__ = ["TraceBuilder"]
 
@@ -18,11 +18,18 @@ class TraceBuilder:
     """Inside `with TraceBuilder(names) as b:`, calling a Symbol appends a BoundSymbol to
     `b.bound_symbols` and returns output proxies whose shapes come from the symbol's meta."""
 
-    def __init__(self, names: NameGenerator, module_path: str = "", source: Any = None) -> None:
+    def __init__(self, names: NameGenerator, origin: Origin = NO_ORIGIN) -> None:
         self.names = names
         self.bound_symbols: list[BoundSymbol] = []
-        self.module_path = module_path
-        self.source = source
+        self.origin = origin  # of every bound symbol it records
+
+    @property
+    def source(self) -> SourceLocation | None:
+        return self.origin.source
+
+    @property
+    def module_path(self) -> str:
+        return self.origin.module_path
 
     def __enter__(self) -> TraceBuilder:
         push_builder(self)
@@ -42,8 +49,7 @@ class TraceBuilder:
                 args=tuple(args),
                 kwargs=dict(kwargs),
                 output=output,
-                module_path=self.module_path,
-                source=self.source,
+                origin=self.origin,
             )
         )
         return output

@@ -18,6 +18,8 @@ __all__ = [
     "BoundSymbol",
     "BsymTag",
     "SourceLocation",
+    "Origin",
+    "NO_ORIGIN",
 ]
 
 
@@ -50,6 +52,20 @@ class SourceLocation:
 
     def short(self) -> str:
         return f"{self.filename.rsplit('/', 1)[-1]}:{self.lineno}"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where in the user's program a bound symbol comes from: the line that made the call
+    (`source`, None for code thunderviz wrote) and the nn.Module it ran in (`module_path`,
+    "" at the top level). One value, so that the two travel together: rules, passes and
+    stamped blocks hand on an origin, never one half of it."""
+
+    source: SourceLocation | None = None
+    module_path: str = ""
+
+
+NO_ORIGIN = Origin()
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,9 +122,10 @@ class BoundSymbol:
     """A symbol applied to arguments in a trace, producing `output`.
 
     `subsymbols` are what it is made of one level down (a torch-level call's ATen ops, a
-    non-core ATen op's decomposition). `source` is the user's line, `module_path` the
-    nn.Module it ran in. Backward bound symbols point at the forward one they came from
-    through `fwd_bsym`, which is how the UI links "the backward of this op".
+    non-core ATen op's decomposition). `origin` is where it came from: the user's line
+    (`source`) and the nn.Module it ran in (`module_path`). Backward bound symbols point at
+    the forward one they came from through `fwd_bsym`, which is how the UI links "the
+    backward of this op".
     """
 
     sym: Symbol
@@ -116,11 +133,18 @@ class BoundSymbol:
     kwargs: dict[str, Any]
     output: Any
     subsymbols: list[BoundSymbol] = field(default_factory=list)
-    source: SourceLocation | None = None
-    module_path: str = ""
+    origin: Origin = NO_ORIGIN
     tags: set[BsymTag] = field(default_factory=set)
     header: str = ""  # a comment printed above the line (e.g. what the user called)
     fwd_bsym: BoundSymbol | None = None
+
+    @property
+    def source(self) -> SourceLocation | None:
+        return self.origin.source
+
+    @property
+    def module_path(self) -> str:
+        return self.origin.module_path
 
     # --- flat views the DAG and the passes walk ---------------------------------------
     @property
@@ -166,8 +190,7 @@ class BoundSymbol:
             kwargs=self.kwargs,
             output=self.output,
             subsymbols=self.subsymbols,
-            source=self.source,
-            module_path=self.module_path,
+            origin=self.origin,
             tags=set(self.tags),
             header=self.header,
             fwd_bsym=self.fwd_bsym,

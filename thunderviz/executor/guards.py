@@ -198,6 +198,5 @@ def _guard_bsym(sym: Symbol, value: Proxy, guard: Guard, index: int) -> BoundSym
         args=(value, guard.expected, index),
         kwargs={},
         output=None,
-        source=b.source,
-        module_path=b.module_path,
+        origin=b.origin,
     )

@@ -9,7 +9,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.proxies import Proxy
-from thunderviz.core.symbol import BoundSymbol
+from thunderviz.core.symbol import NO_ORIGIN, BoundSymbol
 from thunderviz.core.trace import Trace, timed_provenance
 from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
 
@@ -34,11 +34,7 @@ def _output_renames(new_output: Any, old_output: Any) -> dict[str, Proxy]:
 def _record(
     trace: Trace, bsym: BoundSymbol | None, fn: Callable[..., Any], *args: Any, **kwargs: Any
 ) -> tuple[list[BoundSymbol], Any]:
-    builder = TraceBuilder(
-        trace.names,
-        module_path=bsym.module_path if bsym else "",
-        source=bsym.source if bsym else None,
-    )
+    builder = TraceBuilder(trace.names, bsym.origin if bsym else NO_ORIGIN)
     with builder:
         result = fn(*args, **kwargs)
     return builder.bound_symbols, result
