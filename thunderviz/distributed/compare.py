@@ -200,18 +200,10 @@ class _Walk:
 
     def _different_calls(self, kind: str, ops: list[dict[str, Any]], rank: int) -> Divergence:
         first, other = ops[0], ops[rank]
-        source, line = _source(first)
-        return Divergence(
+        return _structural(
             kind,
-            first["id"],
-            first.get("name", ""),
-            first.get("module_path", ""),
-            source,
-            line,
-            ", ".join(first.get("outputs", [])),
+            first,
             (0, rank),
-            math.inf,
-            "op",
             "the ranks ran different ops or arguments here: "
             f"{first.get('name')}({first.get('args_repr')}) on rank 0, "
             f"{other.get('name')}({other.get('args_repr')}) on rank {rank}",
@@ -219,6 +211,25 @@ class _Walk:
 
     def _known(self, kind: str) -> dict[str, Any]:
         return self.docs[0]["traces"][kind]["tensors"]
+
+
+def _structural(kind: str, op: dict[str, Any], ranks: tuple[int, int], reason: str) -> Divergence:
+    """The ranks disagree on what runs at `op` (not on a value): no statistic, an infinite
+    difference."""
+    source, line = _source(op)
+    return Divergence(
+        kind,
+        op["id"],
+        op.get("name", ""),
+        op.get("module_path", ""),
+        source,
+        line,
+        ", ".join(op.get("outputs", [])),
+        ranks,
+        math.inf,
+        "op",
+        reason,
+    )
 
 
 def compare(
@@ -263,18 +274,10 @@ def compare(
             short = min(range(len(docs)), key=lambda r: len(per_rank[r]))
             longer = max(range(len(docs)), key=lambda r: len(per_rank[r]))
             extra = per_rank[longer][len(per_rank[short])]
-            source, line = _source(extra)
-            return Divergence(
+            return _structural(
                 kind,
-                extra["id"],
-                extra.get("name", ""),
-                extra.get("module_path", ""),
-                source,
-                line,
-                ", ".join(extra.get("outputs", [])),
+                extra,
                 (short, longer),
-                math.inf,
-                "op",
                 f"rank {longer} runs more ops than rank {short} from here",
             )
     return None
