@@ -9,7 +9,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.context import pop_builder, push_builder
 from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy
-from thunderviz.core.symbol import NO_ORIGIN, BoundSymbol, Origin, SourceLocation, Symbol
+from thunderviz.core.symbol import NO_ORIGIN, BoundSymbol, Origin, Symbol
 
 __all__ = ["TraceBuilder"]
 
@@ -22,14 +22,6 @@ class TraceBuilder:
         self.names = names
         self.bound_symbols: list[BoundSymbol] = []
         self.origin = origin  # of every bound symbol it records
-
-    @property
-    def source(self) -> SourceLocation | None:
-        return self.origin.source
-
-    @property
-    def module_path(self) -> str:
-        return self.origin.module_path
 
     def __enter__(self) -> TraceBuilder:
         push_builder(self)

@@ -50,7 +50,7 @@ def _reduction(op_id: str, reduce_op: str) -> str:
     reduce_op = reduce_op.lower()
     if reduce_op not in _DIFFERENTIABLE_REDUCTIONS:
         builder = current_builder()  # the rule's forward builder knows the op's line
-        at = where(builder.source, builder.module_path) if builder is not None else ""
+        at = where(builder.origin.source, builder.origin.module_path) if builder is not None else ""
         raise AutodiffError(
             f"{op_id} with reduce_op={reduce_op!r} at {at} has no gradient (torch's autograd "
             "for the functional collectives supports 'sum'; thunderviz adds 'avg'). Reduce "

@@ -69,10 +69,10 @@ def _autograd_function(
     if not any(needs):  # eager's apply records no backward when no input needs a gradient
         return apply_symbol(_like(fn.outputs))(call, *args, **given, **kwargs)
     if not has_backward(fn.cls):
-        builder = building()
+        at = building().origin
         raise AutodiffError(
             f"thunderviz cannot differentiate {fn.cls.__qualname__}.apply at "
-            f"{where(fn.source or builder.source, fn.module_path or builder.module_path)}: the "
+            f"{where(fn.source or at.source, fn.module_path or at.module_path)}: the "
             "autograd.Function defines no backward (or vjp), so reverse-mode autodiff, eager's "
             "included, has no gradient for it. Give it a backward staticmethod, or call it "
             "under torch.no_grad() / on detached tensors if it needs no gradient."
