@@ -127,3 +127,26 @@ def check_each_output(fn: Any, *args: Any, **kwargs: Any) -> None:
         n = len(fn(*args))
     for i in range(n):
         check_vjp(lambda *a, i=i: fn(*a)[i], *args, **kwargs)
+
+
+def program_text(trace: tv.Trace) -> str:
+    """The printed trace without its first line (provenance: how long tracing took)."""
+    return str(trace).split("\n", 1)[1]
+
+
+def fingerprint(trace: tv.Trace) -> list[tuple]:
+    """Every bound symbol at every level as comparable values: what two traces that must be
+    the same program (stamped or not, fast or full fake conversion) are compared by."""
+    return [
+        (
+            b.sym.id,
+            repr(b.args),
+            repr(b.kwargs),
+            repr(b.output),
+            repr(b.source),
+            b.module_path,
+            sorted(t.name for t in b.tags),
+            b.header,
+        )
+        for b in trace.walk()
+    ]

@@ -10,7 +10,8 @@ import torch
 import torch.nn as nn
 
 import thunderviz as tv
-from tests.capture.test_stamping import fingerprint, hf_bert, hf_llama, ids
+from tests.capture.test_stamping import hf_bert, hf_llama, ids
+from tests.helpers import fingerprint
 from thunderviz.autodiff import block_sweep
 from thunderviz.models import GPT, GPTConfig
 

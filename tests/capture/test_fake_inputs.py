@@ -10,29 +10,9 @@ import torch.nn as nn
 import transformers
 
 import thunderviz as tv
+from tests.helpers import fingerprint, program_text
 from thunderviz.capture import fake_inputs
 from thunderviz.models import GPT, GPTConfig
-
-
-def program_text(trace: tv.Trace) -> str:
-    # the first line is provenance: the time tracing took
-    return str(trace).split("\n", 1)[1]
-
-
-def fingerprint(trace: tv.Trace) -> list[tuple]:
-    return [
-        (
-            b.sym.id,
-            repr(b.args),
-            repr(b.kwargs),
-            repr(b.output),
-            repr(b.source),
-            b.module_path,
-            sorted(t.name for t in b.tags),
-            b.header,
-        )
-        for b in trace.walk()
-    ]
 
 
 def assert_same_as_full_conversion(monkeypatch, fn, *args, **kwargs):

@@ -12,29 +12,9 @@ import torch.nn as nn
 import transformers
 
 import thunderviz as tv
+from tests.helpers import fingerprint, program_text
 from thunderviz.capture import stamping
 from thunderviz.models import GPT, GPTConfig
-
-
-def program_text(trace: tv.Trace) -> str:
-    return str(trace).split("\n", 1)[1]  # the first line is provenance: how long it took
-
-
-def fingerprint(trace: tv.Trace) -> list[tuple]:
-    return [
-        (
-            b.sym.id,
-            repr(b.args),
-            repr(b.kwargs),
-            repr(b.output),
-            repr(b.source),
-            b.module_path,
-            sorted(t.name for t in b.tags),
-            b.header,
-        )
-        for b in trace.walk()
-    ]
-
 
 FAKE: list[bool] = []  # the mode of the test running
 
