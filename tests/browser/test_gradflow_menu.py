@@ -132,21 +132,10 @@ w
 
 
 def test_the_menu_zeroes_a_module_in_a_live_widget(thunderviz_lab, lab_page, lab_dir):
-    import nbformat
-    from test_widget import python, run_all, wait_idle, widget_output
+    from test_widget import open_new_notebook, python, run_all, wait_idle, widget_output
 
     page = lab_page.page
-    folder, relative = lab_dir
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells.append(nbformat.v4.new_code_cell(LIVE))
-    nbformat.write(nb, str(folder / "live.ipynb"))
-    panel = lab_page.open(f"{relative}/live.ipynb")
-    lab_page.wait_for_kernel()
+    panel = open_new_notebook(lab_page, lab_dir, "live.ipynb", LIVE)
     run_all(page)
     widget = widget_output(panel)
     backward = widget.locator('.tv-graph-pane[data-tv-graph="backward"]')

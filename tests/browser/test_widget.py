@@ -112,6 +112,23 @@ def open_example(lab_page, lab_dir, name: str):
     return panel, f"{relative}/{name}"
 
 
+def open_new_notebook(lab_page, lab_dir, name: str, source: str):
+    """Write a notebook of one code cell `source` as `name` in the lab's folder, open it and
+    wait for its kernel; the notebook panel."""
+    folder, relative = lab_dir
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells.append(nbformat.v4.new_code_cell(source))
+    nbformat.write(nb, str(folder / name))
+    panel = lab_page.open(f"{relative}/{name}")
+    lab_page.wait_for_kernel()
+    return panel
+
+
 # -- the tests ---------------------------------------------------------------------------------
 
 
@@ -251,17 +268,7 @@ def test_a_hostile_module_name_shows_as_text_in_jupyterlab(thunderviz_lab, lab_p
     page = lab_page.page
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    folder, relative = lab_dir
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells.append(nbformat.v4.new_code_cell(HOSTILE))
-    nbformat.write(nb, str(folder / "hostile.ipynb"))
-    panel = lab_page.open(f"{relative}/hostile.ipynb")
-    lab_page.wait_for_kernel()
+    panel = open_new_notebook(lab_page, lab_dir, "hostile.ipynb", HOSTILE)
     run_all(page)
 
     widget = widget_output(panel)
