@@ -37,6 +37,7 @@ import torch
 from playwright.sync_api import sync_playwright
 
 import thunderviz as tv
+from tests.browser.lab_server import CHROMIUM, CHROMIUM_ARGS
 from tests.browser.page_timing import (
     click_during_layout,
     expanded,
@@ -54,16 +55,6 @@ MODELS = {
         256,
     ),
 }
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def export(name: str) -> tuple[Path, float]:
@@ -151,7 +142,7 @@ def main() -> None:
         ["gpt12", "gpt2"] if parser.parse_args().model == "both" else [parser.parse_args().model]
     )
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for name in names:
             run(name, browser)
         browser.close()
