@@ -3,14 +3,13 @@ backward of a `torch.autograd.Function`.
 
 Everything here runs on every call, so it is written for a small program's per-call cost:
 the Function is entered through autograd's C++ `apply` (what `Function.apply` calls after its
-generic checks, done here only where they can matter), and saved intermediates are released
-by a plain weak reference's callback.
+generic checks, done here only where they can matter), and the forward and backward do no
+more Python than they must: what can be worked out once per entry is (`CompiledEntry`).
 """
 
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,14 @@ from thunderviz.core.trace import Trace
 from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
 
-__all__ = ["CompiledEntry", "apply", "not_compiled", "running", "without_no_grad"]
+__all__ = [
+    "CompiledEntry",
+    "apply",
+    "apply_unwrapped",
+    "not_compiled",
+    "running",
+    "without_no_grad",
+]
 
 
 def not_compiled(*args: Any, **kwargs: Any) -> Any:
@@ -61,6 +67,10 @@ class CompiledEntry:
             if self.run_backward is not not_compiled
             else not_compiled
         )
+        # positions of the saved values that are tensors; None: all of them (the common case)
+        saved = self.result.augmented_forward.output[1] if self.result is not None else ()
+        positions = tuple(i for i, p in enumerate(saved) if isinstance(p, TensorProxy))
+        self.saved_tensor_positions = None if len(positions) == len(saved) else positions
         n_outputs = len(pytree.tree_leaves(self.forward.output))
         # the common case (a loss): the cotangents are autograd's grad_outputs as they come
         self.all_outputs_differentiable = self.differentiable_outputs == list(range(n_outputs))
@@ -80,43 +90,35 @@ class _TraceFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
-        if kwarg_names:
-            n_pos = len(flat) - len(kwarg_names)
-            out, saved = running(
-                entry,
-                entry.run_augmented,
-                *flat[:n_pos],
-                **dict(zip(kwarg_names, flat[n_pos:], strict=True)),
-            )
-        else:  # the common case: no dict to build
-            out, saved = running(entry, entry.run_augmented, *flat)
+        try:
+            if kwarg_names:
+                n_pos = len(flat) - len(kwarg_names)
+                out, saved = entry.run_augmented(
+                    *flat[:n_pos], **dict(zip(kwarg_names, flat[n_pos:], strict=True))
+                )
+            else:  # the common case: no dict to build
+                out, saved = entry.run_augmented(*flat)
+        except GuardFailure:
+            raise
+        except Exception as e:
+            attribute_error(e, entry.executed)
+            raise
         ctx.entry = entry
         ctx.set_materialize_grads(False)  # an output the loss does not use: None (see backward)
-        flat_out = [out] if entry.single_output else pytree.tree_leaves(out)
-        # Inputs and outputs go through save_for_backward (autograd checks they were not
-        # modified in place before backward). Intermediates the forward made are held on
-        # ctx directly, as torch's docs advise: nothing else can see or modify them, and
-        # packing hundreds of them costs more than the checks are worth. They live exactly as
-        # long as autograd keeps this node's saved tensors (freed after a backward, kept with
-        # retain_graph=True): an empty anchor tensor is saved with the checked ones and a weak
-        # reference's callback empties the list when autograd lets the anchor go.
-        exposed = set(map(id, flat))
-        exposed.update(map(id, flat_out))
-        checked = [
-            i for i, t in enumerate(saved) if id(t) in exposed and isinstance(t, torch.Tensor)
-        ]
-        ctx.checked = checked
-        anchor = torch.empty(0)
-        ctx.save_for_backward(*(saved[i] for i in checked), anchor)
-        if checked:
-            checked_set = set(checked)
-            intermediates = [t for i, t in enumerate(saved) if i not in checked_set]
-        else:
-            intermediates = list(saved)
-        # (cheaper than weakref.finalize; ctx holds the reference, and were ctx to go first,
-        # the list would go with it)
-        ctx.release = weakref.ref(anchor, lambda _: intermediates.clear())
-        ctx.intermediates = intermediates
+        # Every saved tensor goes through save_for_backward, intermediates included, as
+        # eager's own nodes save theirs: autograd checks none was modified in place before
+        # the backward, frees them after it (keeps them with retain_graph=True), and runs the
+        # user's saved-tensor hooks on each (save_on_cpu, non-reentrant checkpointing).
+        positions = entry.saved_tensor_positions
+        if positions is None:
+            ctx.save_for_backward(*saved)
+        else:  # a saved Python number (a size the program read) is held as it is
+            ctx.save_for_backward(*(saved[i] for i in positions))
+            numbers = list(saved)
+            for i in positions:
+                numbers[i] = None
+            ctx.saved_numbers = numbers
+        flat_out = (out,) if entry.single_output else tuple(pytree.tree_leaves(out))
         if entry.non_differentiable_outputs:
             ctx.mark_non_differentiable(
                 *(
@@ -125,19 +127,18 @@ class _TraceFunction(torch.autograd.Function):
                     if isinstance(flat_out[i], torch.Tensor)
                 )
             )
-        return tuple(flat_out)
+        return flat_out
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
         entry: CompiledEntry = ctx.entry
-        checked = ctx.checked
-        # Put the checked values back where they were: inserting in increasing position
-        # order restores the forward's list (each lands after everything that preceded it),
-        # without a Python loop over every saved value.
-        *checked_values, _anchor = ctx.saved_tensors  # raises, as eager, once autograd freed them
-        saved: list[Any] = list(ctx.intermediates)  # a copy: retain_graph may run this again
-        for i, t in zip(checked, checked_values, strict=True):
-            saved.insert(i, t)
+        saved = ctx.saved_tensors  # raises, as eager, once autograd freed them
+        positions = entry.saved_tensor_positions
+        if positions is not None:
+            values = list(ctx.saved_numbers)  # a copy: retain_graph may run this again
+            for i, t in zip(positions, saved, strict=True):
+                values[i] = t
+            saved = tuple(values)
         cotangents = (
             grad_outputs
             if entry.all_outputs_differentiable
@@ -155,7 +156,11 @@ class _TraceFunction(torch.autograd.Function):
         # The engine runs backward without grad unless create_graph=True; only then does the
         # trace's own no_grad wrapper have work to do.
         run = entry.run_backward if torch.is_grad_enabled() else entry.run_backward_in_no_grad
-        grads = running(entry, run, tuple(saved), cotangents)
+        try:
+            grads = run(saved, cotangents)
+        except Exception as e:
+            attribute_error(e, entry.executed)
+            raise
         if unreached:  # inputs only unused outputs read: None, as eager gives them
             grads = [None if i in unreached else g for i, g in enumerate(grads)]
         return (None, None, *grads)
@@ -191,8 +196,11 @@ def apply(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
     frame and generic checks of `Function.apply`, which weigh in a small program's call."""
     if torch._C._are_functorch_transforms_active():
         return _TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)  # torch's error
-    return _FUNCTION_APPLY(
-        entry,
-        entry.kwarg_names,
-        *[unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in flat_inputs],
+    return apply_unwrapped(
+        entry, [unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in flat_inputs]
     )
+
+
+def apply_unwrapped(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
+    """`apply` for inputs known to hold no functorch wrapper, while no transform is active."""
+    return _FUNCTION_APPLY(entry, entry.kwarg_names, *flat_inputs)
