@@ -23,7 +23,7 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.utils.hooks import BackwardHook
 
-__all__ = ["HookRunner", "module_key", "check_submodule_hooks"]
+__all__ = ["HookRunner", "module_key", "check_submodule_hooks", "inner_hook_dicts"]
 
 
 def _hook_dicts(m: torch.nn.Module) -> tuple[Any, ...]:
@@ -37,6 +37,13 @@ def _globals() -> tuple[Any, ...]:
         nn_module._global_backward_pre_hooks,
         nn_module._global_backward_hooks,
     )
+
+
+def inner_hook_dicts(submodules: list[torch.nn.Module]) -> tuple[Any, ...]:
+    """The hook dicts `module_key` reads (every submodule's but the jitted module's own, and
+    the global ones), to tell in one `any()` that there are none."""
+    inner = tuple(d for m in submodules[1:] for d in _hook_dicts(m))
+    return inner + _globals()
 
 
 def module_key(submodules: list[torch.nn.Module]) -> tuple[Any, ...]:

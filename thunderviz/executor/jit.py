@@ -42,14 +42,15 @@ from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (
-    RecentKey,
     ambient_key,
     changed_attribute,
     code_constants,
     module_attributes,
     value_key,
 )
+from thunderviz.executor.repeat import RepeatedCall
 from thunderviz.executor.runnable import without_identity_reshapes
+from thunderviz.executor.walk import ModuleWalk
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
 
@@ -96,11 +97,13 @@ class JittedFunction:
         self.cache_size = cache_size
         # key -> entries for that key (one per combination of guard outcomes), most recent last
         self._cache: OrderedDict[Any, list[CompiledEntry]] = OrderedDict()
-        # the last key looked up, and its fast check when it came twice running (the most
-        # recently used key of the cache, so a call it holds for moves nothing)
+        # the last key looked up, and the check for calls that repeat it when it came twice
+        # running (the most recently used key of the cache, so a call it holds for moves
+        # nothing)
         self._previous_key: Any = None
-        self._recent: RecentKey | None = None
-        self._walk_modules()
+        self._repeated: RepeatedCall | None = None
+        self._previous_key_repeats = False
+        self._walk = ModuleWalk(self.module)
         self._hooks = HookRunner(self.module)
         self.last: CompiledEntry | None = None
         self.cache_misses = 0
@@ -117,29 +120,31 @@ class JittedFunction:
             return self._hooks.call(self._call, args, kwargs)
         return self._call(*args, **kwargs)
 
-    def _walk_modules(self) -> None:
-        """The module tree, walked once (and again when a submodule is added or replaced):
-        parameters, buffers, flags and hooks are read from it on every call, and
-        `module.parameters()` would re-walk the tree each time."""
-        named = list(self.module.named_modules()) if self.module is not None else []
-        self._submodules = [m for _, m in named]
-        self._paths = [p for p, _ in named]
-        # each module's children as they are now: compared (by identity) on every call
-        self._tree = [(m._modules, dict(m._modules)) for m in self._submodules]
-
     def _call(self, *args: Any, **kwargs: Any) -> Any:
+        repeated = self._repeated
+        if repeated is not None and not kwargs:
+            outs = repeated.run_if_repeated(args)
+            if outs is not None:  # the common case in a training loop
+                entry = self.last = repeated.entry
+                return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
         if self.ddp is not None:
             self.ddp.before_forward()
-        if any(live != walked for live, walked in self._tree):
-            self._walk_modules()  # a submodule was added, replaced or removed
-        arg_leaves, state = _leaves(args), self._state()
+        if self._walk.changed():
+            self._walk = ModuleWalk(self.module)  # a submodule was added, replaced or removed
+        arg_leaves, state = _leaves(args), self._walk.state()
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
         key, entries = self._lookup(args, kwargs, state)
         if entries is not None:
             last = entries[-1]
             if not last.guards and changed_attribute(last.attributes) is None:
-                self.last = last  # the common case: nothing to check while running
+                self.last = last  # nothing to check while running
+                self._repeated = (
+                    RepeatedCall.of(key, last, args, state, self._walk)
+                    if self._previous_key_repeats and self.ddp is None
+                    else None
+                )
                 return self._run(last, flat_inputs)
+        self._repeated = None
         seen: dict[Any, Any] = {}  # guard key -> the value this call showed
         reason = self._miss_reason(key) if entries is None else self._attribute_reason(entries[-1])
         for _ in range(_MAX_RETRACES_PER_CALL + 1):
@@ -187,37 +192,18 @@ class JittedFunction:
         outs = apply(entry, flat_inputs)
         return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
 
-    def _state(self) -> list[torch.Tensor]:
-        """Parameters then buffers, each once, in `named_parameters()` / `named_buffers()`
-        order: the trace's inputs after the positional ones (keyword ones come last), as
-        `core/inputs.py` binds them; gathered here without a per-input loop (it runs on every
-        call and its metadata is part of the cache key)."""
-        subs = self._submodules
-        params = [t for m in subs for t in m._parameters.values() if t is not None]
-        buffers = [t for m in subs for t in m._buffers.values() if t is not None]
-        # Shared (tied) tensors are rare: dedupe only when the cheap count says so.
-        return _first_of_each(params) + _first_of_each(buffers)
-
     def _lookup(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]
     ) -> tuple[Any, list[CompiledEntry] | None]:
         """The call's cache key and its entries (None: not cached), most recent first."""
         ddp = self.ddp is not None and self.ddp.syncing
-        rest = (module_key(self._submodules), ambient_key(), ddp)
-        recent = self._recent
-        if recent is not None and not kwargs and recent.holds(args, state, rest):
-            return recent.key, recent.entries  # still the most recent key: nothing to move
+        rest = (module_key(self._walk.submodules), ambient_key(), ddp)
         key = self._key(args, kwargs, state, rest)
         entries = self._cache.get(key)
         if entries is not None:
             self._cache.move_to_end(key)
         # A key seen twice running is likely to come again: worth the check's set-up.
-        seen_twice = entries is not None and self._previous_key == key and not kwargs
-        self._recent = (
-            RecentKey(key, entries, args, state, rest)
-            if seen_twice and entries is not None
-            else None
-        )
+        self._previous_key_repeats = entries is not None and self._previous_key == key
         self._previous_key = key
         return key, entries
 
@@ -266,7 +252,7 @@ class JittedFunction:
                 f"a change of {name}, read by the jitted code from outside it (traced with "
                 f"{value!r}, now {state.get(name)!r})"
             )
-        path = self._paths[index] or type(self._submodules[index]).__name__
+        path = self._walk.paths[index] or type(self._walk.submodules[index]).__name__
         return (
             f"a change of the module attribute {path}.{name} (traced with {value!r}, now "
             f"{state.get(name)!r})"
@@ -300,7 +286,7 @@ class JittedFunction:
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
         check_submodule_hooks(self.module, self._name())
         # as they are before the program runs
-        attributes = module_attributes(self._submodules) + code_constants(self.fn)
+        attributes = module_attributes(self._walk.submodules) + code_constants(self.fn)
         forward = trace_without_own_hooks(self.fn, args, kwargs)
         n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(
@@ -365,14 +351,6 @@ class JittedFunction:
         if name in ("fn", "module") or self.__dict__.get("module") is None:
             raise AttributeError(name)
         return getattr(self.__dict__["module"], name)
-
-
-def _first_of_each(tensors: list[Any]) -> list[Any]:
-    """`tensors` with each object once, where it first appears."""
-    if len(set(map(id, tensors))) == len(tensors):
-        return tensors
-    seen: set[int] = set()
-    return [t for t in tensors if not (id(t) in seen or seen.add(id(t)))]
 
 
 def _leaves(tree: Any) -> list[Any]:

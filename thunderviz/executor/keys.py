@@ -19,13 +19,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-# A private torch API: where a torch build lacks it (or its signature moved), every call is
-# keyed. Read as attributes: the C extension registers the submodule when torch is imported.
-TensorGuards = getattr(
-    getattr(getattr(torch._C, "_dynamo", None), "guards", None), "TensorGuards", None
-)
-
-__all__ = ["value_key", "UnkeyableArgument", "ambient_key", "RecentKey"]
+__all__ = ["value_key", "UnkeyableArgument", "ambient_key"]
 
 # Keyed by themselves: immutable values with value equality.
 _ATOMS = (
@@ -156,57 +150,6 @@ class _Identity:
 
     def __repr__(self) -> str:
         return f"<{type(self.obj).__name__} at {id(self.obj):#x}>"
-
-
-class RecentKey:
-    """A cache key and a C++ check that a call's tensors have exactly the metadata of the call
-    it was made for, so a repeated call finds its entries without building and hashing the
-    key, the larger part of a small program's lookup. The check (dynamo's `TensorGuards`:
-    type, dispatch keys, dtype, device, requires_grad, sizes and strides) is stricter than the
-    key's tensor part (which has contiguity, a function of sizes and strides), so where it
-    holds the key is the same; where it fails the key is built. Only for calls whose
-    positional arguments are all tensors and that have no keyword arguments: any other value
-    is keyed by value. `rest` (training flags, hooks, grad mode, autocast, DDP sync) is
-    computed on every call and compared."""
-
-    __slots__ = ("key", "entries", "rest", "n_args", "n_state", "_tensors")
-
-    def __init__(
-        self,
-        key: Any,
-        entries: list[Any],
-        args: tuple[Any, ...],
-        state: list[torch.Tensor],
-        rest: tuple[Any, ...],
-    ) -> None:
-        self.key, self.entries, self.rest = key, entries, rest
-        self.n_args, self.n_state = len(args), len(state)
-        tensors = [*args, *state]
-        self._tensors = None  # never holds
-        if TensorGuards is None or not all(isinstance(t, torch.Tensor) for t in tensors):
-            return
-        try:
-            # one list a tensor, as dynamo passes them (torch's stub says one list in all)
-            self._tensors = TensorGuards(
-                *tensors,
-                dynamic_dims_sizes=[list(t.shape) for t in tensors],  # pyright: ignore[reportArgumentType]
-                dynamic_dims_strides=[list(t.stride()) for t in tensors],  # pyright: ignore[reportArgumentType]
-            )
-        except TypeError:  # another torch's signature: key every call, as without the check
-            pass
-
-    def holds(
-        self, args: tuple[Any, ...], state: list[torch.Tensor], rest: tuple[Any, ...]
-    ) -> bool:
-        """Whether `key` is this call's key (a call without keyword arguments)."""
-        return (
-            self._tensors is not None
-            and len(args) == self.n_args
-            and len(state) == self.n_state
-            and bool(self.entries)
-            and rest == self.rest
-            and self._tensors.check(*args, *state)
-        )
 
 
 _AUTOCAST_DEVICES = ("cpu", "cuda")

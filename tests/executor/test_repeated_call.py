@@ -14,7 +14,7 @@ import torch.nn as nn
 
 import thunderviz as tv
 from tests.helpers import value_and_grads
-from thunderviz.executor import keys
+from thunderviz.executor import repeat
 
 F64 = dict(dtype=torch.float64)
 
@@ -42,7 +42,7 @@ def tensor_check(request, monkeypatch):
     """Every case runs twice: with torch's C++ tensor check, and as on a torch build
     without it (the private API missing), where every call is keyed."""
     if request.param == "without it":
-        monkeypatch.setattr(keys, "TensorGuards", None)
+        monkeypatch.setattr(repeat, "TensorGuards", None)
     return request.param
 
 

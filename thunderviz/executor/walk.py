@@ -1,0 +1,56 @@
+"""The jitted module's tree, walked once and kept: read on every call, so kept in the forms the
+per-call code reads without a call per module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from thunderviz.executor.hooks import inner_hook_dicts
+
+__all__ = ["ModuleWalk", "module_state"]
+
+
+class ModuleWalk:
+    """`module.named_modules()` as lists, with each submodule's parameter, buffer and
+    child dicts (torch mutates these dicts, never replaces them) and the hook dicts that are
+    part of the cache key. Walked again when `changed()` says a submodule was added,
+    replaced or removed."""
+
+    __slots__ = ("submodules", "paths", "tree", "parameters", "buffers", "hooks")
+
+    def __init__(self, module: torch.nn.Module | None) -> None:
+        named = list(module.named_modules()) if module is not None else []
+        self.submodules = [m for _, m in named]
+        self.paths = [p for p, _ in named]
+        # each module's children as they are now: compared (by identity) on every call
+        self.tree = [(m._modules, dict(m._modules)) for m in self.submodules]
+        self.parameters = [m._parameters for m in self.submodules]
+        self.buffers = [m._buffers for m in self.submodules]
+        self.hooks = inner_hook_dicts(self.submodules)
+
+    def changed(self) -> bool:
+        return any(live != walked for live, walked in self.tree)
+
+    def state(self) -> list[torch.Tensor]:
+        return module_state(self.parameters, self.buffers)
+
+
+def module_state(parameters: list[dict[str, Any]], buffers: list[dict[str, Any]]) -> list[Any]:
+    """Parameters then buffers (from each submodule's `_parameters` / `_buffers` dict, in
+    `named_modules()` order), each tensor once, as `named_parameters()` / `named_buffers()`
+    list them: the trace's inputs after the positional ones, as `core/inputs.py` binds them.
+    Gathered without a call per module: it runs on every call."""
+    params = [t for d in parameters for t in d.values() if t is not None]
+    bufs = [t for d in buffers for t in d.values() if t is not None]
+    # Shared (tied) tensors are rare: dedupe only when the cheap count says so.
+    return _first_of_each(params) + _first_of_each(bufs)
+
+
+def _first_of_each(tensors: list[Any]) -> list[Any]:
+    """`tensors` with each object once, where it first appears."""
+    if len(set(map(id, tensors))) == len(tensors):
+        return tensors
+    seen: set[int] = set()
+    return [t for t in tensors if not (id(t) in seen or seen.add(id(t)))]
