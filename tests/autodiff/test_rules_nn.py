@@ -1,23 +1,20 @@
-"""Grad rules for nn ops (convolution, embedding, norms, softmax and losses, activations,
-pooling, upsampling, attention), against torch.autograd; and whole models.
+"""Grad rules for nn ops (convolution, embedding, softmax and losses, activations, pooling,
+upsampling: rules/nn.py), against torch.autograd; and whole models.
 
 OpInfo samples for every op, plus hand-written cases: conv with groups/dilation/stride,
-batch norm in train and eval with running statistics checked against eager, cross entropy
-with ignore_index / label smoothing / weights, attention with causal / bool / float masks and
-grouped-query heads, embedding with padding_idx.
+cross entropy with ignore_index / label smoothing / weights, embedding with padding_idx.
+Normalization and attention have modules of their own (test_rules_normalization.py,
+test_rules_attention.py).
 """
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import thunderviz as tv
-from tests.autodiff.opinfo_samples import sample_params, samples
+from tests.autodiff.opinfo_samples import sample_params
 from tests.helpers import check_vjp
 
 F64 = torch.float64
@@ -102,41 +99,6 @@ def test_embedding_opinfo(fn, args, kwargs):
     check_vjp(fn, *args, **kwargs)
 
 
-@pytest.mark.parametrize(
-    "fn,args,kwargs",
-    sample_params(
-        ["nn.functional.scaled_dot_product_attention"], skip=lambda a, kw: kw.get("dropout_p", 0)
-    ),
-)
-def test_sdpa_opinfo(fn, args, kwargs):
-    check_vjp(fn, *args, **kwargs)
-
-
-def _batch_norm_cases():
-    """OpInfo batch norm samples with the running statistics out of the differentiated args
-    (a fresh copy each call: training updates them in place)."""
-    out = []
-    for i, (_, (x, rm, rv, w, b), kwargs) in enumerate(samples("nn.functional.batch_norm")):
-
-        def fn(x, w, b, rm=rm, rv=rv, kwargs=kwargs):
-            return F.batch_norm(
-                x,
-                None if rm is None else rm.clone(),
-                None if rv is None else rv.clone(),
-                w,
-                b,
-                **kwargs,
-            )
-
-        out.append(pytest.param(fn, (x, w, b), id=f"batch_norm-{i}"))
-    return out
-
-
-@pytest.mark.parametrize("fn,args", _batch_norm_cases())
-def test_batch_norm_opinfo(fn, args):
-    check_vjp(fn, *args)
-
-
 # --- convolution --------------------------------------------------------------------------
 
 
@@ -178,154 +140,6 @@ def test_convolution_backward_asks_only_for_needed_grads():
     ]
     assert bwd.args[-1] == [False, True, False]
     check_vjp(lambda w: F.conv2d(x.double(), w), w.detach().double())
-
-
-# --- normalization ------------------------------------------------------------------------
-
-
-class _Loss(nn.Module):
-    """<module(x), ct>: a scalar whose gradient is the module's VJP with cotangent `ct`."""
-
-    def __init__(self, module, ct):
-        super().__init__()
-        self.module, self.ct = module, ct
-
-    def forward(self, x):
-        return (self.module(x) * self.ct).sum()
-
-
-@pytest.mark.parametrize("train", [True, False])
-@pytest.mark.parametrize(
-    "bn_cls,shape",
-    [(nn.BatchNorm1d, (6, 3)), (nn.BatchNorm2d, (4, 3, 5, 5)), (nn.BatchNorm3d, (2, 3, 3, 2, 2))],
-)
-def test_batch_norm_module_running_stats_and_grads(bn_cls, shape, train):
-    torch.manual_seed(0)
-    bn = bn_cls(3, momentum=0.3).double()
-    with torch.no_grad():
-        bn.weight.uniform_(0.5, 2)
-        bn.bias.uniform_(-1, 1)
-        bn.running_mean.uniform_(-1, 1)
-        bn.running_var.uniform_(0.5, 2)
-    bn.train(train)
-    x, ct = torch.randn(shape, dtype=F64), torch.randn(shape, dtype=F64)
-    eager = copy.deepcopy(bn)
-    xr = x.clone().requires_grad_()
-    ref = _Loss(eager, ct)(xr)
-    ref_grads = torch.autograd.grad(ref, [xr, eager.weight, eager.bias])
-
-    ops = {b.sym.id for top in tv.trace(bn, x).bound_symbols for b in top.walk()}
-    assert "aten.native_batch_norm.default" in ops
-    value, grads = tv.value_and_grad(_Loss(bn, ct))(x)
-    torch.testing.assert_close(value, ref.detach())
-    for g, r in zip(grads[:3], ref_grads, strict=True):  # x, weight, bias
-        torch.testing.assert_close(g, r)
-    # buffers follow: running_mean, running_var, num_batches_tracked carry no gradient
-    assert all(g is None or not g.any() for g in grads[3:])
-    # running statistics updated exactly as one eager step updates them (or left alone)
-    torch.testing.assert_close(bn.running_mean, eager.running_mean)
-    torch.testing.assert_close(bn.running_var, eager.running_var)
-    assert bn.num_batches_tracked == eager.num_batches_tracked == (1 if train else 0)
-
-
-def test_batch_norm_without_running_stats_or_affine():
-    x = torch.randn(5, 3, 4, dtype=F64)
-    check_vjp(lambda x: F.batch_norm(x, None, None, training=True), x)
-    check_vjp(
-        lambda x, w: F.batch_norm(x, None, None, weight=w, training=True, eps=0.1),
-        x,
-        torch.rand(3, dtype=F64),
-    )
-    rm, rv = torch.randn(3, dtype=F64), torch.rand(3, dtype=F64) + 0.5
-    check_vjp(
-        lambda x, b: F.batch_norm(x, rm, rv, bias=b, training=False), x, torch.randn(3, dtype=F64)
-    )
-
-
-@pytest.mark.parametrize("variant", ["functional", "no_stats", "no_training"])
-def test_native_batch_norm_legit_overloads(variant):
-    """The overloads torch.export / functionalized graphs use, called directly."""
-    aten = torch.ops.aten
-    x, w, b = (
-        torch.randn(6, 3, 2, dtype=F64),
-        torch.rand(3, dtype=F64) + 0.5,
-        torch.randn(3, dtype=F64),
-    )
-    rm0, rv0 = torch.randn(3, dtype=F64), torch.rand(3, dtype=F64) + 0.5
-
-    def f(x, w, b):
-        rm, rv = rm0.clone(), rv0.clone()
-        if variant == "functional":
-            return aten._native_batch_norm_legit(x, w, b, rm, rv, True, 0.1, 1e-5)[0]
-        if variant == "no_stats":
-            return aten._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5)[0]
-        return aten._native_batch_norm_legit_no_training(x, w, b, rm, rv, 0.1, 1e-5)[0]
-
-    want = {
-        "functional": "aten._native_batch_norm_legit_functional.default",
-        "no_stats": "aten._native_batch_norm_legit.no_stats",
-        "no_training": "aten._native_batch_norm_legit_no_training.default",
-    }[variant]
-    ops = {s.sym.id for top in tv.trace(f, x, w, b).bound_symbols for s in top.walk()}
-    assert want in ops
-    check_vjp(f, x, w, b)
-
-
-def test_layer_and_group_norm_variants():
-    x = torch.randn(2, 4, 3, 5, dtype=F64)
-    w, b = torch.randn(3, 5, dtype=F64), torch.randn(3, 5, dtype=F64)
-    check_vjp(lambda x, w, b: F.layer_norm(x, (3, 5), w, b, eps=1e-3), x, w, b)
-    check_vjp(lambda x, w: F.layer_norm(x, (3, 5), w), x, w)
-    check_vjp(lambda x: F.layer_norm(x, (5,)), x)
-    check_vjp(
-        lambda x, w, b: F.group_norm(x, 2, w, b),
-        x,
-        torch.randn(4, dtype=F64),
-        torch.randn(4, dtype=F64),
-    )
-
-
-def test_layer_norm_saves_input_statistics_and_weights():
-    x = torch.randn(4, 8, requires_grad=True)
-    w, b = torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)
-    result = tv.autodiff(tv.trace(lambda x, w, b: F.layer_norm(x, (8,), w, b), x, w, b))
-    assert sorted(tuple(s.shape) for s in result.saved_for_backward) == [
-        (4, 1),
-        (4, 1),
-        (4, 8),
-        (8,),
-        (8,),
-    ]
-
-
-def test_rms_norm_is_one_op_with_its_own_rule():
-    x, w = torch.randn(3, 4, 6, dtype=F64), torch.randn(4, 6, dtype=F64)
-    check_vjp(lambda x, w: F.rms_norm(x, (4, 6), w), x, w)
-    check_vjp(lambda x, w: F.rms_norm(x, [6], w[0], eps=1e-2), x, w)
-    check_vjp(lambda x: F.rms_norm(x, (6,)), x)
-    check_vjp(lambda x, w: torch.rms_norm(x, [6], w[0], 1e-3), x, w)
-    result = tv.autodiff(tv.trace(lambda x: F.rms_norm(x, (6,)), x.float().requires_grad_()))
-    assert "torch.nn.functional.rms_norm(x, (6,)" in result.augmented_forward.python()
-    assert [s.name for s in result.saved_for_backward] == ["x"]
-
-
-def test_rms_norm_in_bfloat16_computes_in_float32():
-    torch.manual_seed(0)
-    x, w = torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(16, dtype=torch.bfloat16)
-    ct = torch.randn(4, 16, dtype=torch.bfloat16)
-    _, (gx, gw) = tv.vjp(lambda x, w: F.rms_norm(x, (16,), w))((x, w), ct)
-    xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
-    rx, rw = torch.autograd.grad(F.rms_norm(xr, (16,), wr), [xr, wr], ct.float())
-    assert gx.dtype == gw.dtype == torch.bfloat16
-    torch.testing.assert_close(gx.float(), rx, atol=2e-2, rtol=2e-2)
-    torch.testing.assert_close(gw.float(), rw, atol=5e-2, rtol=2e-2)
-
-
-def test_fused_rms_norm():
-    aten = torch.ops.aten
-    x, w = torch.randn(3, 5, 6, dtype=F64), torch.randn(5, 6, dtype=F64)
-    check_vjp(lambda x, w: aten._fused_rms_norm(x, [5, 6], w, 1e-4)[0], x, w)
-    check_vjp(lambda x: aten._fused_rms_norm(x, [6], None, None)[0], x)
 
 
 # --- softmax and losses --------------------------------------------------------------------
@@ -480,100 +294,6 @@ def test_upsampling_with_scale_factors():
     )
     check_vjp(lambda x: F.interpolate(x, size=(5, 7), mode="bicubic", antialias=True), x)
     check_vjp(lambda x: F.interpolate(x, size=(2, 3), mode="bilinear", antialias=True), x)
-
-
-# --- attention ------------------------------------------------------------------------------
-
-
-def _qkv(b=2, hq=4, hk=4, L=5, S=7, e=8, ev=6):
-    torch.manual_seed(0)
-    return (
-        torch.randn(b, hq, L, e, dtype=F64),
-        torch.randn(b, hk, S, e, dtype=F64),
-        torch.randn(b, hk, S, ev, dtype=F64),
-    )
-
-
-@pytest.mark.parametrize(
-    "kw", [dict(), dict(scale=0.3), dict(is_causal=True), dict(is_causal=True, scale=1.7)], ids=str
-)
-def test_sdpa_plain_and_causal(kw):
-    q, k, v = _qkv()
-    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw), q, k, v)
-    q, k, v = _qkv(L=6, S=6)
-    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw), q, k, v)
-
-
-def test_sdpa_bool_mask_broadcast_and_fully_masked_rows():
-    q, k, v = _qkv()
-    mask = torch.rand(5, 7) > 0.4
-    mask[:, 0] = True
-    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), q, k, v)
-    per_head = torch.rand(2, 1, 5, 7) > 0.3
-    per_head[..., 2, :] = False  # a query that sees nothing: output 0, gradient 0
-    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=per_head), q, k, v)
-
-
-def test_sdpa_float_mask_gets_a_gradient_too():
-    q, k, v = _qkv()
-    bias = torch.randn(1, 4, 5, 7, dtype=F64)
-    check_vjp(
-        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), q, k, v, bias
-    )
-    check_vjp(
-        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m[0, 0], scale=0.5),
-        q,
-        k,
-        v,
-        bias,
-    )
-
-
-@pytest.mark.parametrize("hk", [1, 2])
-@pytest.mark.parametrize("is_causal", [False, True])
-def test_sdpa_grouped_query_attention(hk, is_causal):
-    q, k, v = _qkv(hq=4, hk=hk, L=6, S=6)
-    check_vjp(
-        lambda q, k, v: F.scaled_dot_product_attention(
-            q, k, v, is_causal=is_causal, enable_gqa=True
-        ),
-        q,
-        k,
-        v,
-    )
-
-
-def test_sdpa_three_dim_inputs():
-    q, k, v = (t[0] for t in _qkv())
-    check_vjp(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, v)
-
-
-def test_sdpa_keeps_the_fused_call_and_saves_no_attention_matrix():
-    q, k, v = (t.float().requires_grad_() for t in _qkv(L=16, S=16, e=4, ev=4))
-    mask = torch.ones(16, 16, dtype=torch.bool).tril()
-    result = tv.autodiff(
-        tv.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), q, k, v)
-    )
-    assert (
-        "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask="
-        in result.augmented_forward.python()
-    )
-    assert sorted(s.name for s in result.saved_for_backward if s.bytes > 16 * 16) == ["k", "q", "v"]
-
-
-def test_sdpa_on_cpu_uses_the_flash_kernel_and_its_backward_like_eager():
-    q, k, v = (t.float().requires_grad_() for t in _qkv(L=16, S=16, e=4, ev=4))
-    result = tv.autodiff(
-        tv.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
-    )
-    assert "aten._scaled_dot_product_flash_attention_for_cpu(" in result.augmented_forward.python()
-    assert "flash_attention_for_cpu_backward" in result.backward.python()
-    saved = {s.name: s for s in result.saved_for_backward}
-    assert max(s.bytes for s in saved.values()) == q.numel() * 4  # nothing L x S
-    check_vjp(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-        *(t.detach().double() for t in (q, k, v)),
-    )
 
 
 # --- whole models ---------------------------------------------------------------------------
