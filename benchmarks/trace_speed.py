@@ -4,11 +4,14 @@ torch.export.export, in one process, on two models:
 - Hugging Face GPT-2 built from a config (n_layer 12, n_embd 768, n_head 12, vocab 50257,
   n_positions 256; no KV cache, whose object torch.export cannot return): a model the
   project did not write for itself;
-- the project's own GPT (thunderviz.models.GPT, the same sizes, vocab 50304).
+- the project's own GPT (thunderviz.models.GPT, the same sizes, vocab 50304);
+- a torchvision-style CNN (benchmarks/programs.py's ResNet-10 shape, in eval mode) on a
+  batch of 32 ImageNet-sized images, and the benchmarks' small program (two linears and a
+  cross-entropy): a program of a few ops, where fixed costs show.
 
-Input: token ids of batch 4, sequence 256. The first call of each contender is its own row
-(it pays what a user's first call pays in this process: thunderviz is measured first, so it
-also pays the warm-up the two share). Then `rounds` interleaved runs (thunderviz, export,
+Input for the GPTs: token ids of batch 4, sequence 256. The first call of each contender is its
+own row (it pays what a user's first call pays in this process: thunderviz is measured first,
+so it also pays the warm-up the two share). Then `rounds` interleaved runs (thunderviz, export,
 thunderviz, ...) so machine noise hits both sides alike: medians with min and max.
 Run: `.venv/bin/python -m benchmarks.trace_speed [rounds]`."""
 
@@ -24,6 +27,7 @@ import torch
 import transformers
 
 import thunderviz as tv
+from benchmarks.programs import SmallProgram, SmallResNet
 from thunderviz.models import GPT, GPTConfig
 
 BATCH, SEQ = 4, 256
@@ -43,9 +47,19 @@ def our_gpt() -> tuple[torch.nn.Module, tuple[Any, ...]]:
     return GPT(cfg).eval(), (idx, idx)
 
 
+def resnet() -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    return SmallResNet().eval(), (torch.randn(32, 3, 224, 224),)
+
+
+def small() -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    return SmallProgram(), (torch.randn(8, 16), torch.randint(0, 4, (8,)))
+
+
 MODELS = [
     ("Hugging Face GPT-2 (GPT2LMHeadModel from GPT2Config)", hf_gpt2),
     ("thunderviz.models.GPT", our_gpt),
+    ("ResNet-10-style CNN, batch 32 at 224x224", resnet),
+    ("small program (2 linears, CE)", small),
 ]
 
 
