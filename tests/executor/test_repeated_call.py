@@ -179,3 +179,76 @@ def test_the_lru_order_holds_across_repeated_calls(tensor_check):
     assert jitted.cache_misses == 3
     _check(jitted, _square, b)
     assert jitted.cache_misses == 4
+
+
+class _Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.act = nn.Tanh()
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.b(self.act(self.a(x))) * self.scale
+
+
+def _scaled_model():
+    torch.manual_seed(0)
+    return _Scaled().double()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: setattr(m, "scale", 3.0),  # a plain attribute the trace baked in
+        lambda m: setattr(m.b, "weight", m.a.weight),  # tied after the calls
+        lambda m: setattr(m, "act", nn.ReLU()),  # a submodule replaced
+    ],
+    ids=["attribute", "tied weights", "submodule replaced"],
+)
+def test_module_changes_the_key_does_not_hold_are_seen_after_repeated_calls(change, tensor_check):
+    x = torch.randn(5, 4, **F64)
+    eager = _scaled_model()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    for _ in range(3):
+        _model_grads_match(jitted, eager, ours, x)
+    change(eager)
+    change(ours)
+    for _ in range(3):
+        _model_grads_match(jitted, eager, ours, x)
+    assert jitted.cache_misses == 2
+
+
+def test_autocast_after_repeated_calls_retraces_with_its_casts(tensor_check):
+    x = torch.randn(4, 3, requires_grad=True)
+    w = torch.randn(3, 5, requires_grad=True)
+    jitted = tv.jit(_fn)
+    for _ in range(3):
+        jitted(x, w)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = jitted(x, w), _fn(x, w)
+    assert got.dtype == want.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert jitted.cache_misses == 2
+
+
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_a_saved_tensor_modified_in_place_before_backward_is_refused_like_eager(which):
+    """Autograd's version check covers what the jitted call saved, as eager's nodes'."""
+
+    def fn(x):
+        return x.exp()  # saves its output (and nothing else)
+
+    def fn_input(x):
+        return (x * x).sum()  # saves its input
+
+    program = fn if which == "output" else fn_input
+    jitted = tv.jit(program)
+    for run in (program, jitted, jitted, jitted):  # eager, then the first and repeated calls
+        x = torch.randn(3, **F64, requires_grad=True)
+        leaf = x * 1  # not a leaf, so in-place changes are allowed before backward
+        out = run(leaf)
+        (out if which == "output" else leaf).add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()

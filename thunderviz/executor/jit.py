@@ -129,8 +129,8 @@ class JittedFunction:
                 return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
         if self.ddp is not None:
             self.ddp.before_forward()
-        if self._walk.changed():
-            self._walk = ModuleWalk(self.module)  # a submodule was added, replaced or removed
+        if self._walk.changed():  # a submodule was added, replaced or removed
+            self._walk = ModuleWalk(self.module, self._walk.generation + 1)
         arg_leaves, state = _leaves(args), self._walk.state()
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
         key, entries = self._lookup(args, kwargs, state)
@@ -197,7 +197,7 @@ class JittedFunction:
     ) -> tuple[Any, list[CompiledEntry] | None]:
         """The call's cache key and its entries (None: not cached), most recent first."""
         ddp = self.ddp is not None and self.ddp.syncing
-        rest = (module_key(self._walk.submodules), ambient_key(), ddp)
+        rest = (self._walk.generation, module_key(self._walk.submodules), ambient_key(), ddp)
         key = self._key(args, kwargs, state, rest)
         entries = self._cache.get(key)
         if entries is not None:
@@ -235,6 +235,7 @@ class JittedFunction:
             "the positional arguments",
             "the keyword arguments",
             "the module's parameters or buffers",
+            "the module's submodules (one was added, replaced or removed)",
             "a submodule's training flag or hooks",
             "grad mode or autocast",
             "DDP's gradient sync (no_sync)",

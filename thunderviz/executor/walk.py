@@ -16,11 +16,14 @@ class ModuleWalk:
     """`module.named_modules()` as lists, with each submodule's parameter, buffer and
     child dicts (torch mutates these dicts, never replaces them) and the hook dicts that are
     part of the cache key. Walked again when `changed()` says a submodule was added,
-    replaced or removed."""
+    replaced or removed; each walk has a new `generation`, part of the cache key: a trace of
+    the old tree holds the old submodules' code and attributes, and a replacement with no
+    parameters (Tanh for ReLU) or the same shapes changes nothing else the key holds."""
 
-    __slots__ = ("submodules", "paths", "tree", "parameters", "buffers", "hooks")
+    __slots__ = ("generation", "submodules", "paths", "tree", "parameters", "buffers", "hooks")
 
-    def __init__(self, module: torch.nn.Module | None) -> None:
+    def __init__(self, module: torch.nn.Module | None, generation: int = 0) -> None:
+        self.generation = generation
         named = list(module.named_modules()) if module is not None else []
         self.submodules = [m for _, m in named]
         self.paths = [p for p, _ in named]
