@@ -55,3 +55,22 @@ def test_differentiating_an_op_without_a_rule_names_it():
         tv.autodiff(tr)
     msg = str(info.value)
     assert "zeta" in msg and "test_errors.py" in msg and "register_grad" in msg
+
+
+def _branches_on_a_value(x):
+    return x * 2 if x.sum() > 0 else x
+
+
+def _selects_by_a_mask(x):
+    return x[x > 0].sum()
+
+
+def _reads_an_item(x):
+    return x * x.max().item()
+
+
+@pytest.mark.parametrize("fn", [_branches_on_a_value, _selects_by_a_mask, _reads_an_item])
+def test_a_value_fake_tensors_do_not_have(fn):
+    with pytest.raises(tv.CaptureError, match="needs the value of a tensor.*fake=False"):
+        tv.trace(fn, torch.randn(4), fake=True)
+    tv.trace(fn, torch.randn(4))  # real tensors have it

@@ -10,12 +10,12 @@ tensor -> proxy map and the frames being filled are `recorder_state.py`'s.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch._subclasses.fake_tensor
-import torch.fx.experimental.symbolic_shapes
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -46,15 +46,25 @@ __all__ = ["Recorder"]
 
 aten = torch.ops.aten
 # Exceptions FakeTensors raise when Python needs a value they do not have.
-_DATA_DEPENDENT_ERRORS: tuple[type[BaseException], ...] = tuple(
+_FAKE_TENSOR_ERRORS: tuple[type[BaseException], ...] = tuple(
     e
     for e in (
         getattr(torch._subclasses.fake_tensor, "DataDependentOutputException", None),
         getattr(torch._subclasses.fake_tensor, "DynamicOutputShapeException", None),
-        getattr(torch.fx.experimental.symbolic_shapes, "GuardOnDataDependentSymNode", None),
     )
     if e is not None
 )
+
+
+def _is_data_dependent(e: BaseException) -> bool:
+    """One of those, or symbolic shapes' guard on a data-dependent size. That module is read
+    from sys.modules, not imported: it brings sympy (about half a second of `import
+    thunderviz`), and an exception of its class exists only once something imported it."""
+    if isinstance(e, _FAKE_TENSOR_ERRORS):
+        return True
+    shapes = sys.modules.get("torch.fx.experimental.symbolic_shapes")
+    guard = getattr(shapes, "GuardOnDataDependentSymNode", None)
+    return guard is not None and isinstance(e, guard)
 
 
 class Recorder(FunctionalizingRecorder):
@@ -84,17 +94,17 @@ class Recorder(FunctionalizingRecorder):
                 out = func(*args, **kwargs)
         except CaptureError:
             raise
-        except _DATA_DEPENDENT_ERRORS as e:
-            raise CaptureError(
-                f"{_call_name(func)} at {where(source, self.module_path)} needs the value of a "
-                "tensor, and fake=True traces without values. Trace with fake=False (real "
-                "tensors), or avoid data-dependent Python control flow here "
-                "(`if x.sum() > 0`, `.item()`, boolean-mask indexing).",
-                op=_call_name(func),
-                source=source,
-                module_path=self.module_path,
-            ) from e
         except Exception as e:
+            if _is_data_dependent(e):
+                raise CaptureError(
+                    f"{_call_name(func)} at {where(source, self.module_path)} needs the value "
+                    "of a tensor, and fake=True traces without values. Trace with fake=False "
+                    "(real tensors), or avoid data-dependent Python control flow here "
+                    "(`if x.sum() > 0`, `.item()`, boolean-mask indexing).",
+                    op=_call_name(func),
+                    source=source,
+                    module_path=self.module_path,
+                ) from e
             raise CaptureError(
                 f"{_call_name(func)} failed at {where(source, self.module_path)}: "
                 f"{type(e).__name__}: {e}",
