@@ -17,6 +17,7 @@ from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules import BUILTIN_RULES
 from thunderviz.autodiff.vjp import AutodiffResult, autodiff
 from thunderviz.capture import trace
+from thunderviz.core.collection import collection_paused
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.run_errors import run_attributed
 from thunderviz.core.trace import Trace
@@ -39,7 +40,8 @@ def differentiate(forward: Trace, **kwargs: Any) -> AutodiffResult:
             "thunderviz.autodiff expects a Trace (from thunderviz.trace), "
             f"got {type(forward).__name__}"
         )
-    return autodiff(forward, active_rules(), **kwargs)
+    with collection_paused():  # core/collection.py
+        return autodiff(forward, active_rules(), **kwargs)
 
 
 def _with_grad(args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -18,6 +18,7 @@ from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.stamping import replaying, stamping_blocks
+from thunderviz.core.collection import collection_paused
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
@@ -51,7 +52,10 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
     if not isinstance(fake, bool):
         raise TypeError(f"fake must be True or False, got {fake!r}")
     module = fn if isinstance(fn, torch.nn.Module) else None
-    with timed_provenance("thunderviz.trace", "fake tensors" if fake else "") as prov:
+    with (
+        timed_provenance("thunderviz.trace", "fake tensors" if fake else "") as prov,
+        collection_paused(),
+    ):
         result = _trace(fn, module, args, kwargs, fake)
     result.provenance.append(prov.result)
     return result
@@ -64,7 +68,7 @@ def trace_without_own_hooks(
     (and the global ones, as they apply to it) are not run: `jit` runs them around each call,
     as eager does. Hooks of its submodules are traced as usual."""
     module = fn if isinstance(fn, torch.nn.Module) else None
-    with timed_provenance("thunderviz.trace") as prov:
+    with timed_provenance("thunderviz.trace") as prov, collection_paused():
         result = _trace(fn, module, args, kwargs, False, own_hooks=False)
     result.provenance.append(prov.result)
     return result

@@ -15,6 +15,7 @@ from torch import _VF  # torch._C._VariableFunctions, under a name torch's stubs
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.codegen import bsym_statement, codeval, type_comment
+from thunderviz.core.collection import collection_paused
 from thunderviz.core.inputs import TraceInput, input_values
 from thunderviz.core.liveness import source_freeing_dead
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
@@ -205,12 +206,15 @@ class Trace:
         adds (name, value) pairs to the generated code's globals, for symbols whose printed
         name is not reachable from `torch` (the executor's guard checks). `free_dead`: each
         value is deleted after the statement that last reads it (`core/liveness.py`)."""
-        source = (
-            source_freeing_dead(self.printed_lines(print_depth=0), self.bound_symbols, self.output)
-            if free_dead
-            else self.python(print_depth=0)
-        )
-        fn = _compile(source, self.name, names)
+        with collection_paused():  # core/collection.py
+            source = (
+                source_freeing_dead(
+                    self.printed_lines(print_depth=0), self.bound_symbols, self.output
+                )
+                if free_dead
+                else self.python(print_depth=0)
+            )
+            fn = _compile(source, self.name, names)
         if self.constants:
             fn = functools.partial(fn, **self.constants)
         spec = self.output_spec
