@@ -38,6 +38,11 @@ from thunderviz.executor.bridge import (
     running,
     without_no_grad,
 )
+from thunderviz.executor.closure import (
+    FunctionModules,
+    referenced_modules,
+    refuse_captured_grads,
+)
 from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
@@ -103,7 +108,10 @@ class JittedFunction:
         self._previous_key: Any = None
         self._repeated: RepeatedCall | None = None
         self._previous_key_repeats = False
-        self._walk = ModuleWalk(self.module)
+        # what is traced as a module: the jitted module, or a plain function's own (the modules
+        # it reads from outside, executor/closure.py), or None
+        self._root = self.module if self.module is not None else self._function_modules()
+        self._walk = ModuleWalk(self._root)
         self._hooks = HookRunner(self.module)
         self.last: CompiledEntry | None = None
         self.cache_misses = 0
@@ -129,8 +137,11 @@ class JittedFunction:
                 return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
         if self.ddp is not None:
             self.ddp.before_forward()
-        if self._walk.changed():  # a submodule was added, replaced or removed
-            self._walk = ModuleWalk(self.module, self._walk.generation + 1)
+        if self.module is None and not self._reads_the_same_modules():
+            self._root = self._function_modules()  # a global or closure module was rebound
+            self._walk = ModuleWalk(self._root, self._walk.generation + 1)
+        elif self._walk.changed():  # a submodule was added, replaced or removed
+            self._walk = ModuleWalk(self._root, self._walk.generation + 1)
         arg_leaves, state = _leaves(args), self._walk.state()
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
         key, entries = self._lookup(args, kwargs, state)
@@ -191,6 +202,16 @@ class JittedFunction:
             return self._unflatten(entry, pytree.tree_leaves(out))
         outs = apply(entry, flat_inputs)
         return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
+
+    def _function_modules(self) -> FunctionModules | None:
+        modules = referenced_modules(self.fn)
+        return FunctionModules(self.fn, modules) if modules else None
+
+    def _reads_the_same_modules(self) -> bool:
+        modules = referenced_modules(self.fn)
+        if isinstance(self._root, FunctionModules):
+            return self._root.same_modules(modules)
+        return not modules
 
     def _lookup(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]
@@ -285,10 +306,12 @@ class JittedFunction:
         return entries
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
-        check_submodule_hooks(self.module, self._name())
+        check_submodule_hooks(self._root, self._name())
         # as they are before the program runs
         attributes = module_attributes(self._walk.submodules) + code_constants(self.fn)
-        forward = trace_without_own_hooks(self.fn, args, kwargs)
+        forward = trace_without_own_hooks(self._root or self.fn, args, kwargs)
+        if torch.is_grad_enabled():
+            refuse_captured_grads(forward, self._name(), (*args, *kwargs.values()))
         n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args

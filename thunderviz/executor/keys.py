@@ -194,15 +194,20 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
 
 
 _MISSING = object()
+# in a snapshot, compared by identity: code (what rebinding a name replaces) and tensors
+_SNAPSHOT_IDENTITY = (torch.Tensor, *_BY_IDENTITY)
 
 
 def changed_attribute(snapshot: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...] | None:
     """The first attribute whose value is no longer the one in `snapshot` (None: all hold).
-    Runs on every call: an identity check first, equality only when that fails."""
+    Runs on every call: an identity check first, equality only when that fails, and only
+    between values of one type (tensors, code and modules compare by identity)."""
     for item in snapshot:
         _, state, name, value = item
         now = state.get(name, _MISSING)
-        if now is not value and (isinstance(value, torch.Tensor) or now != value):
+        if now is not value and (
+            type(now) is not type(value) or isinstance(value, _SNAPSHOT_IDENTITY) or now != value
+        ):
             return item
     return None
 
@@ -224,9 +229,10 @@ class _Cell:
 
 def code_constants(fn: Any) -> tuple[tuple[Any, ...], ...]:
     """The plain values the jitted code reads from outside: its closure variables and the
-    globals it names (`SCALE = 2.0` at module level), as (-1, holder, name, value) items for
-    `changed_attribute`. Only the function itself (a module's `forward`) is looked at, not
-    the functions it calls."""
+    globals it names (`SCALE = 2.0` at module level), and the functions, classes and modules
+    among them (by identity: `act = torch.tanh` rebound, a global model replaced), as
+    (-1, holder, name, value) items for `changed_attribute`. Only the function itself (a
+    module's `forward`) is looked at, not the functions it calls."""
     code_of = getattr(fn, "forward", fn)
     code_of = getattr(code_of, "__func__", code_of)
     code = getattr(code_of, "__code__", None)
@@ -235,11 +241,11 @@ def code_constants(fn: Any) -> tuple[tuple[Any, ...], ...]:
     out = []
     for name, cell in zip(code.co_freevars, code_of.__closure__ or (), strict=False):
         value = _Cell(cell).get(name, _MISSING)
-        if type(value) in _PLAIN:
+        if type(value) in _PLAIN or isinstance(value, _BY_IDENTITY):
             out.append((-1, _Cell(cell), name, value))
     module_globals = getattr(code_of, "__globals__", {})
     for name in code.co_names:
         value = module_globals.get(name, _MISSING)
-        if type(value) in _PLAIN:
+        if type(value) in _PLAIN or isinstance(value, _BY_IDENTITY):
             out.append((-1, module_globals, name, value))
     return tuple(out)

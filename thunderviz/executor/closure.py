@@ -1,0 +1,110 @@
+"""`jit` of a plain function that uses modules it does not receive:
+
+    def loss_fn(x, y):
+        return F.cross_entropy(model(x), y)   # `model`: a global (or a closure variable)
+
+    step = tv.jit(loss_fn)
+
+Eager trains `model`'s parameters through such a function. A trace of it alone would hold
+them as constants: no gradient would reach them, and a parameter replaced later, or
+`model.eval()`, would not be seen. So `jit` finds the modules the function reads from outside
+(the globals it names and its closure variables, as `code_constants` reads plain values) and
+treats them as a module of its own, `FunctionModules`: their parameters and buffers become
+the trace's inputs, and their flags, hooks and attributes are part of the key, as for a
+jitted module. The function is looked at itself, not the functions it calls: a tensor that
+needs a gradient and reaches the trace any other way is refused (`refuse_captured_grads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from thunderviz.core.locations import where
+from thunderviz.core.proxies import proxies_in
+from thunderviz.core.trace import Trace
+
+__all__ = ["FunctionModules", "referenced_modules", "refuse_captured_grads"]
+
+
+def referenced_modules(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
+    """The modules `fn` reads from outside, by the name it reads them under: the module a
+    method is bound to, its closure variables, then the globals its code names."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    found: dict[str, torch.nn.Module] = {}
+    owner = getattr(fn, "__self__", None)  # a module's method: `tv.jit(model.forward)`
+    if isinstance(owner, torch.nn.Module):
+        found["self"] = owner
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, torch.nn.Module):
+            found[name] = value
+    module_globals = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        value = module_globals.get(name)
+        if isinstance(value, torch.nn.Module) and name not in found:
+            found[name] = value
+    return found
+
+
+class FunctionModules(torch.nn.Module):
+    """A plain function, run as the forward of a module whose submodules are the modules it
+    reads from outside (named as the function names them)."""
+
+    def __init__(self, fn: Callable[..., Any], modules: dict[str, torch.nn.Module]) -> None:
+        super().__init__()
+        for name, module in modules.items():
+            # a name nn.Module already uses (`training`, `eval`) gets an underscore; only the
+            # printed names of the trace's inputs read it
+            self.add_module(name if not hasattr(self, name) else f"{name}_", module)
+        # An instance attribute: `nn.Module.__call__` runs the function itself, and capture
+        # names the trace's arguments from its signature.
+        self.forward = fn
+
+    def same_modules(self, modules: dict[str, torch.nn.Module]) -> bool:
+        return list(map(id, modules.values())) == list(map(id, self._modules.values()))
+
+
+def refuse_captured_grads(trace: Trace, name: str, call_args: tuple[Any, ...]) -> None:
+    """Raise where a tensor that requires grad reached `trace` as a constant (read from
+    outside by a function the jitted code calls, or the parameter of a module passed as an
+    argument, which is keyed by identity and not opened): its gradient would be silently
+    lost."""
+    for constant, value in trace.constants.items():
+        if not (isinstance(value, torch.Tensor) and value.requires_grad):
+            continue
+        first_use = next(
+            (
+                b
+                for b in trace.bound_symbols
+                if any(p.name == constant for p in proxies_in((b.args, b.kwargs), []))
+            ),
+            None,
+        )
+        at = (
+            where(first_use.source, first_use.module_path)
+            if first_use is not None
+            else "an unknown location"
+        )
+        raise RuntimeError(
+            f"thunderviz.jit({name}): the program reads a tensor that requires grad "
+            f"({tuple(value.shape)}, {value.dtype}) from outside, first used at {at}, "
+            f"{'by ' + first_use.sym.name if first_use is not None else ''}: not an argument, "
+            "nor a parameter or buffer of a module jit can see, so jit would run it as a "
+            "constant and its gradient would be lost. Pass it to the jitted function as an "
+            "argument, or reach it through a module that is the jitted module, one of its "
+            "submodules, or a global or closure variable of the jitted function itself."
+            + (
+                " A module passed as an argument is not opened: read it as a global or "
+                "closure variable instead, or jit the module."
+                if any(isinstance(a, torch.nn.Module) for a in call_args)
+                else ""
+            )
+        )
