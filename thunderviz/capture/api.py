@@ -130,17 +130,21 @@ def _trace(
             )
         trace_kwargs.update({p.name: p for p in holder})
         run_state: dict[str, torch.Tensor] = {}
+        state_proxies: dict[str, Proxy] = {}
         for path, tensor, kind in state:
             inputs.append(TraceInput(kind, path))
             copy = convert(tensor)
             proxy = TensorProxy.like(names.claim(path), copy, requires_grad=tensor.requires_grad)
             recorder.bind(copy, proxy)
             run_state[path] = copy
+            state_proxies[path] = proxy
             trace_args.append(proxy)
             originals.append((copy, proxy))
+        before = dict(run_state)
         out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake)
         output = recorder.proxify(out)
-        epilogue = _write_backs(recorder, originals)
+        replaced = _reassigned(before, run_state, state_proxies)
+        epilogue = _write_backs(recorder, [*originals, *replaced])
     flat, spec = pytree.tree_flatten(output)
     dropped = [type(x).__name__ for x in flat if not _printable_leaf(x)]
     if dropped:
@@ -240,6 +244,39 @@ def _write_backs(
                     header=f"write the new value of {original.name} back into it",
                 )
             )
+    return out
+
+
+def _reassigned(
+    before: dict[str, torch.Tensor], after: dict[str, torch.Tensor], proxies: dict[str, Proxy]
+) -> list[tuple[torch.Tensor, Proxy]]:
+    """Buffers the forward replaced (`self.ema = 0.9 * self.ema + ...`, a step counter
+    `self.steps = self.steps + 1`): torch's reparametrization leaves the new tensors in the
+    state dict it ran with. Each is written back into the buffer as an in-place update is, so
+    the module holds the value eager leaves in it; a replacement of another shape, dtype or
+    device (or by something not a tensor) could not be, and is refused."""
+    out = []
+    for path, tensor in after.items():
+        old = before[path]
+        if tensor is old:
+            continue
+        if not (
+            isinstance(tensor, torch.Tensor)
+            and (tensor.shape, tensor.dtype, tensor.device) == (old.shape, old.dtype, old.device)
+        ):
+            got = (
+                f"{tuple(tensor.shape)} {tensor.dtype} on {tensor.device}"
+                if isinstance(tensor, torch.Tensor)
+                else type(tensor).__name__
+            )
+            raise CaptureError(
+                f"the forward replaces {path!r} ({tuple(old.shape)} {old.dtype} on "
+                f"{old.device}) with {got}: a trace writes a buffer's new value back into it, "
+                "which needs the same shape, dtype and device. Update it in place "
+                "(`.copy_()`), or keep the new value as a plain attribute.",
+                op="setattr",
+            )
+        out.append((tensor, proxies[path]))
     return out
 
 

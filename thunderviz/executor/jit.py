@@ -56,6 +56,7 @@ from thunderviz.executor.keys import (
 from thunderviz.executor.repeat import RepeatedCall
 from thunderviz.executor.runnable import without_identity_reshapes
 from thunderviz.executor.walk import ModuleWalk
+from thunderviz.executor.write_backs import saved_before_write_backs
 
 __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
 
@@ -332,7 +333,7 @@ class JittedFunction:
             result = rematerialize(result)
         if self.ddp is not None:
             result = self.ddp.add_gradient_sync(result)
-        augmented, guards = guard_trace(result.augmented_forward, forward)
+        augmented, guards = guard_trace(saved_before_write_backs(result.augmented_forward), forward)
         backward = without_identity_reshapes(result.backward)
         flat_out = pytree.tree_leaves(forward.output)
         wanted = {p.name for p in result.cotangent_outputs}
