@@ -33,7 +33,7 @@ from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.core.locations import where
-from thunderviz.core.proxies import NameGenerator, NumberProxy
+from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
 from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
 from thunderviz.prims.torch_symbols import (
@@ -67,6 +67,10 @@ def _is_data_dependent(e: BaseException) -> bool:
     return guard is not None and isinstance(e, guard)
 
 
+_REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
+_REGISTER_HOOK = torch.Tensor.register_hook
+
+
 class Recorder(FunctionalizingRecorder):
     """Records each torch-level call and the ATen ops it becomes."""
 
@@ -77,11 +81,38 @@ class Recorder(FunctionalizingRecorder):
         self.dispatch_mode = _DispatchMode(self)
 
     # --- torch level ------------------------------------------------------------------
+    def _read_property(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
+        """`x.shape`, `x.dtype` ... read from the tensor the program runs on; `requires_grad`
+        from its proxy: the tensors capture runs on never require grad (autograd records
+        nothing while we trace), and a program that branches on it (`if h.requires_grad:`)
+        must take the branch eager takes."""
+        if getattr(func, "__self__", None) is _REQUIRES_GRAD and args:
+            proxy = self._proxies.get(id(args[0]))
+            if isinstance(proxy, TensorProxy):
+                return proxy.requires_grad
+        return func(*args, **kwargs)
+
+    def _refuse_tensor_hook(self) -> None:
+        source = user_source(skip=4)
+        raise CaptureError(
+            f"Tensor.register_hook at {where(source, self.module_path)}: a hook on a tensor "
+            "inside the traced program would change the gradient flowing into it, and "
+            "thunderviz's backward is generated from the program's ops, so the hook would be "
+            "silently skipped. Register it outside the traced call (on an input or on the "
+            "output), or compute the tensor with a custom torch.autograd.Function whose "
+            "backward does what the hook does (its backward is traced and run).",
+            op="torch.Tensor.register_hook",
+            source=source,
+            module_path=self.module_path,
+        )
+
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if is_property_read(func):
-            return func(*args, **kwargs)
+            return self._read_property(func, args, kwargs)
+        if func is _REGISTER_HOOK:
+            self._refuse_tensor_hook()
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)
         source = user_source(skip=3)
