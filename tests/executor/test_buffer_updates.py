@@ -6,6 +6,7 @@ to 1e-12, over several steps."""
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -101,3 +102,23 @@ class Reshaped(nn.Module):
 def test_a_buffer_replaced_by_another_shape_is_refused_with_the_way_out():
     with pytest.raises(CaptureError, match=r"replaces 'history' \(\(2,\).*Update it in place"):
         tv.jit(Reshaped())(torch.randn(4, 1))
+
+
+class KeepsActivation(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.lin.last = h.detach()  # set on a submodule, as debugging code does
+        return h.sum()
+
+
+def test_a_tensor_attribute_the_forward_sets_is_named_in_a_warning():
+    model = KeepsActivation()
+    with pytest.warns(UserWarning, match=r"sets lin\.last to a tensor.*not updated by later"):
+        tv.jit(model)(torch.randn(2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tv.jit(EMA())(torch.randn(2, 3))  # buffers replaced: written back, nothing to say

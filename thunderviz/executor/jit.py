@@ -55,6 +55,7 @@ from thunderviz.executor.keys import (
 )
 from thunderviz.executor.repeat import RepeatedCall
 from thunderviz.executor.runnable import without_identity_reshapes
+from thunderviz.executor.side_effects import warning_of_tensor_attributes
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
 
@@ -310,7 +311,8 @@ class JittedFunction:
         check_submodule_hooks(self._root, self._name())
         # as they are before the program runs
         attributes = module_attributes(self._walk.submodules) + code_constants(self.fn)
-        forward = trace_without_own_hooks(self._root or self.fn, args, kwargs)
+        with warning_of_tensor_attributes(self._walk.submodules, self._walk.paths, self._name()):
+            forward = trace_without_own_hooks(self._root or self.fn, args, kwargs)
         if torch.is_grad_enabled():
             refuse_captured_grads(forward, self._name(), (*args, *kwargs.values()))
         n_args = len(forward.args)
