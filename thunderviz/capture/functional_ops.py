@@ -24,29 +24,44 @@ def _arg_key(arg: Any) -> tuple[str, str]:
 def functional_variant(op: _OpOverload) -> tuple[_OpOverload, bool] | None:
     """(functional op, returns_new_values_of_mutated_args) for a mutating ATen op.
 
-    `add_.Tensor` -> (`add.Tensor`, False): its output is the new value of `self`.
+    `add_.Tensor` -> (`add.Tensor`, False): its output is the new value of `self`; likewise
+    `div.out` -> (`div.Tensor`, False), the new value of `out` (an op with one `out=`).
     `_native_batch_norm_legit.default` -> (`_native_batch_norm_legit_functional.default`, True):
     torchgen's `*_functional` ops return the normal outputs followed by the new values of
     each mutated argument.
     """
     name = op._schema.name.split("::", 1)[1]
+    outs = [a for a in op._schema.arguments if a.is_out]
+    if outs:  # `div.out(self, other, *, out)`: `div.Tensor(self, other)`, whose result is out's
+        if len(outs) != 1:
+            return None
+        keys = [_arg_key(a) for a in op._schema.arguments if not a.is_out]
+        return _same_arguments(getattr(aten, name, None), op, keys, False)
     keys = [_arg_key(a) for a in op._schema.arguments]
     candidates: list[tuple[str, bool]] = [(f"{name}_functional", True)]
     if name.endswith("_"):
         candidates.append((name[:-1], False))
     candidates.append((name, False))
     for base, returns_mutated in candidates:
-        packet = getattr(aten, base, None)
-        if packet is None:
-            continue
-        for overload in packet.overloads():
-            cand = getattr(packet, overload)
-            if cand is op or cand._schema.is_mutable:
-                continue
-            cand_keys = [_arg_key(a) for a in cand._schema.arguments]
-            if cand_keys == keys:
-                return cand, returns_mutated
+        found = _same_arguments(getattr(aten, base, None), op, keys, returns_mutated)
+        if found is not None:
+            return found
     return _SPECIAL.get(op)
+
+
+def _same_arguments(
+    packet: Any, op: _OpOverload, keys: list[tuple[str, str]], returns_mutated: bool
+) -> tuple[_OpOverload, bool] | None:
+    """The overload of `packet` that mutates nothing and takes exactly `keys`."""
+    if packet is None:
+        return None
+    for overload in packet.overloads():
+        cand = getattr(packet, overload)
+        if cand is op or cand._schema.is_mutable:
+            continue
+        if [_arg_key(a) for a in cand._schema.arguments] == keys:
+            return cand, returns_mutated
+    return None
 
 
 # In-place ops whose functional twin takes other arguments.

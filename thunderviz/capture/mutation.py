@@ -48,6 +48,10 @@ class FunctionalizingRecorder(DecomposingRecorder):
         # The functional twin may lack the in-place op's defaults (bernoulli_.float(p=0.5)
         # -> bernoulli.p(p)): spell them out so none goes missing.
         p_args = op_args(func, p_args, p_kwargs, leading=True)
+        # an `out=` op's functional twin takes no `out`
+        outs = {a.name for a in schema_args if a.is_out}
+        if outs:
+            p_kwargs = {k: v for k, v in p_kwargs.items() if k not in outs}
         mutated = []
         for i in mutated_arg_indices(func):
             value = args[i] if i < len(args) else kwargs.get(schema_args[i].name)
