@@ -43,13 +43,13 @@ from thunderviz.executor.closure import (
     referenced_modules,
     refuse_captured_grads,
 )
+from thunderviz.executor.code_reads import code_constants
 from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (
     ambient_key,
     changed_attribute,
-    code_constants,
     module_attributes,
     value_key,
 )
@@ -310,7 +310,8 @@ class JittedFunction:
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
         check_submodule_hooks(self._root, self._name())
         # as they are before the program runs
-        attributes = module_attributes(self._walk.submodules) + code_constants(self.fn)
+        subs = self._walk.submodules
+        attributes = module_attributes(subs) + code_constants(self.fn, subs)
         with warning_of_tensor_attributes(self._walk.submodules, self._walk.paths, self._name()):
             forward = trace_without_own_hooks(self._root or self.fn, args, kwargs)
         if torch.is_grad_enabled():

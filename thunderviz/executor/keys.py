@@ -193,7 +193,15 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
     return tuple(out)
 
 
-_MISSING = object()
+MISSING = object()
+
+
+def snapshot_worthy(value: Any) -> bool:
+    """A value read from outside that a trace bakes in: plain values (compared by value) and
+    code, classes and modules (by identity)."""
+    return type(value) in _PLAIN or isinstance(value, _BY_IDENTITY)
+
+
 # in a snapshot, compared by identity: code (what rebinding a name replaces) and tensors
 _SNAPSHOT_IDENTITY = (torch.Tensor, *_BY_IDENTITY)
 
@@ -204,48 +212,9 @@ def changed_attribute(snapshot: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...] 
     between values of one type (tensors, code and modules compare by identity)."""
     for item in snapshot:
         _, state, name, value = item
-        now = state.get(name, _MISSING)
+        now = state.get(name, MISSING)
         if now is not value and (
             type(now) is not type(value) or isinstance(value, _SNAPSHOT_IDENTITY) or now != value
         ):
             return item
     return None
-
-
-class _Cell:
-    """A closure cell read like a one-entry dict, so it is snapshotted like an attribute."""
-
-    __slots__ = ("cell",)
-
-    def __init__(self, cell: Any) -> None:
-        self.cell = cell
-
-    def get(self, name: str, default: Any = None) -> Any:
-        try:
-            return self.cell.cell_contents
-        except ValueError:  # an empty cell
-            return default
-
-
-def code_constants(fn: Any) -> tuple[tuple[Any, ...], ...]:
-    """The plain values the jitted code reads from outside: its closure variables and the
-    globals it names (`SCALE = 2.0` at module level), and the functions, classes and modules
-    among them (by identity: `act = torch.tanh` rebound, a global model replaced), as
-    (-1, holder, name, value) items for `changed_attribute`. Only the function itself (a
-    module's `forward`) is looked at, not the functions it calls."""
-    code_of = getattr(fn, "forward", fn)
-    code_of = getattr(code_of, "__func__", code_of)
-    code = getattr(code_of, "__code__", None)
-    if code is None:
-        return ()
-    out = []
-    for name, cell in zip(code.co_freevars, code_of.__closure__ or (), strict=False):
-        value = _Cell(cell).get(name, _MISSING)
-        if type(value) in _PLAIN or isinstance(value, _BY_IDENTITY):
-            out.append((-1, _Cell(cell), name, value))
-    module_globals = getattr(code_of, "__globals__", {})
-    for name in code.co_names:
-        value = module_globals.get(name, _MISSING)
-        if type(value) in _PLAIN or isinstance(value, _BY_IDENTITY):
-            out.append((-1, module_globals, name, value))
-    return tuple(out)

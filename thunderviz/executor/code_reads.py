@@ -1,0 +1,98 @@
+"""The values a program's code reads from outside itself: globals and closure variables.
+
+A trace holds what they were when it was made (`x * SCALE` with `SCALE = 2.0` is `x * 2.0`;
+`act = torch.tanh` ran tanh), so `jit` snapshots them and retraces when one changes. Read
+from: the jitted function (or module's `forward`), the `forward` of every submodule class
+that is not torch's own, and, a few calls deep, the functions and methods those call by name
+(a global helper, `self._attend(...)`). Plain values are compared by value; functions,
+classes and modules by identity. Code reached any other way (a callback in a container, a
+method of an object passed in) is not looked at.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from thunderviz.executor.keys import MISSING, snapshot_worthy
+
+__all__ = ["code_constants"]
+
+# How many calls deep from a forward a helper's reads are still snapshotted.
+_MAX_DEPTH = 3
+
+
+class _Cell:
+    """A closure cell read like a one-entry dict, so it is snapshotted like an attribute."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: Any) -> None:
+        self.cell = cell
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self.cell.cell_contents
+        except ValueError:  # an empty cell
+            return default
+
+
+def _is_users(obj: Any) -> bool:
+    """Code of the program's own (torch's own reads are not a program's configuration)."""
+    module = getattr(obj, "__module__", None) or ""
+    return not (module == "torch" or module.startswith(("torch.", "thunderviz.executor")))
+
+
+def _function(obj: Any) -> types.FunctionType | None:
+    obj = getattr(obj, "__func__", obj)  # a bound method, a staticmethod/classmethod
+    return obj if isinstance(obj, types.FunctionType) and _is_users(obj) else None
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """Names the code (and the comprehensions and lambdas inside it) looks up."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...], ...]:
+    """(-1, holder, name, value) items for `changed_attribute`: every global and closure
+    value worth a snapshot that the program's code reads (see the module docstring)."""
+    start = _function(getattr(fn, "forward", fn))
+    queue: list[tuple[types.FunctionType, type | None, int]] = [(start, None, 0)] if start else []
+    classes = {type(m) for m in submodules}
+    for cls in classes:
+        forward = _function(getattr(cls, "forward", None))
+        if forward is not None and _is_users(cls):
+            queue.append((forward, cls, 0))
+    out: list[tuple[Any, ...]] = []
+    seen_code: set[types.CodeType] = set()
+    seen_read: set[tuple[int, str]] = set()
+    while queue:
+        func, cls, depth = queue.pop()
+        if func.__code__ in seen_code:
+            continue
+        seen_code.add(func.__code__)
+        cells = zip(func.__code__.co_freevars, func.__closure__ or (), strict=False)
+        reads = [(_Cell(cell), name) for name, cell in cells]
+        reads += [(func.__globals__, name) for name in _names(func.__code__)]
+        for holder, name in reads:
+            value = holder.get(name, MISSING)
+            if value is MISSING and cls is not None:  # `self.helper(...)`: a method
+                method = _function(getattr(cls, name, None))
+                if method is not None and depth < _MAX_DEPTH:
+                    queue.append((method, cls, depth + 1))
+                continue
+            key = (id(holder) if not isinstance(holder, _Cell) else id(holder.cell), name)
+            if key in seen_read or not snapshot_worthy(value):
+                continue
+            seen_read.add(key)
+            out.append((-1, holder, name, value))
+            helper = _function(value)
+            if helper is not None and depth < _MAX_DEPTH:
+                queue.append((helper, None, depth + 1))
+    return tuple(out)
