@@ -14,7 +14,7 @@ from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, proxies_in
+from thunderviz.core.proxies import LEAF_TYPES, NameGenerator, Proxy, TensorProxy, proxies_in
 from thunderviz.core.symbol import BoundSymbol, Origin
 
 __all__ = [
@@ -63,7 +63,11 @@ def map_proxies(x: Any, fn: Callable[[Proxy], Any]) -> Any:
     walking the containers torch passes by hand."""
     kind = type(x)
     if kind is tuple or kind is list:
-        return kind(map_proxies(v, fn) for v in x)
+        mapped = [
+            (fn(v) if isinstance(v, Proxy) else v) if type(v) in LEAF_TYPES else map_proxies(v, fn)
+            for v in x
+        ]
+        return mapped if kind is list else tuple(mapped)
     if kind is dict:
         return {k: map_proxies(v, fn) for k, v in x.items()}
     if isinstance(x, Proxy):

@@ -136,6 +136,13 @@ def _itemsize(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype, device="meta").element_size()
 
 
+# Types that are always a leaf of pytree (none is a container or registered with it): the
+# hand walks below take them as they are without a call per element.
+LEAF_TYPES = frozenset(
+    {TensorProxy, NumberProxy, int, float, bool, str, type(None), torch.dtype, torch.device}
+)
+
+
 def leaves(x: Any, out: list[Any]) -> list[Any]:
     """`pytree.tree_leaves(x)` (appended to `out`), walking plain tuples, lists and dicts by
     hand: bound symbols' flat arguments and outputs are read all through tracing and
@@ -144,7 +151,10 @@ def leaves(x: Any, out: list[Any]) -> list[Any]:
     kind = type(x)
     if kind is tuple or kind is list:
         for v in x:
-            leaves(v, out)
+            if type(v) in LEAF_TYPES:  # most elements: no call for them
+                out.append(v)
+            else:
+                leaves(v, out)
     elif kind is dict:
         for v in x.values():
             leaves(v, out)
