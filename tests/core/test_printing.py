@@ -1,7 +1,8 @@
 """The shortcuts of the compiled twin give what the plain way gives: source comments escaped
 in parts equal `quoting.comment` of the whole line, cached type strings equal `type_string()`,
-each `del` sits where Python's tokenizer says the statement ends, and the hand walk behind
-bound symbols' flat arguments finds pytree's leaves."""
+each `del` sits where Python's tokenizer says the statement ends, the hand walk behind
+bound symbols' flat arguments finds pytree's leaves, and the code-only lines that are compiled
+are the printed lines without their comments, line for line."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import tokenize
 
 import pytest
 import torch
+import torch.nn as nn
 from torch.utils import _pytree as pytree
 
+import thunderviz as tv
 from thunderviz.core import quoting
 from thunderviz.core.codegen import bsym_statement, type_comment
 from thunderviz.core.liveness import source_freeing_dead
 from thunderviz.core.proxies import NumberProxy, TensorProxy, leaves
+from thunderviz.core.run_errors import run_attributed
 from thunderviz.core.symbol import BoundSymbol, SourceLocation, Symbol
 from thunderviz.core.trace import PrintedLine, source_comment
 
@@ -98,3 +102,42 @@ def test_leaves_are_pytrees_leaves():
     ]
     for case in cases:
         assert leaves(case, []) == pytree.tree_leaves(case), case
+
+
+def _mutating(x, w):
+    h = x @ w
+    h[:, 0].mul_(2)  # a view written in place: functionalized, its subsymbols run
+    return torch.nn.functional.gelu(h).sum()
+
+
+@pytest.mark.parametrize("program", ["model", "mutating"])
+def test_code_only_lines_are_the_printed_lines_without_comments(program):
+    torch.manual_seed(0)
+    if program == "model":
+        fn, args = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2)), (torch.randn(2, 4),)
+    else:
+        fn, args = _mutating, (torch.randn(2, 4), torch.randn(4, 3, requires_grad=True))
+    forward = tv.trace(fn, *args)
+    result = tv.autodiff(forward)
+    for trace in (forward, result.augmented_forward, result.backward):
+        printed = trace.printed_lines(print_depth=0)
+        code = trace.printed_lines(print_depth=0, code_only=True)
+        assert [line.path for line in code] == [line.path for line in printed]
+        for full, lean in zip(printed, code, strict=True):
+            if full.text.lstrip().startswith("#"):
+                assert lean.text == ""
+            else:  # the statement; its type comment, if any, is all that goes
+                assert lean.text == full.text or full.text.startswith(lean.text + "  # ")
+        compiled = "\n".join(line.text for line in code)
+        assert compiled.count("\n") == trace.python(print_depth=0).count("\n")
+
+
+def test_an_error_in_compiled_code_names_its_bound_symbol():
+    def f(x, w):
+        return torch.tanh(x @ w)
+
+    trace = tv.trace(f, torch.randn(2, 4), torch.randn(4, 3))
+    with pytest.raises(RuntimeError) as raised:
+        run_attributed(trace, torch.randn(2, 5), torch.randn(4, 3))  # shapes cannot multiply
+    (note,) = raised.value.__notes__
+    assert "forward trace" in note and "x @ w" in note, note

@@ -12,7 +12,14 @@ from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunderviz.core.quoting import is_identifier, string
 from thunderviz.core.symbol import BoundSymbol, SymbolKind
 
-__all__ = ["codeval", "call_expression", "bsym_statement", "output_pattern", "type_comment"]
+__all__ = [
+    "codeval",
+    "call_expression",
+    "bsym_statement",
+    "code_statement",
+    "output_pattern",
+    "type_comment",
+]
 
 _BINARY = {
     "add": "+",
@@ -167,10 +174,15 @@ def _tensor_type(device: str, dtype: torch.dtype, shape: tuple[int, ...]) -> str
     return TensorProxy("", shape, dtype, torch.device(device)).type_string()
 
 
-def bsym_statement(bsym: BoundSymbol) -> str:
-    """`t0 = torch.nn.functional.linear(x, w, b)  # t0: "cpu f32[4, 16]"`."""
+def code_statement(bsym: BoundSymbol) -> str:
+    """`t0 = torch.nn.functional.linear(x, w, b)`: the statement without its type comment."""
     rhs = call_expression(bsym)
     target = output_pattern(bsym.output)
-    line = rhs if target is None else f"{target} = {rhs}"
+    return rhs if target is None else f"{target} = {rhs}"
+
+
+def bsym_statement(bsym: BoundSymbol) -> str:
+    """`t0 = torch.nn.functional.linear(x, w, b)  # t0: "cpu f32[4, 16]"`."""
+    line = code_statement(bsym)
     comment = type_comment(bsym.flat_proxy_outs)
     return f"{line}  # {comment}" if comment else line

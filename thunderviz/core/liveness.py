@@ -50,30 +50,36 @@ def _dying(bsyms: list[BoundSymbol], output: Any) -> dict[int, list[str]]:
     return dying
 
 
-def _then(line: str, bsym: BoundSymbol, statement: str) -> str:
+def _then(line: str, bsym: BoundSymbol, statement: str, commented: bool) -> str:
     """`line`, printed by `codegen.bsym_statement(bsym)`, with `statement` run after it.
 
     That line is the call, then `  # ` and a type comment exactly when the bound symbol has a
     tensor or number output; a type comment (`t3: "cpu f32[4]"`, `n0: "int 2"`) holds no
     `#`, so the comment starts at the line's last `  # `. Without one, a `#` on the line is
     inside a string argument. (No tokenizer: it was most of this pass's time.)"""
-    typed = any(isinstance(p, TensorProxy | NumberProxy) for p in bsym.flat_proxy_outs)
+    typed = commented and any(
+        isinstance(p, TensorProxy | NumberProxy) for p in bsym.flat_proxy_outs
+    )
     if typed:
         code, _, rest = line.rpartition("  # ")
         return f"{code.rstrip()}; {statement}  # {rest}"
     return f"{line.rstrip()}; {statement}"
 
 
-def source_freeing_dead(lines: Iterable[Any], bsyms: list[BoundSymbol], output: Any) -> str:
+def source_freeing_dead(
+    lines: Iterable[Any], bsyms: list[BoundSymbol], output: Any, *, commented: bool = True
+) -> str:
     """The source of printed `lines` (text and bound-symbol path each, `print_depth=0`) with
-    each top-level statement followed by `del` of the values it reads last."""
+    each top-level statement followed by `del` of the values it reads last. `commented=False`:
+    lines printed `code_only` (a comment is an empty line, a statement has no comment)."""
     dying = _dying(bsyms, output)
     out = []
     for line in lines:
         text, path = line.text, line.path
-        if path is not None and len(path) == 1 and not text.lstrip().startswith("#"):
+        if path is not None and len(path) == 1 and text and not text.lstrip().startswith("#"):
             names = dying.pop(path[0], None)
             if names:
-                text = _then(text, bsyms[path[0]], "del " + ", ".join(dict.fromkeys(names)))
+                statement = "del " + ", ".join(dict.fromkeys(names))
+                text = _then(text, bsyms[path[0]], statement, commented)
         out.append(text)
     return "\n".join(out)

@@ -14,11 +14,11 @@ import torch
 from torch import _VF  # torch._C._VariableFunctions, under a name torch's stubs declare
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.codegen import bsym_statement, codeval, type_comment
+from thunderviz.core.codegen import bsym_statement, code_statement, codeval, type_comment
 from thunderviz.core.collection import collection_paused
 from thunderviz.core.inputs import TraceInput, input_values
 from thunderviz.core.liveness import source_freeing_dead
-from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.quoting import (
     UnsafeCodeError,
     code_line,
@@ -159,12 +159,19 @@ class Trace:
     def __repr__(self) -> str:
         return f"<Trace {self.name}: {len(self.bound_symbols)} bound symbols>"
 
-    def printed_lines(self, print_depth: int = 1, include_header: bool = True) -> list[PrintedLine]:
+    def printed_lines(
+        self, print_depth: int = 1, include_header: bool = True, *, code_only: bool = False
+    ) -> list[PrintedLine]:
+        """The printed trace, line by line. `code_only`: what the compiler needs of it (for
+        `python_callable`), each comment an empty line, so the line numbers (which error
+        attribution maps to bound symbols, core/run_errors.py) are the printed trace's, and
+        statements without their type comments: printing those and compiling them was a
+        tenth of a model's first call."""
         lines: list[PrintedLine] = []
         add = lambda text, path=None: lines.append(PrintedLine(text, path))  # noqa: E731
         if include_header:
             for prov in self.provenance:
-                add(comment(prov))
+                add("" if code_only else comment(prov))
             add("import torch")
             add("aten = torch.ops.aten")
             add("prims = torch.ops.prims")
@@ -179,11 +186,12 @@ class Trace:
             raise UnsafeCodeError(f"trace {ascii(self.name)}: not identifiers: {ascii(unsafe)}")
         add(f"def {self.name}({', '.join(params)}):")
         for p in self.flat_args:
-            types = type_comment([p])
-            if types:
-                add("  " + comment(types))
+            if isinstance(p, TensorProxy | NumberProxy):  # what type_comment shows
+                add("" if code_only else "  " + comment(type_comment([p])))
         for name, t in self.constants.items():
-            if isinstance(t, torch.Tensor):
+            if code_only:
+                add("")
+            elif isinstance(t, torch.Tensor):
                 add(
                     "  "
                     + comment(
@@ -194,7 +202,7 @@ class Trace:
                 add("  " + comment(f"{name}: captured {type(t).__qualname__} object"))
         last_source = None
         for i, bsym in enumerate(self.bound_symbols):
-            last_source = _print_bsym(bsym, (i,), 1, print_depth, add, last_source)
+            last_source = _print_bsym(bsym, (i,), 1, print_depth, add, last_source, code_only)
         add(code_line(f"  return {codeval(self.output)}"))
         return lines
 
@@ -207,12 +215,11 @@ class Trace:
         name is not reachable from `torch` (the executor's guard checks). `free_dead`: each
         value is deleted after the statement that last reads it (`core/liveness.py`)."""
         with collection_paused():  # core/collection.py
+            lines = self.printed_lines(print_depth=0, code_only=True)
             source = (
-                source_freeing_dead(
-                    self.printed_lines(print_depth=0), self.bound_symbols, self.output
-                )
+                source_freeing_dead(lines, self.bound_symbols, self.output, commented=False)
                 if free_dead
-                else self.python(print_depth=0)
+                else "\n".join(line.text for line in lines)
             )
             fn = _compile(source, self.name, names)
         if self.constants:
@@ -252,22 +259,27 @@ def _print_bsym(
     print_depth: int,
     add: Callable[..., None],
     last_source: Any,
+    code_only: bool = False,
 ) -> Any:
     pad = "  " * indent
     src = bsym.source
+    statement = code_statement if code_only else bsym_statement
     if src is not None and (src, bsym.module_path) != last_source:
-        add(pad + source_comment(src, bsym.module_path), path)
+        add("" if code_only else pad + source_comment(src, bsym.module_path), path)
         last_source = (src, bsym.module_path)
     if bsym.header:
-        add(pad + comment(bsym.header), path)
+        add("" if code_only else pad + comment(bsym.header), path)
     if bsym.executes_subsymbols:
         # The user's call mutated in place: its functional subsymbols are the code.
-        add(pad + comment(f"{bsym_statement(bsym)}  (functionalized below)"), path)
+        add(
+            "" if code_only else pad + comment(f"{bsym_statement(bsym)}  (functionalized below)"),
+            path,
+        )
         for j, sub in enumerate(bsym.subsymbols):
-            add(code_line(pad + bsym_statement(sub)), (*path, j))
+            add(code_line(pad + statement(sub)), (*path, j))
             _print_subsymbols(sub, (*path, j), indent + 1, print_depth - 1, add)
         return last_source
-    add(code_line(pad + bsym_statement(bsym)), path)
+    add(code_line(pad + statement(bsym)), path)
     _print_subsymbols(bsym, path, indent + 1, print_depth, add)
     return last_source
 
