@@ -32,6 +32,7 @@ from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
+from thunderviz.capture.tensor_hooks import record_tensor_hook
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
@@ -92,27 +93,13 @@ class Recorder(FunctionalizingRecorder):
                 return proxy.requires_grad
         return func(*args, **kwargs)
 
-    def _refuse_tensor_hook(self) -> None:
-        source = user_source(skip=4)
-        raise CaptureError(
-            f"Tensor.register_hook at {where(source, self.module_path)}: a hook on a tensor "
-            "inside the traced program would change the gradient flowing into it, and "
-            "thunderviz's backward is generated from the program's ops, so the hook would be "
-            "silently skipped. Register it outside the traced call (on an input or on the "
-            "output), or compute the tensor with a custom torch.autograd.Function whose "
-            "backward does what the hook does (its backward is traced and run).",
-            op="torch.Tensor.register_hook",
-            source=source,
-            module_path=self.module_path,
-        )
-
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if is_property_read(func):
             return self._read_property(func, args, kwargs)
-        if func is _REGISTER_HOOK:
-            self._refuse_tensor_hook()
+        if func is _REGISTER_HOOK and args and self.proxy_of(args[0]).requires_grad:
+            return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)
         source = user_source(skip=3)

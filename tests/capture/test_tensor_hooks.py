@@ -1,0 +1,104 @@
+"""`t.register_hook(fn)` inside a jitted program runs in every backward, on the gradient
+eager's hook gets, and what it returns is the gradient that flows on, as in eager. Each case
+is compared with the same program run eagerly (float64, to 1e-12): gradients, and what the
+hooks saw, call by call."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunderviz as tv
+from thunderviz.capture.errors import CaptureError
+
+F64 = dict(dtype=torch.float64)
+
+
+class Hooked(nn.Module):
+    """Hooks on an intermediate (doubling), on the input (observing) and on a block's output
+    in each of four identical blocks (scaling by the block's index): the repeated blocks
+    are what block stamping writes out from one recording."""
+
+    def __init__(self, seen: list) -> None:
+        super().__init__()
+        self.seen = seen
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(4))
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        x.register_hook(lambda g: self.seen.append(("input", g.clone())))
+        h = x * 1.5
+        h.register_hook(lambda g: g * 2)
+        for i, block in enumerate(self.blocks):
+            h = torch.tanh(block(h))
+            h.register_hook(lambda g, i=i: g * (i + 1))
+        return self.head(h).sum()
+
+
+def _run(model, seen, x):
+    seen.clear()
+    model(x).backward()
+    return [(kind, g.clone()) for kind, g in seen]
+
+
+def test_hooks_change_and_see_the_gradients_eager_does():
+    torch.manual_seed(0)
+    seen_eager, seen_ours = [], []
+    eager = Hooked(seen_eager).double()
+    ours = copy.deepcopy(eager)
+    ours.seen = seen_ours
+    jitted = tv.jit(ours)
+    for _ in range(3):
+        x = torch.randn(3, 4, **F64, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        want = _run(eager, seen_eager, x)
+        got = _run(jitted, seen_ours, x2)
+        assert [k for k, _ in got] == [k for k, _ in want] == ["input"]
+        torch.testing.assert_close(got[0][1], want[0][1], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(x2.grad, x.grad, rtol=1e-12, atol=1e-12)
+        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-12, atol=1e-12, msg=name)
+            p.grad = q.grad = None
+    assert jitted.cache_misses == 1
+
+
+def removed_before_backward(x):
+    h = x * 3
+    handle = h.register_hook(lambda g: g * 100)
+    out = (h * h).sum()
+    handle.remove()
+    return out
+
+
+def hook_on_the_output(x):
+    out = (x * x).sum()
+    out.register_hook(lambda g: g * 3)
+    return out
+
+
+@pytest.mark.parametrize("fn", [removed_before_backward, hook_on_the_output])
+def test_removed_hooks_and_hooks_on_the_output_act_as_in_eager(fn):
+    x = torch.randn(5, **F64, requires_grad=True)
+    y = x.detach().clone().requires_grad_()
+    fn(x).backward()
+    jitted = tv.jit(fn)
+    for _ in range(2):
+        y.grad = None
+        jitted(y).backward()
+        torch.testing.assert_close(y.grad, x.grad, rtol=1e-12, atol=1e-12)
+
+
+def used_then_hooked(x):
+    h = x * 2
+    first = h.sum()
+    h.register_hook(lambda g: g * 2)
+    return first + (h * h).sum()
+
+
+def test_a_hook_registered_after_the_tensor_was_used_is_refused_with_its_line():
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(CaptureError, match=r"after the program already used it.*before its"):
+        tv.jit(used_then_hooked)(x)

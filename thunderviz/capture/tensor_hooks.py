@@ -1,0 +1,98 @@
+"""`t.register_hook(fn)` inside a traced program.
+
+In eager, the hook sees the gradient of `t` (summed over all its uses) and may replace it, in
+the backward. Capture records the call as a custom autograd Function, `TensorHook`, applied to
+`t`: the identity forward, a backward that hands the gradient to the hook. The program's later
+reads of `t` read the Function's output, so every use's gradient reaches the hook, which runs
+in the backward of every jitted call, as eager's does (its Python side effects included),
+and the debugger's backward trace shows it where it runs.
+
+A hook registered after the tensor was already used is refused: those earlier uses' gradients
+would not pass through it, and eager's hook sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from thunderviz.capture.errors import CaptureError
+from thunderviz.capture.source import user_source
+from thunderviz.core.locations import where
+from thunderviz.core.proxies import proxies_in
+
+__all__ = ["TensorHook", "record_tensor_hook"]
+
+
+class _Hook:
+    """The user's hook, and whether its handle removed it."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor | None]) -> None:
+        self.fn = fn
+        self.removed = False
+
+
+class _Handle:
+    """What `register_hook` returns: `remove()` before the backward stops the hook, as in
+    eager (the removal is part of the traced program, so every run of the trace has it)."""
+
+    def __init__(self, hook: _Hook) -> None:
+        self._hook = hook
+
+    def remove(self) -> None:
+        self._hook.removed = True
+
+    def __enter__(self) -> _Handle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+
+class TensorHook(torch.autograd.Function):
+    """The identity; its backward is the hook's: the gradient it returns, or the one it got."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, hook: _Hook) -> torch.Tensor:
+        ctx.hook = hook
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+        hook: _Hook = ctx.hook
+        if hook.removed:
+            return grad, None
+        new = hook.fn(grad)
+        return (grad if new is None else new), None
+
+
+def record_tensor_hook(recorder: Any, tensor: torch.Tensor, fn: Any) -> _Handle:
+    """`tensor.register_hook(fn)` while `recorder` traces: the program reads `tensor` through
+    a `TensorHook` from here on."""
+    proxy = recorder.proxy_of(tensor)
+    used = any(
+        p.name == proxy.name
+        for frame in recorder._frames
+        for b in frame.bsyms
+        for p in proxies_in((b.args, b.kwargs), [])
+    )
+    if used:
+        source = user_source(skip=2)
+        raise CaptureError(
+            f"Tensor.register_hook at {where(source, recorder.module_path)} is registered "
+            f"on {proxy.name} after the program already used it: eager's hook sees the "
+            "gradient of those earlier uses too, which a trace cannot route through it. "
+            "Register the hook right where the tensor is made, before its first use.",
+            op="torch.Tensor.register_hook",
+            source=source,
+            module_path=recorder.module_path,
+        )
+    hook = _Hook(fn)
+    # Recorded as any Function call is (capture/function_apply.py), which expects the
+    # recorder's function mode on the stack; inside the mode's own handler it is not.
+    with recorder.function_mode:
+        hooked = TensorHook.apply(tensor, hook)
+    recorder._proxies[id(tensor)] = recorder.proxy_of(hooked)
+    return _Handle(hook)
