@@ -6,7 +6,6 @@ to 1e-12, over several steps."""
 from __future__ import annotations
 
 import copy
-import warnings
 
 import pytest
 import torch
@@ -104,21 +103,52 @@ def test_a_buffer_replaced_by_another_shape_is_refused_with_the_way_out():
         tv.jit(Reshaped())(torch.randn(4, 1))
 
 
-class KeepsActivation(nn.Module):
+class _Block(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(3, 3)
 
     def forward(self, x):
         h = self.lin(x)
-        self.lin.last = h.detach()  # set on a submodule, as debugging code does
-        return h.sum()
+        self.last = h.detach()  # an intermediate of the block, kept on it
+        return torch.tanh(h)
 
 
-def test_a_tensor_attribute_the_forward_sets_is_named_in_a_warning():
-    model = KeepsActivation()
-    with pytest.warns(UserWarning, match=r"sets lin\.last to a tensor.*not updated by later"):
-        tv.jit(model)(torch.randn(2, 3))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        tv.jit(EMA())(torch.randn(2, 3))  # buffers replaced: written back, nothing to say
+class KeepsActivations(nn.Module):
+    """Debugging code's habit: each of four identical blocks (what block stamping writes out
+    from one recording) keeps its activation on itself; the top keeps the logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(_Block() for _ in range(4))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        self.logits = x * 2  # needs a gradient, as in eager
+        return x.sum()
+
+
+def test_tensors_the_forward_keeps_on_modules_are_this_calls_as_in_eager():
+    torch.manual_seed(0)
+    eager = KeepsActivations().double()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    for _ in range(3):
+        x = torch.randn(2, 3, **F64)
+        jitted(x).backward()
+        eager(x).backward()
+        for i, (a, b) in enumerate(zip(ours.blocks, eager.blocks, strict=True)):
+            torch.testing.assert_close(a.last, b.last, rtol=0, atol=0, msg=str(i))
+        torch.testing.assert_close(ours.logits, eager.logits, rtol=0, atol=0)
+        assert ours.logits.requires_grad
+    assert jitted.cache_misses == 1
+
+
+@pytest.mark.parametrize("fake", [False, True])
+def test_tracing_leaves_the_modules_attributes_as_they_were(fake):
+    model = KeepsActivations()
+    model.logits = "before"
+    tv.trace(model, torch.randn(2, 3), fake=fake)
+    assert model.logits == "before"
+    assert not any("last" in vars(b) for b in model.blocks)

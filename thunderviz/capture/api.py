@@ -13,6 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
+from thunderviz.capture.attribute_writes import AttributeWrites
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
@@ -141,8 +142,13 @@ def _trace(
             trace_args.append(proxy)
             originals.append((copy, proxy))
         before = dict(run_state)
-        out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake)
-        output = recorder.proxify(out)
+        writes = AttributeWrites(module)
+        try:
+            out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake)
+            output = recorder.proxify(out)
+            written = writes.collect(recorder)
+        finally:
+            writes.restore()
         replaced = _reassigned(before, run_state, state_proxies)
         epilogue = _write_backs(recorder, [*originals, *replaced])
     flat, spec = pytree.tree_flatten(output)
@@ -168,6 +174,8 @@ def _trace(
             "dropped_outputs": dropped,
             "module_class": type(module).__name__ if module is not None else None,
             "function": getattr(fn, "__name__", type(fn).__name__),
+            # (module path, attribute, proxy): tensors the forward assigned to attributes
+            "attribute_writes": written,
         },
     )
 

@@ -98,7 +98,7 @@ class Recorder(FunctionalizingRecorder):
     ) -> Any:
         if is_property_read(func):
             return self._read_property(func, args, kwargs)
-        if func is _REGISTER_HOOK and args and self.proxy_of(args[0]).requires_grad:
+        if func is _REGISTER_HOOK and args and getattr(self.proxy_of(args[0]), "requires_grad", 0):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)

@@ -60,7 +60,8 @@ class TensorHook(torch.autograd.Function):
         return x.view_as(x)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+        (grad,) = grad_outputs
         hook: _Hook = ctx.hook
         if hook.removed:
             return grad, None

@@ -56,6 +56,8 @@ class CompiledEntry:
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
     attributes: tuple[tuple[Any, ...], ...] = ()  # plain attributes/globals when traced
     inputs_read: list[frozenset[int]] | None = None  # per differentiable output, made on demand
+    # (module, attribute) the forward sets to tensors: the trace's output is (output, values)
+    attribute_targets: tuple[tuple[torch.nn.Module, str], ...] = ()
 
     def __post_init__(self) -> None:
         # worked out once, not on every call

@@ -31,6 +31,7 @@ from thunderviz.autodiff.remat import rematerialize
 from thunderviz.capture.api import trace_without_own_hooks
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.trace import Trace
+from thunderviz.executor.attribute_writes import assign_attributes, with_attribute_writes
 from thunderviz.executor.bridge import (
     CompiledEntry,
     apply,
@@ -55,7 +56,6 @@ from thunderviz.executor.keys import (
 )
 from thunderviz.executor.repeat import RepeatedCall
 from thunderviz.executor.runnable import without_identity_reshapes
-from thunderviz.executor.side_effects import warning_of_tensor_attributes
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
 
@@ -312,8 +312,8 @@ class JittedFunction:
         # as they are before the program runs
         subs = self._walk.submodules
         attributes = module_attributes(subs) + code_constants(self.fn, subs)
-        with warning_of_tensor_attributes(self._walk.submodules, self._walk.paths, self._name()):
-            forward = trace_without_own_hooks(self._root or self.fn, args, kwargs)
+        traced = trace_without_own_hooks(self._root or self.fn, args, kwargs)
+        forward, attribute_targets = with_attribute_writes(traced, self._root)
         if torch.is_grad_enabled():
             refuse_captured_grads(forward, self._name(), (*args, *kwargs.values()))
         n_args = len(forward.args)
@@ -330,6 +330,7 @@ class JittedFunction:
                 guards=guards,
                 executed=[guarded],
                 attributes=attributes,
+                attribute_targets=attribute_targets,
             )
         result = differentiate(forward)
         if self.rematerialize:
@@ -360,12 +361,16 @@ class JittedFunction:
             guards=guards,
             executed=[augmented, backward],
             attributes=attributes,
+            attribute_targets=attribute_targets,
         )
 
     def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:
         if entry.single_output:
             return flat_out[0]
-        return pytree.tree_unflatten(flat_out, entry.output_spec)
+        out = pytree.tree_unflatten(flat_out, entry.output_spec)
+        if entry.attribute_targets:
+            return assign_attributes(entry.attribute_targets, out)
+        return out
 
     # --- inspection ------------------------------------------------------------------
     def _name(self) -> str:

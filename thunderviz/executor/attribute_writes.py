@@ -1,0 +1,43 @@
+"""Module attributes the forward sets to tensors (`self.last_attention = att.detach()`), made
+by `jit` after every call as the forward makes them in eager.
+
+Capture notes such writes (`capture/attribute_writes.py`); here the forward trace returns
+their values beside its own output, and the jitted call assigns them once the traced
+program has run, so the attribute holds this call's tensor, not the traced call's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from thunderviz.core.trace import Trace
+
+__all__ = ["with_attribute_writes", "assign_attributes"]
+
+Targets = tuple[tuple[torch.nn.Module, str], ...]
+
+
+def with_attribute_writes(forward: Trace, root: torch.nn.Module | None) -> tuple[Trace, Targets]:
+    """`forward` returning (its output, the written values), and the attributes they go to
+    (none: `forward` as it is)."""
+    writes = forward.meta.get("attribute_writes") or []
+    if not writes or root is None:
+        return forward, ()
+    targets = tuple((root.get_submodule(path), name) for path, name, _ in writes)
+    values = tuple(proxy for _, _, proxy in writes)
+    if forward.output_spec is None:
+        return forward.from_trace(output=(forward.output, values)), targets
+    flat = list(forward.output)
+    spec = pytree.tree_structure((pytree.tree_unflatten(flat, forward.output_spec), values))
+    return forward.from_trace(output=(*flat, *values), output_spec=spec), targets
+
+
+def assign_attributes(targets: Targets, output: Any) -> Any:
+    """The program's own output, after assigning the written values to their attributes."""
+    out, values = output
+    for (module, name), value in zip(targets, values, strict=True):
+        setattr(module, name, value)
+    return out
