@@ -159,11 +159,24 @@ def test_a_modules_bound_method_trains_the_module(data):
         _same(_step(loss(jitted), net, x, y), _step(loss(twin), twin, x, y))
 
 
-def test_a_module_passed_as_an_argument_is_refused_with_the_way_out(data):
+def step(m, x, y):
+    return F.cross_entropy(m(x), y)
+
+
+def test_modules_passed_as_arguments_train_like_eager_each_with_its_own_trace(data):
     x, y = data
-
-    def step(m, x, y):
-        return F.cross_entropy(m(x), y)
-
-    with pytest.raises(RuntimeError, match="A module passed as an argument is not opened"):
-        tv.jit(step)(_net(), x, y)
+    a, b = _net(1), _net(2)
+    a_twin, b_twin = copy.deepcopy(a), copy.deepcopy(b)
+    jitted = tv.jit(step)
+    for _ in range(2):
+        for ours, twin in ((a, a_twin), (b, b_twin)):
+            _same(
+                _step(lambda x, y, m=ours: jitted(m, x, y), ours, x, y),
+                _step(lambda x, y, m=twin: step(m, x, y), twin, x, y),
+            )
+    assert jitted.cache_misses == 2  # one per model: modules are keyed by identity
+    by_keyword = tv.jit(step)
+    _same(
+        _step(lambda x, y: by_keyword(x=x, y=y, m=a), a, x, y),
+        _step(lambda x, y: step(a_twin, x, y), a_twin, x, y),
+    )

@@ -1,22 +1,25 @@
-"""`jit` of a plain function that uses modules it does not receive:
+"""`jit` of a plain function that uses modules:
 
     def loss_fn(x, y):
         return F.cross_entropy(model(x), y)   # `model`: a global (or a closure variable)
 
-    step = tv.jit(loss_fn)
+    def step(model, x, y):                    # or an argument
+        return F.cross_entropy(model(x), y)
 
 Eager trains `model`'s parameters through such a function. A trace of it alone would hold
 them as constants: no gradient would reach them, and a parameter replaced later, or
 `model.eval()`, would not be seen. So `jit` finds the modules the function reads from outside
-(the globals it names and its closure variables, as `code_constants` reads plain values) and
-treats them as a module of its own, `FunctionModules`: their parameters and buffers become
-the trace's inputs, and their flags, hooks and attributes are part of the key, as for a
-jitted module. The function is looked at itself, not the functions it calls: a tensor that
-needs a gradient and reaches the trace any other way is refused (`refuse_captured_grads`).
+(the globals it names and its closure variables) or is given as arguments, and treats them as
+a module of its own, `FunctionModules`: their parameters and buffers become the trace's
+inputs, and their flags, hooks and attributes are part of the key, as for a jitted module
+(an argument module is also keyed by identity: each model its own trace). The function is
+looked at itself, not the functions it calls: a tensor that needs a gradient and reaches the
+trace any other way is refused (`refuse_captured_grads`).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +29,7 @@ from thunderviz.core.locations import where
 from thunderviz.core.proxies import proxies_in
 from thunderviz.core.trace import Trace
 
-__all__ = ["FunctionModules", "referenced_modules", "refuse_captured_grads"]
+__all__ = ["FunctionModules", "function_modules", "referenced_modules", "refuse_captured_grads"]
 
 
 def referenced_modules(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
@@ -54,6 +57,31 @@ def referenced_modules(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
     return found
 
 
+def function_modules(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, torch.nn.Module]:
+    """The modules a call of the plain function `fn` uses: those it reads from outside, then
+    those it is given as arguments (`loss_fn(model, batch)`), named as its parameters are."""
+    modules = referenced_modules(fn)
+    given = [
+        (i, a) for i, a in enumerate((*args, *kwargs.values())) if isinstance(a, torch.nn.Module)
+    ]
+    if not given:
+        return modules
+    try:
+        names = list(inspect.signature(fn).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):  # no signature to read, or a call it would refuse
+        names = []
+    positional = names[: len(args)] if len(names) >= len(args) else []
+    for i, module in given:
+        if i < len(args):
+            name = positional[i] if i < len(positional) else f"arg{i}"
+        else:
+            name = list(kwargs)[i - len(args)]
+        modules.setdefault(name, module)
+    return modules
+
+
 class FunctionModules(torch.nn.Module):
     """A plain function, run as the forward of a module whose submodules are the modules it
     reads from outside (named as the function names them)."""
@@ -72,11 +100,10 @@ class FunctionModules(torch.nn.Module):
         return list(map(id, modules.values())) == list(map(id, self._modules.values()))
 
 
-def refuse_captured_grads(trace: Trace, name: str, call_args: tuple[Any, ...]) -> None:
+def refuse_captured_grads(trace: Trace, name: str) -> None:
     """Raise where a tensor that requires grad reached `trace` as a constant (read from
-    outside by a function the jitted code calls, or the parameter of a module passed as an
-    argument, which is keyed by identity and not opened): its gradient would be silently
-    lost."""
+    outside by a function the jitted code calls, or held inside an object it was given):
+    its gradient would be silently lost."""
     for constant, value in trace.constants.items():
         if not (isinstance(value, torch.Tensor) and value.requires_grad):
             continue
@@ -100,11 +127,5 @@ def refuse_captured_grads(trace: Trace, name: str, call_args: tuple[Any, ...]) -
             "nor a parameter or buffer of a module jit can see, so jit would run it as a "
             "constant and its gradient would be lost. Pass it to the jitted function as an "
             "argument, or reach it through a module that is the jitted module, one of its "
-            "submodules, or a global or closure variable of the jitted function itself."
-            + (
-                " A module passed as an argument is not opened: read it as a global or "
-                "closure variable instead, or jit the module."
-                if any(isinstance(a, torch.nn.Module) for a in call_args)
-                else ""
-            )
+            "submodules, an argument, or a global or closure variable of the jitted function."
         )

@@ -18,6 +18,7 @@ retracing.
 from __future__ import annotations
 
 import functools
+import itertools
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from thunderviz.executor.bridge import (
 )
 from thunderviz.executor.closure import (
     FunctionModules,
+    function_modules,
     referenced_modules,
     refuse_captured_grads,
 )
@@ -112,8 +114,15 @@ class JittedFunction:
         self._previous_key_repeats = False
         # what is traced as a module: the jitted module, or a plain function's own (the modules
         # it reads from outside, executor/closure.py), or None
-        self._root = self.module if self.module is not None else self._function_modules()
-        self._walk = ModuleWalk(self._root)
+        self._generations = itertools.count(1)  # of module walks: part of the cache key
+        # a plain function's roots and walks by the identities of their modules, most recent
+        # last: a call given (or reading) other modules finds the walk, and so the key, of
+        # the last call with those modules
+        self._roots: OrderedDict[tuple[int, ...], tuple[Any, ModuleWalk]] = OrderedDict()
+        self._root: torch.nn.Module | None = self.module
+        self._walk = ModuleWalk(self.module)
+        if self.module is None:
+            self._use_modules(referenced_modules(fn))
         self._hooks = HookRunner(self.module)
         self.last: CompiledEntry | None = None
         self.cache_misses = 0
@@ -139,11 +148,12 @@ class JittedFunction:
                 return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
         if self.ddp is not None:
             self.ddp.before_forward()
-        if self.module is None and not self._reads_the_same_modules():
-            self._root = self._function_modules()  # a global or closure module was rebound
-            self._walk = ModuleWalk(self._root, self._walk.generation + 1)
-        elif self._walk.changed():  # a submodule was added, replaced or removed
-            self._walk = ModuleWalk(self._root, self._walk.generation + 1)
+        if self.module is None:  # a plain function: the modules it reads, or is given
+            self._use_modules(function_modules(self.fn, args, kwargs))
+        if self._walk.changed():  # a submodule was added, replaced or removed
+            self._walk = ModuleWalk(self._root, next(self._generations))
+            if self.module is None:
+                self._roots[next(reversed(self._roots))] = (self._root, self._walk)
         arg_leaves, state = _leaves(args), self._walk.state()
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
         key, entries = self._lookup(args, kwargs, state)
@@ -205,15 +215,19 @@ class JittedFunction:
         outs = apply(entry, flat_inputs)
         return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
 
-    def _function_modules(self) -> FunctionModules | None:
-        modules = referenced_modules(self.fn)
-        return FunctionModules(self.fn, modules) if modules else None
-
-    def _reads_the_same_modules(self) -> bool:
-        modules = referenced_modules(self.fn)
-        if isinstance(self._root, FunctionModules):
-            return self._root.same_modules(modules)
-        return not modules
+    def _use_modules(self, modules: dict[str, torch.nn.Module]) -> None:
+        """Make the root and walk those of `modules` (a plain function's)."""
+        ident = tuple(map(id, modules.values()))
+        found = self._roots.get(ident)
+        if found is None:
+            root = FunctionModules(self.fn, modules) if modules else None
+            found = (root, ModuleWalk(root, next(self._generations)))
+            self._roots[ident] = found  # holds the modules: their ids are not reused
+            if len(self._roots) > self.cache_size:
+                self._roots.popitem(last=False)
+        else:
+            self._roots.move_to_end(ident)
+        self._root, self._walk = found
 
     def _lookup(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]
@@ -315,7 +329,7 @@ class JittedFunction:
         traced = trace_without_own_hooks(self._root or self.fn, args, kwargs)
         forward, attribute_targets = with_attribute_writes(traced, self._root)
         if torch.is_grad_enabled():
-            refuse_captured_grads(forward, self._name(), (*args, *kwargs.values()))
+            refuse_captured_grads(forward, self._name())
         n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args
