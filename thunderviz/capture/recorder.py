@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 import torch._subclasses.fake_tensor
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -30,6 +31,11 @@ from thunderviz.capture.collectives import (
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.mutation import FunctionalizingRecorder
+from thunderviz.capture.no_grad_updates import (
+    embedding_renorm_apart,
+    grad_requiring_args,
+    reattach_no_grad_updates,
+)
 from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.capture.tensor_hooks import record_tensor_hook
@@ -100,6 +106,8 @@ class Recorder(FunctionalizingRecorder):
             return self._read_property(func, args, kwargs)
         if func is _REGISTER_HOOK and args and getattr(self.proxy_of(args[0]), "requires_grad", 0):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
+        if func is F.embedding and (args[3:4] or [kwargs.get("max_norm")])[0] is not None:
+            return embedding_renorm_apart(self, args, kwargs)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)
         source = user_source(skip=3)
@@ -107,6 +115,10 @@ class Recorder(FunctionalizingRecorder):
         frame = Frame()
         outer_source, self._source = self._source, source
         grad_enabled = torch.is_grad_enabled()
+        # what a no_grad call may update in place behind autograd's back (a clamp_ of a weight)
+        no_grad_targets = (
+            grad_requiring_args(self, (*args, *kwargs.values())) if not grad_enabled else []
+        )
         try:
             with self._collecting(frame):
                 out = func(*args, **kwargs)
@@ -168,6 +180,8 @@ class Recorder(FunctionalizingRecorder):
             for cast in hoist_autocast_casts(bsym):  # autocast's casts as calls of their own
                 self._append(cast)
         self._append(bsym)
+        if no_grad_targets:
+            reattach_no_grad_updates(self, no_grad_targets)
         return out
 
     def _alias_unknown_outputs(self, out: Any, args: tuple[Any, ...]) -> None:

@@ -1,0 +1,71 @@
+"""In-place updates under no_grad of tensors that need a gradient (a weight clipped in the
+forward, Embedding's max_norm renormalising rows, an activation clamped) are invisible to
+eager's autograd: later uses differentiate as to the tensor itself, at its new value. Under
+jit the gradients, the updated parameters and the losses are eager's, over several steps
+(float64, to 1e-12)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunderviz as tv
+
+F64 = dict(dtype=torch.float64)
+
+
+class ClippedWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.lin.weight.clamp_(-0.2, 0.2)
+        return self.lin(x)
+
+
+class ClampedActivation(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        with torch.no_grad():
+            h.clamp_(-0.5, 0.5)
+        return h * 2
+
+
+class MaxNormEmbedding(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 4, max_norm=0.5, padding_idx=0)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(self.emb((x.abs() * 3).long() % 10))
+
+
+@pytest.mark.parametrize("make", [ClippedWeight, ClampedActivation, MaxNormEmbedding])
+def test_no_grad_updates_train_like_eager(make):
+    torch.manual_seed(0)
+    eager = make().double()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    for _ in range(3):
+        x = torch.randn(5, 4, **F64)
+        got, want = jitted(x).pow(2).sum(), eager(x).pow(2).sum()
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        got.backward()
+        want.backward()
+        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=1e-12, atol=1e-12, msg=name)
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-12, atol=1e-12, msg=name)
+            with torch.no_grad():  # a step, so the next clip or renorm has work to do
+                p -= 0.5 * p.grad
+                q -= 0.5 * q.grad
+            p.grad = q.grad = None

@@ -1,0 +1,83 @@
+"""In-place updates under `torch.no_grad()` of tensors that require grad.
+
+    with torch.no_grad():
+        self.weight.clamp_(-c, c)          # weight clipping in a forward
+    F.embedding(x, w, max_norm=1.0)        # renormalises rows of w in place, under no_grad
+
+Autograd does not see such an update: `weight` is still the leaf, later uses differentiate
+as to it, at its new value. Recorded functionally, the update makes a new value that needs no
+gradient, and the parameter would silently get none. So after such a call, capture records
+`StraightThrough(old, new)`: the new value, whose gradient goes to the old one as it is (a
+custom autograd Function, so the trace shows it and autodiff needs no rule of its own), and
+the program's later reads of the tensor read that.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import _disable_current_modes
+
+from thunderviz.core.proxies import Proxy, TensorProxy
+
+__all__ = ["embedding_renorm_apart", "grad_requiring_args", "reattach_no_grad_updates"]
+
+_EMBEDDING_SIGNATURE = inspect.signature(F.embedding)
+
+
+class StraightThrough(torch.autograd.Function):
+    """The value of `new`; the gradient goes to `old` unchanged, as autograd, which never saw
+    the update, sends it to the tensor itself."""
+
+    @staticmethod
+    def forward(ctx: Any, old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        return new.view_as(new)
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad_outputs[0], None
+
+
+def grad_requiring_args(recorder: Any, args: Any) -> list[tuple[torch.Tensor, Proxy]]:
+    """The call's tensor arguments whose values require grad, with their proxies now."""
+    found = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            proxy = recorder._proxies.get(id(a))
+            if isinstance(proxy, TensorProxy) and proxy.requires_grad:
+                found.append((a, proxy))
+    return found
+
+
+def reattach_no_grad_updates(recorder: Any, before: list[tuple[torch.Tensor, Proxy]]) -> None:
+    """After a call made under no_grad: each of `before` the call updated in place is read
+    from here on through a `StraightThrough` of its old and new values."""
+    for tensor, old in before:
+        new = recorder._proxies.get(id(tensor))
+        if new is None or new.name == old.name:
+            continue  # not updated
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            alias = tensor.detach()  # the new value under a second name, for the call
+        recorder.bind(alias, new)
+        recorder._proxies[id(tensor)] = old
+        with torch.enable_grad(), recorder.function_mode:  # recorded as any Function call
+            reattached = StraightThrough.apply(tensor, alias)
+        recorder._proxies[id(tensor)] = recorder.proxy_of(reattached)
+
+
+def embedding_renorm_apart(recorder: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`F.embedding(..., max_norm=m)` as the two calls it makes: the renormalisation of the
+    looked-up rows of `weight` in place under no_grad, then the lookup. Made as two calls the
+    recorder sees, the update gets its `StraightThrough` before the lookup reads `weight`
+    (inside one call, the lookup would read a value that needs no gradient)."""
+    call = _EMBEDDING_SIGNATURE.bind(*args, **kwargs)
+    call.apply_defaults()
+    a = call.arguments
+    with recorder.function_mode:
+        index = a["input"].contiguous()
+        with torch.no_grad():
+            torch.embedding_renorm_(a["weight"], index, a["max_norm"], a["norm_type"])
+        return F.embedding(**{**a, "input": index, "max_norm": None})
