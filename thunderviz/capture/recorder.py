@@ -76,6 +76,7 @@ def _is_data_dependent(e: BaseException) -> bool:
 
 _REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
 _REGISTER_HOOK = torch.Tensor.register_hook
+_INNER_AUTOGRAD = (torch.autograd.grad, torch.autograd.backward, torch.Tensor.backward)
 
 
 class Recorder(FunctionalizingRecorder):
@@ -99,6 +100,20 @@ class Recorder(FunctionalizingRecorder):
                 return proxy.requires_grad
         return func(*args, **kwargs)
 
+    def _refuse_inner_autograd(self, func: Callable[..., Any]) -> None:
+        source = user_source(skip=4)
+        name = _call_name(func)
+        raise CaptureError(
+            f"{name} at {where(source, self.module_path)}: a gradient taken inside the traced "
+            "program (a gradient penalty, an inner optimisation step) needs a backward traced "
+            "inside the trace, which thunderviz does not build. Take it outside the traced "
+            "call instead: `out = jitted(x)` then `torch.autograd.grad(out, x, "
+            "create_graph=True)` works through jit and can be differentiated again.",
+            op=name,
+            source=source,
+            module_path=self.module_path,
+        )
+
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -106,6 +121,8 @@ class Recorder(FunctionalizingRecorder):
             return self._read_property(func, args, kwargs)
         if func is _REGISTER_HOOK and args and getattr(self.proxy_of(args[0]), "requires_grad", 0):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
+        if func in _INNER_AUTOGRAD:
+            self._refuse_inner_autograd(func)
         if func is F.embedding and (args[3:4] or [kwargs.get("max_norm")])[0] is not None:
             return embedding_renorm_apart(self, args, kwargs)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py

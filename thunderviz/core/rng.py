@@ -14,21 +14,31 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["preserved_rng"]
+__all__ = ["RngState", "preserved_rng"]
+
+
+class RngState:
+    """The CPU generator's state and, when CUDA is in use, every CUDA device's."""
+
+    def __init__(self) -> None:
+        self.cpu = torch.random.get_rng_state()
+        self.cuda = (
+            torch.cuda.get_rng_state_all()
+            if torch.cuda.is_available() and torch.cuda.is_initialized()
+            else None
+        )
+
+    def restore(self) -> None:
+        torch.random.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
 
 
 @contextlib.contextmanager
 def preserved_rng() -> Iterator[None]:
-    """Restore the CPU generator and, when CUDA is in use, every CUDA device's generator."""
-    cpu = torch.random.get_rng_state()
-    cuda = (
-        torch.cuda.get_rng_state_all()
-        if torch.cuda.is_available() and torch.cuda.is_initialized()
-        else None
-    )
+    """Restore the generators' states when the block ends."""
+    state = RngState()
     try:
         yield
     finally:
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        state.restore()

@@ -9,7 +9,6 @@ more Python than they must: what can be worked out once per entry is (`CompiledE
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +19,14 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.rng import RngState
 from thunderviz.core.run_errors import attribute_error
 from thunderviz.core.trace import Trace
 from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
+from thunderviz.executor.double_backward import differentiable_backward, inputs_written
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
+from thunderviz.executor.runnable import without_no_grad
+from thunderviz.prims.randomness import draws_random
 
 __all__ = [
     "CompiledEntry",
@@ -31,7 +34,6 @@ __all__ = [
     "apply_unwrapped",
     "not_compiled",
     "running",
-    "without_no_grad",
 ]
 
 
@@ -58,12 +60,17 @@ class CompiledEntry:
     inputs_read: list[frozenset[int]] | None = None  # per differentiable output, made on demand
     # (module, attribute) the forward sets to tensors: the trace's output is (output, values)
     attribute_targets: tuple[tuple[torch.nn.Module, str], ...] = ()
+    recompute: Callable[..., Any] | None = None  # for create_graph=True, made on first use
 
     def __post_init__(self) -> None:
         # worked out once, not on every call
         self.kwarg_names = tuple(self.forward.kwargs)
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
         self.single_output = isinstance(self.forward.output, TensorProxy)
+        self.draws_random = any(draws_random(b) for b in self.forward.bound_symbols)
+        self.inputs_written = (
+            inputs_written(self.result.augmented_forward) if self.result is not None else ()
+        )
         self.run_backward_in_no_grad = (
             without_no_grad(self.run_backward)
             if self.run_backward is not not_compiled
@@ -92,6 +99,10 @@ class _TraceFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
+        # for a backward with create_graph=True, which recomputes the call (double_backward.py)
+        ctx.inputs = flat
+        ctx.rng = RngState() if entry.draws_random else None
+        ctx.inputs_before = [flat[i].clone() for i in entry.inputs_written]
         try:
             if kwarg_names:
                 n_pos = len(flat) - len(kwarg_names)
@@ -155,11 +166,12 @@ class _TraceFunction(torch.autograd.Function):
             cotangents, unreached = fill_absent(
                 entry.forward, entry.differentiable_outputs, cotangents, entry.inputs_read
             )
-        # The engine runs backward without grad unless create_graph=True; only then does the
-        # trace's own no_grad wrapper have work to do.
-        run = entry.run_backward if torch.is_grad_enabled() else entry.run_backward_in_no_grad
         try:
-            grads = run(saved, cotangents)
+            # the engine runs backward without grad unless create_graph=True
+            if torch.is_grad_enabled():
+                grads = differentiable_backward(ctx, entry, cotangents)
+            else:
+                grads = entry.run_backward_in_no_grad(saved, cotangents)
         except Exception as e:
             attribute_error(e, entry.executed)
             raise
@@ -177,14 +189,6 @@ def running(entry: CompiledEntry, fn: Callable[..., Any], *args: Any, **kwargs: 
     except Exception as e:
         attribute_error(e, entry.executed)
         raise
-
-
-def without_no_grad(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A compiled trace without its `@torch.no_grad()` wrapper (entering and leaving the
-    mode is a measurable part of a small program's call), for callers already in no-grad."""
-    if isinstance(fn, functools.partial):
-        return functools.partial(without_no_grad(fn.func), *fn.args, **fn.keywords)
-    return getattr(fn, "__wrapped__", fn)
 
 
 # `Function.apply`'s C++ half: the Python half binds default arguments (only for a Function

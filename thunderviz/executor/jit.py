@@ -31,6 +31,7 @@ from thunderviz.autodiff.api import differentiate
 from thunderviz.autodiff.remat import rematerialize
 from thunderviz.capture.api import trace_without_own_hooks
 from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.rng import RngState
 from thunderviz.core.trace import Trace
 from thunderviz.executor.attribute_writes import assign_attributes, with_attribute_writes
 from thunderviz.executor.bridge import (
@@ -38,7 +39,6 @@ from thunderviz.executor.bridge import (
     apply,
     not_compiled,
     running,
-    without_no_grad,
 )
 from thunderviz.executor.closure import (
     FunctionModules,
@@ -57,7 +57,7 @@ from thunderviz.executor.keys import (
     value_key,
 )
 from thunderviz.executor.repeat import RepeatedCall
-from thunderviz.executor.runnable import without_identity_reshapes
+from thunderviz.executor.runnable import without_identity_reshapes, without_no_grad
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
 
@@ -66,23 +66,6 @@ __all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "Comp
 # A call whose guards keep failing after this many fresh traces reads values that change
 # between tracing and running (a nondeterministic kernel): refused rather than looped.
 _MAX_RETRACES_PER_CALL = 3
-
-
-class _RngState:
-    """The default generators' states, to undo the draws of a run a guard stopped."""
-
-    def __init__(self) -> None:
-        self.cpu = torch.random.get_rng_state()
-        self.cuda = (
-            torch.cuda.get_rng_state_all()
-            if torch.cuda.is_available() and torch.cuda.is_initialized()
-            else None
-        )
-
-    def restore(self) -> None:
-        torch.random.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
 
 
 class JittedFunction:
@@ -186,7 +169,7 @@ class JittedFunction:
                 entries.remove(entry)
                 entries.append(entry)
             self.last = entry
-            rng = _RngState() if entry.guards else None
+            rng = RngState() if entry.guards else None
             try:
                 return self._run(entry, flat_inputs)
             except GuardFailure as failure:

@@ -1,0 +1,84 @@
+"""A backward with `create_graph=True` through a jitted call: a gradient penalty, a
+physics-informed network's du/dx, a Hessian-vector product.
+
+The gradients must then carry a graph of their own. The forward ran without autograd (its
+intermediates have no history), so running the backward trace with autograd on would give
+a graph that stops at every saved intermediate: the second derivative through them would be
+missing, silently. Instead the call is recomputed with autograd recording: the augmented
+forward again from the call's inputs, with the random state it drew from, without its
+write-backs (the first run made them), and on copies of the values it wrote into, taken
+before it did; then the backward trace on what it saved. The gradients are those of the
+same traces, bit for bit, and their graph runs through thunderviz's own forward and backward
+ops, which torch then differentiates. The cost, on every call of an entry that writes into
+its inputs (BatchNorm's statistics): a copy of those inputs, kept until the backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from thunderviz.core.proxies import Proxy
+from thunderviz.core.rng import RngState
+from thunderviz.core.symbol import BsymTag
+from thunderviz.core.trace import Trace
+from thunderviz.executor.guards import GUARD_NAMES
+from thunderviz.executor.runnable import without_no_grad
+from thunderviz.prims.aliasing import mutated_arg_indices
+
+__all__ = ["differentiable_backward", "inputs_written"]
+
+
+# Kernels that update arguments their schema does not mark as written: the running
+# statistics of `native_batch_norm` (in training; in eval it only reads them, and a copy
+# read is the same value).
+_UNANNOTATED = {torch.ops.aten.native_batch_norm.default: (3, 4)}
+
+
+def inputs_written(augmented: Trace) -> tuple[int, ...]:
+    """Positions of the augmented forward's inputs that it writes into: a write-back
+    (`copy_` into a buffer) or a kernel that updates an argument in place (BatchNorm's
+    running statistics). The forward snapshots them, so the recomputation reads and writes
+    copies of the values the first run read."""
+    written: set[str] = set()
+    for top in augmented.bound_symbols:
+        for b in top.walk():
+            if BsymTag.MUTATION_EPILOGUE in b.tags:
+                written.add(b.args[0].name)
+            elif isinstance(b.sym.fn, torch._ops.OpOverload):
+                for i in mutated_arg_indices(b.sym.fn) or _UNANNOTATED.get(b.sym.fn, ()):
+                    arg = b.args[i] if i < len(b.args) else None
+                    if isinstance(arg, Proxy):
+                        written.add(arg.name)
+    return tuple(i for i, p in enumerate(augmented.flat_args) if p.name in written)
+
+
+def _recompute(entry: Any) -> Any:
+    """The augmented forward as it runs (guards in), without its write-backs, compiled once."""
+    if entry.recompute is None:
+        augmented = entry.executed[0]
+        kept = [b for b in augmented.bound_symbols if BsymTag.MUTATION_EPILOGUE not in b.tags]
+        trace = augmented.from_trace(bound_symbols=kept)
+        entry.recompute = without_no_grad(trace.python_callable(GUARD_NAMES, free_dead=True))
+    return entry.recompute
+
+
+def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
+    # `entry`: a bridge.CompiledEntry (bridge calls this; typed loosely to import no cycle)
+    """The backward trace's gradients for `cotangents`, with autograd's graph."""
+    inputs, kwarg_names = list(ctx.inputs), entry.kwarg_names
+    for i, value in zip(entry.inputs_written, ctx.inputs_before, strict=True):
+        inputs[i] = value.clone()  # the value the first run read; its writes land here
+    run = _recompute(entry)
+    now = RngState() if ctx.rng is not None else None
+    try:
+        if ctx.rng is not None:
+            ctx.rng.restore()  # the draws the forward made (a dropout mask)
+        with torch.enable_grad():
+            n_pos = len(inputs) - len(kwarg_names)
+            _, saved = run(*inputs[:n_pos], **dict(zip(kwarg_names, inputs[n_pos:], strict=True)))
+            return entry.run_backward_in_no_grad(saved, cotangents)
+    finally:
+        if now is not None:
+            now.restore()
