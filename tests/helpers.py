@@ -157,3 +157,24 @@ def fingerprint(trace: tv.Trace) -> list[tuple]:
         )
         for b in trace.walk()
     ]
+
+
+def jitted_twin(make: Any) -> tuple[torch.nn.Module, torch.nn.Module, Any]:
+    """(eager, ours, tv.jit(ours)): a float64 model built under seed 0, and a copy of it that
+    trains through jit, for step-by-step comparisons with eager."""
+    torch.manual_seed(0)
+    eager = make().double()
+    ours = copy.deepcopy(eager)
+    return eager, ours, tv.jit(ours)
+
+
+def assert_same_state(ours: torch.nn.Module, eager: torch.nn.Module, tol: float = 1e-12) -> None:
+    """`ours`'s parameters, their gradients and its buffers equal to `eager`'s, by name."""
+    close = dict(rtol=tol, atol=tol)
+    for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
+        torch.testing.assert_close(q, p, **close, msg=name)
+        assert (q.grad is None) == (p.grad is None), name
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad, p.grad, **close, msg=name)
+    for (name, b), c in zip(eager.named_buffers(), ours.buffers(), strict=True):
+        torch.testing.assert_close(c, b, **close, msg=name)

@@ -6,13 +6,11 @@ jit the gradients, the updated parameters and the losses are eager's, over sever
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 import torch.nn as nn
 
-import thunderviz as tv
+from tests.helpers import assert_same_state, jitted_twin
 
 F64 = dict(dtype=torch.float64)
 
@@ -52,19 +50,15 @@ class MaxNormEmbedding(nn.Module):
 
 @pytest.mark.parametrize("make", [ClippedWeight, ClampedActivation, MaxNormEmbedding])
 def test_no_grad_updates_train_like_eager(make):
-    torch.manual_seed(0)
-    eager = make().double()
-    ours = copy.deepcopy(eager)
-    jitted = tv.jit(ours)
+    eager, ours, jitted = jitted_twin(make)
     for _ in range(3):
         x = torch.randn(5, 4, **F64)
         got, want = jitted(x).pow(2).sum(), eager(x).pow(2).sum()
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
         got.backward()
         want.backward()
-        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
-            torch.testing.assert_close(q, p, rtol=1e-12, atol=1e-12, msg=name)
-            torch.testing.assert_close(q.grad, p.grad, rtol=1e-12, atol=1e-12, msg=name)
+        assert_same_state(ours, eager)
+        for p, q in zip(eager.parameters(), ours.parameters(), strict=True):
             with torch.no_grad():  # a step, so the next clip or renorm has work to do
                 p -= 0.5 * p.grad
                 q -= 0.5 * q.grad

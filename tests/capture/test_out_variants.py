@@ -4,34 +4,27 @@ plus a write into `out`, and train under jit as in eager. Compared with eager in
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.utils.parametrizations as P
 
 import thunderviz as tv
+from tests.helpers import assert_same_state, jitted_twin
 from thunderviz.capture.errors import CaptureError
 
 F64 = dict(dtype=torch.float64)
 
 
 def _steps_match(make, steps=3):
-    torch.manual_seed(0)
-    eager = make().double()
-    ours = copy.deepcopy(eager)
-    jitted = tv.jit(ours)
+    eager, ours, jitted = jitted_twin(make)
     for _ in range(steps):
         x = torch.randn(4, 6, **F64)
         got, want = jitted(x), eager(x)
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
         got.pow(2).sum().backward()
         want.pow(2).sum().backward()
-    for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
-        torch.testing.assert_close(q.grad, p.grad, rtol=1e-12, atol=1e-12, msg=name)
-    for (name, b), c in zip(eager.named_buffers(), ours.buffers(), strict=True):
-        torch.testing.assert_close(c, b, rtol=1e-12, atol=1e-12, msg=name)
+    assert_same_state(ours, eager)
 
 
 def test_spectral_norm_trains_and_updates_its_vectors_like_eager():

@@ -5,13 +5,12 @@ to 1e-12, over several steps."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 import torch.nn as nn
 
 import thunderviz as tv
+from tests.helpers import assert_same_state, jitted_twin
 from thunderviz.capture.errors import CaptureError
 
 F64 = dict(dtype=torch.float64)
@@ -64,18 +63,12 @@ class InPlaceThenReplaced(nn.Module):
 
 @pytest.mark.parametrize("make", [EMA, ScaledThenUpdated, InPlaceThenReplaced])
 def test_replaced_buffers_and_gradients_match_eager_over_steps(make):
-    torch.manual_seed(0)
-    eager = make().double()
-    ours = copy.deepcopy(eager)
-    jitted = tv.jit(ours)
+    eager, ours, jitted = jitted_twin(make)
     for _ in range(4):
         x = torch.randn(5, 3, **F64)
         jitted(x).backward()
         eager(x).backward()
-        for (name, b), c in zip(eager.named_buffers(), ours.buffers(), strict=True):
-            torch.testing.assert_close(c, b, rtol=1e-12, atol=1e-12, msg=name)
-        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
-            torch.testing.assert_close(q.grad, p.grad, rtol=1e-12, atol=1e-12, msg=name)
+        assert_same_state(ours, eager)
     assert jitted.cache_misses == 1
 
 
@@ -130,10 +123,7 @@ class KeepsActivations(nn.Module):
 
 
 def test_tensors_the_forward_keeps_on_modules_are_this_calls_as_in_eager():
-    torch.manual_seed(0)
-    eager = KeepsActivations().double()
-    ours = copy.deepcopy(eager)
-    jitted = tv.jit(ours)
+    eager, ours, jitted = jitted_twin(KeepsActivations)
     for _ in range(3):
         x = torch.randn(2, 3, **F64)
         jitted(x).backward()
