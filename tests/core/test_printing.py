@@ -19,7 +19,7 @@ import thunderviz as tv
 from thunderviz.core import quoting
 from thunderviz.core.codegen import bsym_statement, type_comment
 from thunderviz.core.liveness import source_freeing_dead
-from thunderviz.core.proxies import NumberProxy, TensorProxy, leaves
+from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy, leaves, map_proxies
 from thunderviz.core.run_errors import run_attributed
 from thunderviz.core.symbol import BoundSymbol, SourceLocation, Symbol
 from thunderviz.core.trace import PrintedLine, source_comment
@@ -141,3 +141,31 @@ def test_an_error_in_compiled_code_names_its_bound_symbol():
         run_attributed(trace, torch.randn(2, 5), torch.randn(4, 3))  # shapes cannot multiply
     (note,) = raised.value.__notes__
     assert "forward trace" in note and "x @ w" in note, note
+
+
+def test_map_proxies_is_pytrees_tree_map():
+    """`map_proxies`, the hand walk behind `BoundSymbol.rename`, against pytree's tree_map on
+    the containers bound symbols hold and on those it hands to pytree."""
+    t, u = TensorProxy("t", (2,)), TensorProxy("u", (3,))
+    n = NumberProxy("n", 1)
+    cases = [
+        (t, 1, None, [t, (n, 2.0)], {"b": t, "a": [None, n]}),
+        torch.Size([2, 3]),
+        torch.return_types.max((t, n)),
+        collections.OrderedDict(z=t, y=(1, n)),
+        collections.deque([t, 1, (n,)]),
+        collections.namedtuple("P", "x y")(t, [n]),
+        (slice(t, None), Ellipsis, torch.float32, "s"),
+        {},
+        (),
+    ]
+    mapping = {"t": u, "n": NumberProxy("m", 1)}
+    swap = lambda x: mapping.get(x.name, x) if isinstance(x, Proxy) else x  # noqa: E731
+    for case in cases:
+        got, want = map_proxies(case, lambda p: mapping.get(p.name, p)), pytree.tree_map(swap, case)
+        assert type(got) is type(want) and repr(got) == repr(want), case
+    bsym = BoundSymbol(Symbol(name="f", id="f", fn=None), cases[0], {"k": cases[4]}, (t, n))
+    renamed = bsym.rename(mapping)
+    assert repr((renamed.args, renamed.kwargs, renamed.output)) == repr(
+        pytree.tree_map(swap, (bsym.args, bsym.kwargs, bsym.output))
+    )

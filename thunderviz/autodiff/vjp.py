@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.block_sweep import SweepState, sweep_blocks, tagged
 from thunderviz.autodiff.errors import AutodiffError
@@ -23,7 +22,7 @@ from thunderviz.autodiff.joint import JointRun, run_joint
 from thunderviz.autodiff.registry import JointFn, RuleSet
 from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
-from thunderviz.capture.rewriting import proxies_in, renamed
+from thunderviz.capture.rewriting import proxies_in
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
@@ -257,7 +256,7 @@ def _place(
     """Give the rule's outputs the forward op's names, connect its cotangent placeholders to
     the accumulated cotangents (zeros where none flows), and keep the original bound symbol
     (with its subsymbols) when the rule's forward code is just that op again."""
-    rule_outs = [p for p in pytree.tree_leaves(run.result) if isinstance(p, Proxy)]
+    rule_outs = proxies_in(run.result, [])
     orig_outs = b.flat_proxy_outs
     if len(rule_outs) != len(orig_outs):
         raise AutodiffError(
@@ -283,11 +282,11 @@ def _place(
                 aten.full.default(list(ph.shape), 0.0, dtype=ph.dtype, device=ph.device)
             zero = builder.bound_symbols[0]
             renames[zero.output.name] = ph
-            zeros.append(renamed(zero, {zero.output.name: ph}))
-    forward = [renamed(x, renames) for x in run.forward.bound_symbols]
+            zeros.append(zero.rename({zero.output.name: ph}))
+    forward = [x.rename(renames) for x in run.forward.bound_symbols]
     if len(forward) == 1 and forward[0].sym == b.sym and _same_args(forward[0], b):
         forward = [b]
-    backward = zeros + [renamed(x, renames) for x in run.backward.bound_symbols]
+    backward = zeros + [x.rename(renames) for x in run.backward.bound_symbols]
     run.grads = [(x, renames.get(g.name, g)) for x, g in run.grads]
     return forward, backward
 

@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.recorder_state import Frame, RecorderState
-from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, SourceLocation
 from thunderviz.prims.aten import is_core_aten
 
@@ -230,10 +230,10 @@ class DecomposingRecorder(RecorderState):
         if decomp is None:
             bsym.tags.add(BsymTag.NON_CORE)
             return
-        leaves = pytree.tree_leaves((args, kwargs))
-        signature = _signature(leaves)
+        flat = leaves((args, kwargs), [])
+        signature = _signature(flat)
         key = (func, signature)
-        pkey = _process_key(func, decomp, signature, leaves, bsym)
+        pkey = _process_key(func, decomp, signature, flat, bsym)
         outer = self.names
         if isinstance(outer, _LoggedNames):
             # inside another decomposition's recording: its log holds this lookup, and what
@@ -352,9 +352,7 @@ class DecomposingRecorder(RecorderState):
         if result is NotImplemented:
             return _NO_DECOMPOSITION
         produced = [
-            self._proxies.get(id(t))
-            for t in pytree.tree_leaves(result)
-            if isinstance(t, torch.Tensor)
+            self._proxies.get(id(t)) for t in leaves(result, []) if isinstance(t, torch.Tensor)
         ]
         input_names = {p.name for p in bsym.flat_proxy_args}
         mapping = {

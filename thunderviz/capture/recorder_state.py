@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation
 from thunderviz.prims.aten import aten_symbol
 
@@ -134,7 +134,7 @@ class RecorderState:
             return False
         return any(
             isinstance(p, TensorProxy) and p.requires_grad
-            for p in pytree.tree_leaves((p_args, p_kwargs))
+            for p in leaves((p_args, p_kwargs), [])  # pytree's leaves, walked by hand
         )
 
     # --- where we are -----------------------------------------------------------------

@@ -1,24 +1,20 @@
-"""Renaming bound symbols without pytree, and their fingerprints.
+"""Rewriting bound symbols for block stamping, and their fingerprints.
 
-`BoundSymbol.rename` maps every argument and output through `pytree.tree_map`, which costs
-more than the renaming itself; block stamping (capture/stamping.py) and the reverse sweep
-(autodiff/vjp.py) rename every bound symbol they write, so they walk the containers torch
-passes (tuples, lists, dicts) by hand and hand anything else to pytree as `rename` does.
-The result is the same bound symbol `rename` gives.
+Renaming walks the containers torch passes (tuples, lists, dicts) by hand and hands anything
+else to pytree (`core/proxies.map_proxies`, which `BoundSymbol.rename` uses too); `rewritten`
+also moves module paths from a recorded block to the one it is stamped for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import LEAF_TYPES, NameGenerator, Proxy, TensorProxy, proxies_in
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, map_proxies, proxies_in
 from thunderviz.core.symbol import BoundSymbol, Origin
 
 __all__ = [
-    "renamed",
     "rewritten",
     "swap",
     "fingerprints",
@@ -27,18 +23,6 @@ __all__ = [
     "proxy_meta",
     "map_proxies",
 ]
-
-
-def renamed(b: BoundSymbol, mapping: dict[str, Proxy]) -> BoundSymbol:
-    """`b.rename(mapping)`, in one pass without pytree."""
-    if not mapping:
-        return b
-    return b.with_changes(
-        args=swap(b.args, mapping),
-        kwargs=swap(b.kwargs, mapping),
-        output=swap(b.output, mapping),
-        subsymbols=[renamed(s, mapping) for s in b.subsymbols],
-    )
 
 
 def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) -> BoundSymbol:
@@ -56,25 +40,6 @@ def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) ->
 def swap(x: Any, mapping: dict[str, Proxy]) -> Any:
     """`x` with every proxy replaced by `mapping[proxy.name]` where it has one."""
     return map_proxies(x, lambda p: mapping.get(p.name, p))
-
-
-def map_proxies(x: Any, fn: Callable[[Proxy], Any]) -> Any:
-    """`pytree.tree_map` of `fn` over the proxies among `x`'s leaves (in pytree's order),
-    walking the containers torch passes by hand."""
-    kind = type(x)
-    if kind is tuple or kind is list:
-        mapped = [
-            (fn(v) if isinstance(v, Proxy) else v) if type(v) in LEAF_TYPES else map_proxies(v, fn)
-            for v in x
-        ]
-        return mapped if kind is list else tuple(mapped)
-    if kind is dict:
-        return {k: map_proxies(v, fn) for k, v in x.items()}
-    if isinstance(x, Proxy):
-        return fn(x)
-    if isinstance(x, (tuple, list, dict)):  # namedtuples, return types: as rename does
-        return pytree.tree_map(lambda y: fn(y) if isinstance(y, Proxy) else y, x)
-    return x
 
 
 def drawn_since(

@@ -9,6 +9,7 @@ trace, the augmented forward and the backward is the same value.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,6 +164,26 @@ def leaves(x: Any, out: list[Any]) -> list[Any]:
     else:
         out.append(x)
     return out
+
+
+def map_proxies(x: Any, fn: Callable[[Proxy], Any]) -> Any:
+    """`pytree.tree_map` of `fn` over the proxies among `x`'s leaves (in pytree's order),
+    walking plain tuples, lists and dicts by hand as `leaves` does (renaming bound symbols,
+    `BoundSymbol.rename`, is all through tracing, autodiff and stamping)."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        mapped = [
+            (fn(v) if isinstance(v, Proxy) else v) if type(v) in LEAF_TYPES else map_proxies(v, fn)
+            for v in x
+        ]
+        return mapped if kind is list else tuple(mapped)
+    if kind is dict:
+        return {k: map_proxies(v, fn) for k, v in x.items()}
+    if isinstance(x, Proxy):
+        return fn(x)
+    if isinstance(x, (tuple, list, dict)) or kind in pytree.SUPPORTED_NODES:  # as `leaves`
+        return pytree.tree_map(lambda y: fn(y) if isinstance(y, Proxy) else y, x)
+    return x
 
 
 def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:

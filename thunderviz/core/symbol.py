@@ -7,10 +7,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch.utils import _pytree as pytree
-
 from thunderviz.core.context import current_builder
-from thunderviz.core.proxies import Proxy, TensorProxy, leaves
+from thunderviz.core.proxies import Proxy, TensorProxy, leaves, map_proxies
 
 __all__ = [
     "SymbolKind",
@@ -202,11 +200,11 @@ class BoundSymbol:
         """Replace proxies by name everywhere in this bound symbol and its subsymbols."""
         if not mapping:
             return self
-        swap = lambda x: mapping.get(x.name, x) if isinstance(x, Proxy) else x  # noqa: E731
+        swap = lambda p: mapping.get(p.name, p)  # noqa: E731
         return self.with_changes(
-            args=pytree.tree_map(swap, self.args),
-            kwargs=pytree.tree_map(swap, self.kwargs),
-            output=pytree.tree_map(swap, self.output),
+            args=map_proxies(self.args, swap),
+            kwargs=map_proxies(self.kwargs, swap),
+            output=map_proxies(self.output, swap),
             subsymbols=[s.rename(mapping) for s in self.subsymbols],
         )
 

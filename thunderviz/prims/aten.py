@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.proxies import TensorProxy, leaves
 from thunderviz.core.symbol import Symbol
 
 __all__ = ["aten", "aten_symbol", "is_core_aten", "meta_outputs", "infer_device", "op_id"]
@@ -54,7 +54,7 @@ def infer_device(args: Any, kwargs: dict[str, Any]) -> torch.device:
     0-dim CPU tensors mix freely with tensors on other devices (as in eager), so they only
     decide when nothing else does; factory ops name theirs in `device=`.
     """
-    tensors = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, TensorProxy)]
+    tensors = [x for x in leaves((args, kwargs), []) if isinstance(x, TensorProxy)]
     for t in tensors:
         if t.ndim > 0:
             return t.device
