@@ -252,3 +252,21 @@ def test_a_saved_tensor_modified_in_place_before_backward_is_refused_like_eager(
         (out if which == "output" else leaf).add_(1)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.sum().backward()
+
+
+def _with_factories(x):
+    return (x + torch.ones(3)).sum() * torch.tensor(0.1)
+
+
+def test_the_default_dtype_after_repeated_calls_is_part_of_the_key(tensor_check):
+    x = torch.randn(3, **F64)
+    jitted = tv.jit(_with_factories)
+    for _ in range(3):
+        jitted(x)
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)  # what torch.tensor(0.1) makes changes
+        torch.testing.assert_close(jitted(x), _with_factories(x), rtol=0, atol=0)
+    finally:
+        torch.set_default_dtype(before)
+    assert jitted.cache_misses == 2

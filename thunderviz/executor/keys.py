@@ -156,15 +156,17 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
 def ambient_key() -> tuple[Any, ...]:
-    """Global state the recorded ops depend on: grad mode, and autocast (enabled, dtype) per
-    device type, which decides the casts a trace holds."""
+    """Global state the recorded ops depend on: grad mode, the default dtype (what
+    `torch.ones(3)` and `torch.tensor(0.1)` make), and autocast (enabled, dtype) per device
+    type, which decides the casts a trace holds."""
+    default = torch.get_default_dtype()
     if not torch._C._is_any_autocast_enabled():
-        return (torch.is_grad_enabled(), None)
+        return (torch.is_grad_enabled(), default, None)
     autocast = tuple(
         (torch.get_autocast_dtype(d) if torch.is_autocast_enabled(d) else None)
         for d in _AUTOCAST_DEVICES
     )
-    return (torch.is_grad_enabled(), autocast)
+    return (torch.is_grad_enabled(), default, autocast)
 
 
 # --- module attributes --------------------------------------------------------------------
