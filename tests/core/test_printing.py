@@ -85,22 +85,25 @@ def test_each_del_goes_where_the_statement_ends():
         compile(got.strip(), "<line>", "exec")  # still one statement and one comment
 
 
-def test_leaves_are_pytrees_leaves():
-    """`leaves`, the hand walk behind bound symbols' flat arguments and outputs, against
-    pytree itself on the containers bound symbols hold and on those it hands to pytree."""
-    t = TensorProxy("t", (2,))
-    n = NumberProxy("n", 1)
-    cases = [
+def _containers(t: TensorProxy, n: NumberProxy) -> list:
+    """The containers bound symbols hold, and those the hand walks hand to pytree."""
+    return [
         (t, 1, None, [t, (n, 2.0)], {"b": t, "a": [None, n]}),
         torch.Size([2, 3]),
         torch.return_types.max((t, n)),
         collections.OrderedDict(z=t, y=(1, n)),
+        collections.deque([t, 1, (n,)]),
         collections.namedtuple("P", "x y")(t, [n]),
         (slice(t, None), Ellipsis, torch.float32, "s"),
         {},
         (),
     ]
-    for case in cases:
+
+
+def test_leaves_are_pytrees_leaves():
+    """`leaves`, the hand walk behind bound symbols' flat arguments and outputs, against
+    pytree itself on the containers bound symbols hold and on those it hands to pytree."""
+    for case in _containers(TensorProxy("t", (2,)), NumberProxy("n", 1)):
         assert leaves(case, []) == pytree.tree_leaves(case), case
 
 
@@ -148,17 +151,7 @@ def test_map_proxies_is_pytrees_tree_map():
     the containers bound symbols hold and on those it hands to pytree."""
     t, u = TensorProxy("t", (2,)), TensorProxy("u", (3,))
     n = NumberProxy("n", 1)
-    cases = [
-        (t, 1, None, [t, (n, 2.0)], {"b": t, "a": [None, n]}),
-        torch.Size([2, 3]),
-        torch.return_types.max((t, n)),
-        collections.OrderedDict(z=t, y=(1, n)),
-        collections.deque([t, 1, (n,)]),
-        collections.namedtuple("P", "x y")(t, [n]),
-        (slice(t, None), Ellipsis, torch.float32, "s"),
-        {},
-        (),
-    ]
+    cases = _containers(t, n)
     mapping = {"t": u, "n": NumberProxy("m", 1)}
     swap = lambda x: mapping.get(x.name, x) if isinstance(x, Proxy) else x  # noqa: E731
     for case in cases:
