@@ -12,6 +12,7 @@ from thunderviz.core import BoundSymbol, NumberProxy, Proxy, TensorProxy, Trace,
 from thunderviz.debug import BackwardStepper, Session, compare, grad_flow, tensor_stats
 from thunderviz.executor import (
     JittedFunction,
+    JittedModule,
     clear_grads,
     extract_grads,
     jit,
@@ -43,6 +44,7 @@ __all__ = [
     "static_svg",
     "tensor_stats",
     "JittedFunction",
+    "JittedModule",
     "clear_grads",
     "extract_grads",
     "jit",

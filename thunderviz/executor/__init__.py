@@ -2,10 +2,12 @@
 them with torch.autograd."""
 
 from thunderviz.executor.grads import clear_grads, extract_grads, populate_grads
-from thunderviz.executor.jit import JittedFunction, jit, last_backward_traces, last_traces
+from thunderviz.executor.jit import JittedFunction, last_backward_traces, last_traces
+from thunderviz.executor.jitted_module import JittedModule, jit
 
 __all__ = [
     "JittedFunction",
+    "JittedModule",
     "clear_grads",
     "extract_grads",
     "jit",

@@ -61,7 +61,7 @@ from thunderviz.executor.runnable import without_identity_reshapes, without_no_g
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
 
-__all__ = ["jit", "JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
+__all__ = ["JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
 
 # A call whose guards keep failing after this many fresh traces reads values that change
 # between tracing and running (a nondeterministic kernel): refused rather than looped.
@@ -387,14 +387,6 @@ def _leaves(tree: Any) -> list[Any]:
     if type(tree) in (tuple, list) and all(isinstance(x, torch.Tensor) for x in tree):
         return list(tree)  # the common case, without pytree's overhead
     return pytree.tree_leaves(tree)
-
-
-def jit(
-    fn: Callable[..., Any], *, rematerialize: bool = False, cache_size: int = 8
-) -> JittedFunction:
-    """Run `fn` (a function or nn.Module) through thunderviz's traces; see JittedFunction.
-    `cache_size` bounds the number of traces kept (least recently used go first)."""
-    return JittedFunction(fn, rematerialize=rematerialize, cache_size=cache_size)
 
 
 def _entry(jitted: Any) -> CompiledEntry:
