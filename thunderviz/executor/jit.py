@@ -17,6 +17,7 @@ retracing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import warnings
@@ -30,6 +31,7 @@ from torch.utils import _pytree as pytree
 from thunderviz.autodiff.api import differentiate
 from thunderviz.autodiff.remat import rematerialize
 from thunderviz.capture.api import trace_without_own_hooks
+from thunderviz.core.collection import collection_paused
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.trace import Trace
@@ -162,17 +164,22 @@ class JittedFunction:
                 ),
                 None,
             )
-            if entry is None:
-                entry = self._compile(args, kwargs)
-                entries = self._store(key, entry, reason)
-            elif entries is not None and entries[-1] is not entry:  # found in entries
-                entries.remove(entry)
-                entries.append(entry)
-            self.last = entry
-            rng = RngState() if entry.guards else None
+            # A first call's collections wait until its first run is over (core/collection.py)
+            paused = collection_paused() if entry is None else contextlib.nullcontext()
+            rng: RngState | None = None
             try:
-                return self._run(entry, flat_inputs)
+                with paused:
+                    if entry is None:
+                        entry = self._compile(args, kwargs)
+                        entries = self._store(key, entry, reason)
+                    elif entries is not None and entries[-1] is not entry:  # found in entries
+                        entries.remove(entry)
+                        entries.append(entry)
+                    self.last = entry
+                    rng = RngState() if entry.guards else None
+                    return self._run(entry, flat_inputs)
             except GuardFailure as failure:
+                assert entry is not None
                 self.guard_failures += 1
                 guard = entry.guards[failure.index]
                 seen[guard.key] = failure.got
