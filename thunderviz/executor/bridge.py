@@ -101,8 +101,10 @@ class _TraceFunction(torch.autograd.Function):
     def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
         # for a backward with create_graph=True, which recomputes the call (double_backward.py)
         ctx.inputs = flat
-        ctx.rng = RngState() if entry.draws_random else None
-        ctx.inputs_before = [flat[i].clone() for i in entry.inputs_written]
+        if entry.draws_random:
+            ctx.rng = RngState()
+        if entry.inputs_written:
+            ctx.inputs_before = [flat[i].clone() for i in entry.inputs_written]
         try:
             if kwarg_names:
                 n_pos = len(flat) - len(kwarg_names)

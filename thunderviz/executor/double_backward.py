@@ -68,13 +68,14 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
     # `entry`: a bridge.CompiledEntry (bridge calls this; typed loosely to import no cycle)
     """The backward trace's gradients for `cotangents`, with autograd's graph."""
     inputs, kwarg_names = list(ctx.inputs), entry.kwarg_names
-    for i, value in zip(entry.inputs_written, ctx.inputs_before, strict=True):
+    for i, value in zip(entry.inputs_written, getattr(ctx, "inputs_before", ()), strict=True):
         inputs[i] = value.clone()  # the value the first run read; its writes land here
     run = _recompute(entry)
-    now = RngState() if ctx.rng is not None else None
+    drawn: RngState | None = getattr(ctx, "rng", None)  # set when the forward draws
+    now = RngState() if drawn is not None else None
     try:
-        if ctx.rng is not None:
-            ctx.rng.restore()  # the draws the forward made (a dropout mask)
+        if drawn is not None:
+            drawn.restore()  # the draws the forward made (a dropout mask)
         with torch.enable_grad():
             n_pos = len(inputs) - len(kwarg_names)
             _, saved = run(*inputs[:n_pos], **dict(zip(kwarg_names, inputs[n_pos:], strict=True)))

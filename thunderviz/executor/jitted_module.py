@@ -4,11 +4,11 @@ Users jit a part of a model and put it back where it was (`model.encoder =
 tv.jit(model.encoder)`). Were the result not a module, the assignment would drop the encoder
 from the model: `model.parameters()` (the optimizer's list), `model.state_dict()` (the
 checkpoint), `model.train()` / `model.eval()` and `model.to()` would all silently skip it.
-A `JittedModule` shares the wrapped module's parameter, buffer and submodule tables (the same
-dicts, so the same objects under the same names): the model sees the encoder's tensors as
-before, under the same state-dict keys, and `train()` reaches the wrapped module's own flag.
-Its own hooks run as any module's do; the wrapped module's run as `jit` runs them
-(executor/hooks.py).
+A `JittedModule` shares the wrapped module's tables (the same dicts, so the same objects
+under the same names): the model sees the encoder's tensors as before, under the same
+state-dict keys, and `train()` reaches the wrapped module's own flag. The hook tables are
+shared too: a hook registered on either is the module's, run once around each call as `jit`
+runs them (executor/hooks.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ __all__ = ["JittedModule", "jit"]
 # JittedFunction's own references, kept as plain attributes: set through nn.Module's
 # __setattr__, a module value would be registered as a submodule of the shared table.
 _PLAIN = frozenset({"fn", "module", "ddp", "_root"})
+# nn.Module's tables, shared with the wrapped module: its tensors and submodules, and its
+# hooks (a hook registered on the jitted module is registered on the module itself)
+_TABLES = tuple(k for k, v in vars(torch.nn.Module()).items() if isinstance(v, (dict, set)))
 
 
 class JittedModule(JittedFunction, torch.nn.Module):
@@ -35,18 +38,25 @@ class JittedModule(JittedFunction, torch.nn.Module):
         JittedFunction.__init__(self, module, **options)
         inner = self.module
         assert inner is not None
-        for table in ("_parameters", "_buffers", "_modules"):
+        for table in _TABLES:
             object.__setattr__(self, table, getattr(inner, table))
         self.training = inner.training
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _PLAIN or name.startswith("__"):
+        # nn.Module's __setattr__ costs microseconds, and `jit` sets `last` on every call: a
+        # plain attribute already held plainly is set as it is
+        if (
+            name in _PLAIN
+            or name.startswith("__")
+            or (name in self.__dict__ and not isinstance(value, (torch.nn.Module, torch.Tensor)))
+        ):
             object.__setattr__(self, name, value)
         else:
             torch.nn.Module.__setattr__(self, name, value)
 
-    # nn.Module's call: this module's own hooks run around `forward`, as for any module
-    __call__ = torch.nn.Module.__call__
+    # Not nn.Module's call: the hooks are the wrapped module's (shared), which `jit` runs
+    # around the traced call as nn.Module would (executor/hooks.py), once.
+    __call__ = JittedFunction.__call__
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return JittedFunction.__call__(self, *args, **kwargs)

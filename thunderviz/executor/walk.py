@@ -47,7 +47,11 @@ def module_state(parameters: list[dict[str, Any]], buffers: list[dict[str, Any]]
     Gathered without a call per module: it runs on every call."""
     params = [t for d in parameters for t in d.values() if t is not None]
     bufs = [t for d in buffers for t in d.values() if t is not None]
-    # Shared (tied) tensors are rare: dedupe only when the cheap count says so.
+    state = params + bufs
+    # Shared (tied) tensors are rare: dedupe only when the cheap count says so (a tensor is
+    # never both a parameter and a buffer, so each kind is deduped apart).
+    if len(set(map(id, state))) == len(state):
+        return state
     return _first_of_each(params) + _first_of_each(bufs)
 
 
