@@ -61,3 +61,16 @@ def test_hooks_on_the_jitted_module_run_as_on_any_module():
     out = jitted(x)
     assert len(seen) == 1
     torch.testing.assert_close(seen[0], out.detach(), rtol=0, atol=0)
+
+
+def test_a_global_forward_hook_sees_one_call_of_the_module_as_in_eager():
+    torch.manual_seed(0)
+    module = nn.Linear(3, 3).double()
+    jitted = tv.jit(module)
+    seen = []
+    handle = nn.modules.module.register_module_forward_hook(lambda mod, args, out: seen.append(mod))
+    try:
+        jitted(torch.randn(2, 3, **F64))
+    finally:
+        handle.remove()
+    assert seen == [module]
