@@ -25,6 +25,14 @@ const cache = new Map();
 /** Timings of the most recent work, in milliseconds (shown in the DOM for tests/benchmarks). */
 export const timings = { init: null, lastLayout: null, where: null };
 
+/**
+ * How long a new worker may take to say it is ready (its WebAssembly compiled) before the
+ * pane stops waiting for it and lays out on the main thread. It normally takes ~0.3 s; a
+ * worker that never answers (killed under memory pressure, a browser that starts it but
+ * never runs it) would otherwise leave the pane "laying out" for ever. Settable for tests.
+ */
+export const workerLimits = { readyMs: 10000 };
+
 let workersRefused = typeof Worker === "undefined";
 let mainThreadEngine = null;
 
@@ -95,10 +103,16 @@ class Lane {
     const url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }));
     const worker = new Worker(url, { name: "thunderviz-layout" });
     let ready = false;
+    const watchdog = setTimeout(() => {
+      if (!ready && this.worker === worker) {
+        this.refuse(`no answer in ${workerLimits.readyMs} ms`);
+      }
+    }, workerLimits.readyMs);
     worker.onmessage = (event) => {
       const data = event.data || {};
       if (data.ready) {
         ready = true;
+        clearTimeout(watchdog);
         URL.revokeObjectURL(url);
         return;
       }
@@ -113,6 +127,7 @@ class Lane {
       // Before it said "ready", the worker could not start (a CSP, an old browser): lay out
       // on the main thread from now on. After, it is a failure of this one layout.
       if (event && event.preventDefault) event.preventDefault();
+      clearTimeout(watchdog);
       if (!ready) this.refuse(event && event.message);
       else if (this.job) {
         const job = this.job;
