@@ -165,9 +165,12 @@ _NUMPY_DTYPES = {
 
 
 def _float64_array(t: torch.Tensor) -> np.ndarray:
-    """A flat float64 numpy copy of `t` (complex: its magnitudes)."""
+    """A flat float64 numpy copy of `t` (complex: its magnitudes; sparse: its dense values,
+    zeros included, as `Embedding(sparse=True)`'s gradient stands for them)."""
     with torch.no_grad():
         x = t.detach()
+        if x.layout != torch.strided:
+            x = x.to_dense()
         if x.is_complex():
             x = x.abs()
         if x.dtype not in _NUMPY_DTYPES:  # bfloat16, float8, ...: numpy has no such type

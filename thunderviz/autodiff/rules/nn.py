@@ -56,19 +56,19 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     return out
 
 
+def _embedding_grad(out, weight, indices, padding_idx, scale_grad_by_freq, sparse) -> None:
+    """The weight's gradient by eager's own kernel: a sparse one for `sparse=True`
+    (`Embedding(sparse=True)`, what SparseAdam needs), a dense one otherwise."""
+    kernel = (
+        aten.embedding_sparse_backward.default if sparse else aten.embedding_dense_backward.default
+    )
+    put_grad(
+        weight, kernel(get_grad(out), indices, weight.shape[0], padding_idx, scale_grad_by_freq)
+    )
+
+
 # weight is the embedding's first argument, the one with a gradient
-backward_kernel(
-    RULES,
-    aten.embedding.default,
-    aten.embedding_dense_backward.default,
-    lambda g, weight, indices, padding_idx, scale_grad_by_freq, _sparse: (
-        g,
-        indices,
-        weight.shape[0],
-        padding_idx,
-        scale_grad_by_freq,
-    ),
-)
+with_arguments(RULES, aten.embedding.default, _embedding_grad)
 
 
 # --- softmax and losses -----------------------------------------------------------------------
