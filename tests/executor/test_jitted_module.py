@@ -74,3 +74,25 @@ def test_a_global_forward_hook_sees_one_call_of_the_module_as_in_eager():
     finally:
         handle.remove()
     assert seen == [module]
+
+
+def test_a_model_holding_a_jitted_submodule_can_be_copied_and_saved(tmp_path):
+    """An EMA copy (`copy.deepcopy`) and `torch.save` of the whole model: the copy has its
+    own tensors, computes what the original does, and traces again on its first call."""
+    torch.manual_seed(0)
+    model = Net().double()
+    model.encoder = tv.jit(model.encoder)
+    model.eval()
+    x = torch.randn(3, 4, **F64)
+    for _ in range(3):
+        model(x).backward()  # compiled, with the repeated-call check in place
+    twin = copy.deepcopy(model)
+    torch.testing.assert_close(twin(x), model(x), rtol=0, atol=0)
+    assert twin.encoder.module is not model.encoder.module
+    with torch.no_grad():
+        twin.encoder.module[0].weight.add_(1.0)
+    assert not torch.equal(twin(x), model(x))
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    loaded = torch.load(path, weights_only=False)
+    torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)

@@ -383,6 +383,25 @@ class JittedFunction:
     def __repr__(self) -> str:
         return f"<thunderviz.jit of {self._name()}>"
 
+    # --- copying -----------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy (`copy.deepcopy(model)` of a model holding a jitted submodule, an
+        EMA copy, `torch.save`) takes: everything but the compiled traces, which belong to
+        the tensors and modules they were made for (and hold C++ checks that cannot be
+        copied). The copy traces again on its first call."""
+        state = dict(self.__dict__)
+        state.update(
+            _cache=OrderedDict(),
+            _repeated=None,
+            _previous_key=None,
+            _previous_key_repeats=False,
+            last=None,
+        )
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def __getattr__(self, name: str) -> Any:
         # jm.parameters(), jm.train(), jm.eval() ... reach the wrapped module
         if name in ("fn", "module") or self.__dict__.get("module") is None:
