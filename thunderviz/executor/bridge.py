@@ -53,7 +53,6 @@ class CompiledEntry:
     run_augmented: Callable[..., Any] = not_compiled  # these two: when something does
     run_backward: Callable[..., Any] = not_compiled
     differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
-    n_args: int = 0
     guards: list[Guard] = field(default_factory=list)
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
     attributes: tuple[tuple[Any, ...], ...] = ()  # plain attributes/globals when traced
@@ -89,6 +88,15 @@ class CompiledEntry:
             if isinstance(p, TensorProxy) and i not in self.differentiable_outputs
         ]
 
+    def call(self, fn: Callable[..., Any], flat: Any) -> Any:
+        """`fn` (one of this entry's compiled traces) on the call's flat inputs: the
+        positional ones, then the keyword ones by name."""
+        names = self.kwarg_names
+        if not names:  # the common case: no dict to build
+            return fn(*flat)
+        n_pos = len(flat) - len(names)
+        return fn(*flat[:n_pos], **dict(zip(names, flat[n_pos:], strict=True)))
+
     def agrees_with(self, seen: dict[Any, Any]) -> bool:
         """None of this entry's guards contradicts a value this call has already shown."""
         return all(g.key not in seen or same_value(seen[g.key], g.expected) for g in self.guards)
@@ -98,26 +106,14 @@ class _TraceFunction(torch.autograd.Function):
     """Bridges one call: forward = augmented forward trace, backward = backward trace."""
 
     @staticmethod
-    def forward(ctx: Any, entry: CompiledEntry, kwarg_names: tuple[str, ...], *flat: Any) -> Any:
+    def forward(ctx: Any, entry: CompiledEntry, *flat: Any) -> Any:
         # for a backward with create_graph=True, which recomputes the call (double_backward.py)
         ctx.inputs = flat
         if entry.draws_random:
             ctx.rng = RngState()
         if entry.inputs_written:
             ctx.inputs_before = [flat[i].clone() for i in entry.inputs_written]
-        try:
-            if kwarg_names:
-                n_pos = len(flat) - len(kwarg_names)
-                out, saved = entry.run_augmented(
-                    *flat[:n_pos], **dict(zip(kwarg_names, flat[n_pos:], strict=True))
-                )
-            else:  # the common case: no dict to build
-                out, saved = entry.run_augmented(*flat)
-        except GuardFailure:
-            raise
-        except Exception as e:
-            attribute_error(e, entry.executed)
-            raise
+        out, saved = running(entry, entry.call, entry.run_augmented, flat)
         ctx.entry = entry
         ctx.set_materialize_grads(False)  # an output the loss does not use: None (see backward)
         # Every saved tensor goes through save_for_backward, intermediates included, as
@@ -168,18 +164,14 @@ class _TraceFunction(torch.autograd.Function):
             cotangents, unreached = fill_absent(
                 entry.forward, entry.differentiable_outputs, cotangents, entry.inputs_read
             )
-        try:
-            # the engine runs backward without grad unless create_graph=True
-            if torch.is_grad_enabled():
-                grads = differentiable_backward(ctx, entry, cotangents)
-            else:
-                grads = entry.run_backward_in_no_grad(saved, cotangents)
-        except Exception as e:
-            attribute_error(e, entry.executed)
-            raise
+        # the engine runs backward without grad unless create_graph=True
+        if torch.is_grad_enabled():
+            grads = running(entry, differentiable_backward, ctx, entry, cotangents)
+        else:
+            grads = running(entry, entry.run_backward_in_no_grad, saved, cotangents)
         if unreached:  # inputs only unused outputs read: None, as eager gives them
             grads = [None if i in unreached else g for i, g in enumerate(grads)]
-        return (None, None, *grads)
+        return (None, *grads)
 
 
 def running(entry: CompiledEntry, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -200,10 +192,10 @@ _FUNCTION_APPLY = torch._C._FunctionBase.__dict__["apply"].__get__(None, _TraceF
 
 
 def apply(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
-    """`_TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)`, without the Python
-    frame and generic checks of `Function.apply`, which weigh in a small program's call."""
+    """`_TraceFunction.apply(entry, *flat_inputs)`, without the Python frame and generic
+    checks of `Function.apply`, which weigh in a small program's call."""
     if torch._C._are_functorch_transforms_active():
-        return _TraceFunction.apply(entry, entry.kwarg_names, *flat_inputs)  # torch's error
+        return _TraceFunction.apply(entry, *flat_inputs)  # torch's error
     return apply_unwrapped(
         entry, [unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in flat_inputs]
     )
@@ -211,4 +203,4 @@ def apply(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
 
 def apply_unwrapped(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
     """`apply` for inputs known to hold no functorch wrapper, while no transform is active."""
-    return _FUNCTION_APPLY(entry, entry.kwarg_names, *flat_inputs)
+    return _FUNCTION_APPLY(entry, *flat_inputs)

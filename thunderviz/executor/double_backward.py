@@ -67,7 +67,7 @@ def _recompute(entry: Any) -> Any:
 def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
     # `entry`: a bridge.CompiledEntry (bridge calls this; typed loosely to import no cycle)
     """The backward trace's gradients for `cotangents`, with autograd's graph."""
-    inputs, kwarg_names = list(ctx.inputs), entry.kwarg_names
+    inputs = list(ctx.inputs)
     for i, value in zip(entry.inputs_written, getattr(ctx, "inputs_before", ()), strict=True):
         inputs[i] = value.clone()  # the value the first run read; its writes land here
     run = _recompute(entry)
@@ -77,8 +77,7 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
         if drawn is not None:
             drawn.restore()  # the draws the forward made (a dropout mask)
         with torch.enable_grad():
-            n_pos = len(inputs) - len(kwarg_names)
-            _, saved = run(*inputs[:n_pos], **dict(zip(kwarg_names, inputs[n_pos:], strict=True)))
+            _, saved = entry.call(run, inputs)
             return entry.run_backward_in_no_grad(saved, cotangents)
     finally:
         if now is not None:

@@ -195,12 +195,7 @@ class JittedFunction:
 
     def _run(self, entry: CompiledEntry, flat_inputs: list[Any]) -> Any:
         if entry.result is None:
-            out = running(
-                entry,
-                entry.run_forward,
-                *flat_inputs[: entry.n_args],
-                **dict(zip(entry.kwarg_names, flat_inputs[entry.n_args :], strict=True)),
-            )
+            out = running(entry, entry.call, entry.run_forward, flat_inputs)
             return self._unflatten(entry, pytree.tree_leaves(out))
         outs = apply(entry, flat_inputs)
         return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
@@ -320,7 +315,6 @@ class JittedFunction:
         forward, attribute_targets = with_attribute_writes(traced, self._root)
         if torch.is_grad_enabled():
             refuse_captured_grads(forward, self._name())
-        n_args = len(forward.args)
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args
         )
@@ -330,7 +324,6 @@ class JittedFunction:
                 forward,
                 None,
                 guarded.python_callable(GUARD_NAMES),
-                n_args=n_args,
                 guards=guards,
                 executed=[guarded],
                 attributes=attributes,
@@ -361,7 +354,6 @@ class JittedFunction:
             run_augmented=without_no_grad(augmented.python_callable(GUARD_NAMES, free_dead=True)),
             run_backward=backward.python_callable(free_dead=True),
             differentiable_outputs=positions,
-            n_args=n_args,
             guards=guards,
             executed=[augmented, backward],
             attributes=attributes,
