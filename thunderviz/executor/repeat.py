@@ -13,7 +13,7 @@ the same key and pick the same entry:
   function of sizes and strides);
 - the module tree, each submodule's `training` flag, and that no submodule or global hook
   exists (a call with such hooks keys every call, as the key holds the hook objects);
-- grad mode and autocast, and that no functorch transform is active;
+- grad mode, the default dtype and autocast, and that no functorch transform is active;
 - the entry's snapshot of plain attributes and of the globals its code reads.
 
 Anything else is keyed as before: keyword arguments, non-tensor arguments, DDP (whose sync
@@ -28,7 +28,7 @@ import torch
 
 from thunderviz.executor.bridge import CompiledEntry, apply_unwrapped
 from thunderviz.executor.keys import ambient_key, changed_attribute
-from thunderviz.executor.walk import ModuleWalk, module_state
+from thunderviz.executor.walk import ModuleWalk
 
 __all__ = ["RepeatedCall"]
 
@@ -42,20 +42,7 @@ TensorGuards = getattr(
 class RepeatedCall:
     """The last call's key and entry, and the check that a new call repeats it."""
 
-    __slots__ = (
-        "key",
-        "entry",
-        "_n_args",
-        "_n_state",
-        "_tensors",
-        "_submodules",
-        "_tree",
-        "_flags",
-        "_hooks",
-        "_parameters",
-        "_buffers",
-        "_ambient",
-    )
+    __slots__ = ("key", "entry", "_n_args", "_n_state", "_tensors", "_walk", "_flags", "_ambient")
 
     def __init__(
         self,
@@ -69,11 +56,8 @@ class RepeatedCall:
         self.key, self.entry = key, entry
         self._n_args, self._n_state = len(args), len(state)
         self._tensors = tensors
-        self._submodules = walk.submodules
-        self._tree = walk.tree
+        self._walk = walk
         self._flags = [m.training for m in walk.submodules]
-        self._hooks = walk.hooks
-        self._parameters, self._buffers = walk.parameters, walk.buffers
         self._ambient = ambient_key()
 
     @staticmethod
@@ -108,16 +92,17 @@ class RepeatedCall:
         """The entry's flat outputs for `args` (a call without keyword arguments), or None
         when the call differs from the one this was made for in anything its key or its
         entry's snapshot holds."""
+        walk = self._walk
         if (
             len(args) != self._n_args
-            or any(self._hooks)
+            or any(walk.hooks)
             or ambient_key() != self._ambient
             or torch._C._are_functorch_transforms_active()
-            or any(live != walked for live, walked in self._tree)
-            or [m.training for m in self._submodules] != self._flags
+            or walk.changed()
+            or [m.training for m in walk.submodules] != self._flags
         ):
             return None
-        state = module_state(self._parameters, self._buffers)
+        state = walk.state()
         if (
             len(state) != self._n_state
             or not self._tensors.check(*args, *state)

@@ -9,7 +9,7 @@ import torch
 
 from thunderviz.executor.hooks import inner_hook_dicts
 
-__all__ = ["ModuleWalk", "module_state"]
+__all__ = ["ModuleWalk"]
 
 
 class ModuleWalk:
@@ -36,23 +36,19 @@ class ModuleWalk:
     def changed(self) -> bool:
         return any(live != walked for live, walked in self.tree)
 
-    def state(self) -> list[torch.Tensor]:
-        return module_state(self.parameters, self.buffers)
-
-
-def module_state(parameters: list[dict[str, Any]], buffers: list[dict[str, Any]]) -> list[Any]:
-    """Parameters then buffers (from each submodule's `_parameters` / `_buffers` dict, in
-    `named_modules()` order), each tensor once, as `named_parameters()` / `named_buffers()`
-    list them: the trace's inputs after the positional ones, as `core/inputs.py` binds them.
-    Gathered without a call per module: it runs on every call."""
-    params = [t for d in parameters for t in d.values() if t is not None]
-    bufs = [t for d in buffers for t in d.values() if t is not None]
-    state = params + bufs
-    # Shared (tied) tensors are rare: dedupe only when the cheap count says so (a tensor is
-    # never both a parameter and a buffer, so each kind is deduped apart).
-    if len(set(map(id, state))) == len(state):
-        return state
-    return _first_of_each(params) + _first_of_each(bufs)
+    def state(self) -> list[Any]:
+        """Parameters then buffers, each tensor once, as `named_parameters()` /
+        `named_buffers()` list them: the trace's inputs after the positional ones, as
+        `core/inputs.py` binds them. Gathered without a call per module: it runs on every
+        call."""
+        params = [t for d in self.parameters for t in d.values() if t is not None]
+        bufs = [t for d in self.buffers for t in d.values() if t is not None]
+        state = params + bufs
+        # Shared (tied) tensors are rare: dedupe only when the cheap count says so (a tensor
+        # is never both a parameter and a buffer, so each kind is deduped apart).
+        if len(set(map(id, state))) == len(state):
+            return state
+        return _first_of_each(params) + _first_of_each(bufs)
 
 
 def _first_of_each(tensors: list[Any]) -> list[Any]:
