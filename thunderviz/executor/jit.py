@@ -96,14 +96,13 @@ class JittedFunction:
         # nothing)
         self._previous_key: Any = None
         self._repeated: RepeatedCall | None = None
-        self._previous_key_repeats = False
-        # what is traced as a module: the jitted module, or a plain function's own (the modules
-        # it reads from outside, executor/closure.py), or None
         self._generations = itertools.count(1)  # of module walks: part of the cache key
         # a plain function's roots and walks by the identities of their modules, most recent
         # last: a call given (or reading) other modules finds the walk, and so the key, of
         # the last call with those modules
         self._roots: OrderedDict[tuple[int, ...], tuple[Any, ModuleWalk]] = OrderedDict()
+        # what is traced as a module: the jitted module, or a plain function's own (the modules
+        # it reads from outside or is given, executor/closure.py), or None
         self._root: torch.nn.Module | None = self.module
         self._walk = ModuleWalk(self.module)
         if self.module is None:
@@ -141,14 +140,14 @@ class JittedFunction:
                 self._roots[next(reversed(self._roots))] = (self._root, self._walk)
         arg_leaves, state = _leaves(args), self._walk.state()
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
-        key, entries = self._lookup(args, kwargs, state)
+        key, entries, repeats = self._lookup(args, kwargs, state)
         if entries is not None:
             last = entries[-1]
             if not last.guards and changed_attribute(last.attributes) is None:
                 self.last = last  # nothing to check while running
                 self._repeated = (
                     RepeatedCall.of(key, last, args, state, self._walk)
-                    if self._previous_key_repeats and self.ddp is None
+                    if repeats and self.ddp is None
                     else None
                 )
                 return self._run(last, flat_inputs)
@@ -216,8 +215,9 @@ class JittedFunction:
 
     def _lookup(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], state: list[torch.Tensor]
-    ) -> tuple[Any, list[CompiledEntry] | None]:
-        """The call's cache key and its entries (None: not cached), most recent first."""
+    ) -> tuple[Any, list[CompiledEntry] | None, bool]:
+        """The call's cache key, its entries (None: not cached), most recent first, and
+        whether the last call had the same key."""
         ddp = self.ddp is not None and self.ddp.syncing
         rest = (self._walk.generation, module_key(self._walk.submodules), ambient_key(), ddp)
         key = self._key(args, kwargs, state, rest)
@@ -225,9 +225,9 @@ class JittedFunction:
         if entries is not None:
             self._cache.move_to_end(key)
         # A key seen twice running is likely to come again: worth the check's set-up.
-        self._previous_key_repeats = entries is not None and self._previous_key == key
+        repeats = entries is not None and self._previous_key == key
         self._previous_key = key
-        return key, entries
+        return key, entries, repeats
 
     def _key(
         self,
@@ -386,7 +386,6 @@ class JittedFunction:
             _cache=OrderedDict(),
             _repeated=None,
             _previous_key=None,
-            _previous_key_repeats=False,
             last=None,
         )
         return state
