@@ -23,7 +23,12 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from thunderviz.core.proxies import Proxy, TensorProxy
 
-__all__ = ["embedding_renorm_apart", "grad_requiring_args", "reattach_no_grad_updates"]
+__all__ = [
+    "embedding_renorm_apart",
+    "grad_requiring_args",
+    "max_norm_embedding",
+    "reattach_no_grad_updates",
+]
 
 _EMBEDDING_SIGNATURE = inspect.signature(F.embedding)
 
@@ -68,14 +73,20 @@ def reattach_no_grad_updates(recorder: Any, before: list[tuple[torch.Tensor, Pro
         recorder._proxies[id(tensor)] = recorder.proxy_of(reattached)
 
 
-def embedding_renorm_apart(recorder: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """`F.embedding(..., max_norm=m)` as the two calls it makes: the renormalisation of the
-    looked-up rows of `weight` in place under no_grad, then the lookup. Made as two calls the
-    recorder sees, the update gets its `StraightThrough` before the lookup reads `weight`
-    (inside one call, the lookup would read a value that needs no gradient)."""
+def max_norm_embedding(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The arguments of an `F.embedding` call (defaults filled in) when it has a `max_norm`,
+    else None."""
     call = _EMBEDDING_SIGNATURE.bind(*args, **kwargs)
     call.apply_defaults()
-    a = call.arguments
+    return call.arguments if call.arguments["max_norm"] is not None else None
+
+
+def embedding_renorm_apart(recorder: Any, a: dict[str, Any]) -> Any:
+    """`F.embedding(..., max_norm=m)` (its arguments `a`) as the two calls it makes: the
+    renormalisation of the looked-up rows of `weight` in place under no_grad, then the
+    lookup. Made as two calls the recorder sees, the update gets its `StraightThrough`
+    before the lookup reads `weight` (inside one call, the lookup would read a value that
+    needs no gradient)."""
     with recorder.function_mode:
         index = a["input"].contiguous()
         with torch.no_grad():

@@ -34,6 +34,7 @@ from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.no_grad_updates import (
     embedding_renorm_apart,
     grad_requiring_args,
+    max_norm_embedding,
     reattach_no_grad_updates,
 )
 from thunderviz.capture.recorder_state import Frame
@@ -123,8 +124,8 @@ class Recorder(FunctionalizingRecorder):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
         if func in _INNER_AUTOGRAD:
             self._refuse_inner_autograd(func)
-        if func is F.embedding and (args[3:4] or [kwargs.get("max_norm")])[0] is not None:
-            return embedding_renorm_apart(self, args, kwargs)
+        if func is F.embedding and (call := max_norm_embedding(args, kwargs)) is not None:
+            return embedding_renorm_apart(self, call)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)
         source = user_source(skip=3)
