@@ -37,7 +37,7 @@ from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 
-__all__ = ["intercepting_function_apply"]
+__all__ = ["intercepting_function_apply", "read_through"]
 
 _ORIGINAL_APPLY = Function.__dict__["apply"]
 _patch_lock = threading.Lock()
@@ -286,3 +286,14 @@ def _outside_reads(
                     reads.setdefault(p.name, p)
             made.update(p.name for p in sub.flat_proxy_outs)
     return tuple(reads.values())
+
+
+def read_through(recorder: Any, tensor: torch.Tensor, function: Any, *args: Any) -> None:
+    """From here on the program reads `tensor` as `function.apply(tensor, *args)`: the call
+    is recorded as any Function call is, with grad enabled (its backward is the point), and
+    the tensor's proxy moves to the call's output. For the recorder's own handlers, inside
+    which its function mode is off the stack (capture/tensor_hooks.py,
+    capture/no_grad_updates.py)."""
+    with torch.enable_grad(), recorder.function_mode:
+        out = function.apply(tensor, *args)
+    recorder._proxies[id(tensor)] = recorder.proxy_of(out)

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import _disable_current_modes
 
+from thunderviz.capture.function_apply import read_through
 from thunderviz.core.proxies import Proxy, TensorProxy
 
 __all__ = [
@@ -67,10 +68,8 @@ def reattach_no_grad_updates(recorder: Any, before: list[tuple[torch.Tensor, Pro
         with _disable_current_modes(), torch._C.DisableTorchFunction():
             alias = tensor.detach()  # the new value under a second name, for the call
         recorder.bind(alias, new)
-        recorder._proxies[id(tensor)] = old
-        with torch.enable_grad(), recorder.function_mode:  # recorded as any Function call
-            reattached = StraightThrough.apply(tensor, alias)
-        recorder._proxies[id(tensor)] = recorder.proxy_of(reattached)
+        recorder._proxies[id(tensor)] = old  # the call reads the old value, then the new
+        read_through(recorder, tensor, StraightThrough, alias)
 
 
 def max_norm_embedding(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from thunderviz.capture.errors import CaptureError
+from thunderviz.capture.function_apply import read_through
 from thunderviz.capture.source import user_source
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import proxies_in
@@ -91,9 +92,5 @@ def record_tensor_hook(recorder: Any, tensor: torch.Tensor, fn: Any) -> _Handle:
             module_path=recorder.module_path,
         )
     hook = _Hook(fn)
-    # Recorded as any Function call is (capture/function_apply.py), which expects the
-    # recorder's function mode on the stack; inside the mode's own handler it is not.
-    with recorder.function_mode:
-        hooked = TensorHook.apply(tensor, hook)
-    recorder._proxies[id(tensor)] = recorder.proxy_of(hooked)
+    read_through(recorder, tensor, TensorHook, hook)
     return _Handle(hook)
