@@ -164,16 +164,24 @@ def _flatten(
     if not _float_outs(bsym):
         units.append(_Unit(bsym, top, None))
         return
-    if bsym.subsymbols:
-        made = {p.name for s in bsym.subsymbols for b in s.walk() for p in b.flat_proxy_outs}
-        missing = [p.name for p in bsym.flat_tensor_outs if p.name not in made]
-        if not missing:
+    if bsym.subsymbols and _subsymbols_make_outputs(bsym):
             for sub in bsym.subsymbols:
                 _flatten(sub, top, rules, needs, units)
             return
     if refused_complex:
         raise AutodiffError.complex_unsupported(bsym, top)
     raise AutodiffError.no_rule(bsym, top)
+
+
+def _subsymbols_make_outputs(bsym: BoundSymbol) -> bool:
+    """Whether `bsym`'s subsymbols compute each of its outputs. Those of the subsymbols one
+    level down are looked at first, which is usually enough: the deeper ones (a decomposed
+    op's decomposition) are not built unless needed (`BoundSymbol.defer_subsymbols`)."""
+    wanted = {p.name for p in bsym.flat_tensor_outs}
+    wanted -= {p.name for s in bsym.subsymbols for p in s.flat_proxy_outs}
+    if wanted:
+        wanted -= {p.name for s in bsym.subsymbols for b in s.walk() for p in b.flat_proxy_outs}
+    return not wanted
 
 
 def _sweep(

@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.recorder_state import Frame, RecorderState
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, SourceLocation
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 from thunderviz.prims.aten import is_core_aten
 
 __all__ = ["DecomposingRecorder", "clear_process_cache"]
@@ -49,33 +50,46 @@ class _Decomposition:
     inputs: list[str]  # names of the tensor arguments it was recorded with, in order
     outputs: list[str]  # names of the outputs it was recorded for
 
-    def instantiate(
-        self, inputs: list[TensorProxy], outputs: list[TensorProxy], recorder: RecorderState
-    ) -> list[BoundSymbol]:
+    def instantiate(self, bsym: BoundSymbol, recorder: RecorderState) -> None:
+        """Make this recording `bsym`'s subsymbols, renamed onto its inputs and outputs and
+        onto names fresh in the trace. The names are drawn now, in the trace's order; the
+        bound symbols are built when something first reads them (`defer_subsymbols`): the
+        executor and the grad rules of most decomposed ops never do, and building them was a
+        third of tracing a BatchNorm network."""
+        inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
         mapping: dict[str, Proxy] = {}
         for old, new in zip(self.inputs, inputs, strict=True):
             mapping.setdefault(old, new)
-        for old, new in zip(self.outputs, outputs, strict=True):
+        for old, new in zip(self.outputs, bsym.flat_tensor_outs, strict=True):
             mapping[old] = new
-        for top in self.bsyms:
-            for b in top.walk():
-                for p in b.flat_proxy_outs:
-                    if p.name not in mapping:
-                        mapping[p.name] = p.renamed(recorder.names.fresh())
-        return [
-            _relocated(b.rename(mapping), recorder._source, recorder.module_path)
-            for b in self.bsyms
-        ]
+        fresh = [recorder.names.fresh() for _ in self._internal]
+        origin = Origin(recorder._source, recorder.module_path)
 
-    def draw_names(self, names: NameGenerator) -> None:
-        """Draw the fresh names `instantiate` draws, without building anything."""
+        def build() -> list[BoundSymbol]:
+            for p, name in zip(self._internal, fresh, strict=True):
+                mapping[p.name] = p.renamed(name)
+            return [_relocated(b.rename(mapping), origin) for b in self.bsyms]
+
+        bsym.defer_subsymbols(build, like=self.bsyms)
+
+    @cached_property
+    def _internal(self) -> list[Proxy]:
+        """The values the recording makes besides its outputs, in the order their fresh names
+        are drawn."""
         mapped = {*self.inputs, *self.outputs}
+        internal: list[Proxy] = []
         for top in self.bsyms:
             for b in top.walk():
                 for p in b.flat_proxy_outs:
                     if p.name not in mapped:
                         mapped.add(p.name)
-                        names.fresh()
+                        internal.append(p)
+        return internal
+
+    def draw_names(self, names: NameGenerator) -> None:
+        """Draw the fresh names `instantiate` draws, without building anything."""
+        for _ in self._internal:
+            names.fresh()
 
 
 _NO_DECOMPOSITION = object()
@@ -137,10 +151,9 @@ class _LoggedNames:
         return getattr(self.names, name)
 
 
-def _relocated(bsym: BoundSymbol, source: SourceLocation | None, module_path: str) -> BoundSymbol:
+def _relocated(bsym: BoundSymbol, origin: Origin) -> BoundSymbol:
     return bsym.with_changes(
-        origin=Origin(source, module_path),
-        subsymbols=[_relocated(s, source, module_path) for s in bsym.subsymbols],
+        origin=origin, subsymbols=[_relocated(s, origin) for s in bsym.subsymbols]
     )
 
 
@@ -248,8 +261,7 @@ class DecomposingRecorder(RecorderState):
             if template is _NO_DECOMPOSITION:
                 bsym.tags.add(BsymTag.NON_CORE)
                 return
-            inputs = [p for p in bsym.flat_args if isinstance(p, TensorProxy)]
-            bsym.subsymbols = template.instantiate(inputs, bsym.flat_tensor_outs, self)
+            template.instantiate(bsym, self)
         finally:
             self.names = outer
 

@@ -181,37 +181,96 @@ class BoundSymbol:
             yield from sub.walk()
 
     def with_changes(self, **changes: Any) -> BoundSymbol:
-        """A copy with some fields replaced (bound symbols are treated as values by passes)."""
+        """A copy with some fields replaced (bound symbols are treated as values by passes).
+        Deferred subsymbols stay deferred unless `subsymbols` is among the changes."""
+        pending = self.__dict__.get(_PENDING)
         fields: dict[str, Any] = dict(
             sym=self.sym,
             args=self.args,
             kwargs=self.kwargs,
             output=self.output,
-            subsymbols=self.subsymbols,
+            subsymbols=[] if pending else self.subsymbols,
             origin=self.origin,
             tags=set(self.tags),
             header=self.header,
             fwd_bsym=self.fwd_bsym,
         )
         fields.update(changes)
-        return BoundSymbol(**fields)
+        copy = BoundSymbol(**fields)
+        if pending and "subsymbols" not in changes:
+            copy.defer_subsymbols(*pending)
+        return copy
 
     def rename(self, mapping: Mapping[str, Proxy]) -> BoundSymbol:
         """Replace proxies by name everywhere in this bound symbol and its subsymbols."""
         if not mapping:
             return self
         swap = lambda p: mapping.get(p.name, p)  # noqa: E731
-        return self.with_changes(
+        renamed = self.with_changes(
             args=map_proxies(self.args, swap),
             kwargs=map_proxies(self.kwargs, swap),
             output=map_proxies(self.output, swap),
-            subsymbols=[s.rename(mapping) for s in self.subsymbols],
         )
+        pending = self.__dict__.get(_PENDING)
+        if pending:
+            build, like = pending
+            mapping = dict(mapping)  # as it is now: the caller may go on filling it
+            renamed.defer_subsymbols(lambda: [s.rename(mapping) for s in build()], like)
+        else:
+            renamed.subsymbols = [s.rename(mapping) for s in self.subsymbols]
+        return renamed
+
+    def defer_subsymbols(
+        self, build: Callable[[], list[BoundSymbol]], like: list[BoundSymbol]
+    ) -> None:
+        """Let `subsymbols` be built by `build` when first read. A decomposition recorded once
+        is instantiated for every call of its op (a BatchNorm's for each layer), and the
+        executor and most rules never read it. `build` must give the same list whenever it
+        runs (it may not draw names or read state that changes); `like` are bound symbols of
+        the same symbols, tags and nesting, names aside, which `walk_outline()` reads."""
+        self.__dict__.pop("subsymbols", None)
+        self.__dict__[_PENDING] = (build, like)
+
+    def walk_outline(self) -> Iterator[BoundSymbol]:
+        """What `walk()` yields, but deferred subsymbols are not built: their outline (`like`)
+        stands in, with the same symbols, tags and nesting under other names. For questions
+        about which ops run, not on which values."""
+        yield self
+        pending = self.__dict__.get(_PENDING)
+        for sub in self.subsymbols if pending is None else pending[1]:
+            yield from sub.walk_outline()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy holds built subsymbols, not the function that builds them."""
+        _ = self.subsymbols
+        return self.__dict__
 
     def __repr__(self) -> str:
         outs = ", ".join(p.name for p in self.flat_proxy_outs)
         ins = ", ".join(p.name for p in self.flat_proxy_args)
         return f"<BoundSymbol {outs} = {self.sym.id}({ins})>"
+
+
+_PENDING = "_pending_subsymbols"
+
+
+class _DeferredSubsymbols:
+    """`BoundSymbol.subsymbols` where `defer_subsymbols` left it unbuilt. A non-data
+    descriptor: a built list lives in the instance's `__dict__`, which Python reads before
+    this, so reading subsymbols costs nothing extra once built (or when never deferred)."""
+
+    def __get__(self, bsym: BoundSymbol | None, owner: type) -> Any:
+        if bsym is None:
+            return self
+        pending = bsym.__dict__.pop(_PENDING, None)
+        built = [] if pending is None else pending[0]()
+        bsym.__dict__["subsymbols"] = built
+        return built
+
+
+# After @dataclass has made __init__ (which assigns `self.subsymbols`, into the instance's
+# __dict__) and taken the field's default factory from the class body.
+BoundSymbol.subsymbols = _DeferredSubsymbols()  # type: ignore[assignment]
 
 
 def _unique_proxies(leaves: list[Any]) -> list[Proxy]:

@@ -15,13 +15,14 @@ its inputs (BatchNorm's statistics): a copy of those inputs, kept until the back
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 import torch
 
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.rng import RngState
-from thunderviz.core.symbol import BsymTag
+from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import Trace
 from thunderviz.executor.guards import GUARD_NAMES
 from thunderviz.executor.runnable import without_no_grad
@@ -43,15 +44,34 @@ def inputs_written(augmented: Trace) -> tuple[int, ...]:
     copies of the values the first run read."""
     written: set[str] = set()
     for top in augmented.bound_symbols:
-        for b in top.walk():
-            if BsymTag.MUTATION_EPILOGUE in b.tags:
-                written.add(b.args[0].name)
-            elif isinstance(b.sym.fn, torch._ops.OpOverload):
-                for i in mutated_arg_indices(b.sym.fn) or _UNANNOTATED.get(b.sym.fn, ()):
-                    arg = b.args[i] if i < len(b.args) else None
-                    if isinstance(arg, Proxy):
-                        written.add(arg.name)
+        _add_written(top, written)
     return tuple(i for i, p in enumerate(augmented.flat_args) if p.name in written)
+
+
+def _add_written(bsym: BoundSymbol, written: set[str]) -> None:
+    """Add the names of the arguments `bsym`, or anything nested in it, writes into. Only
+    subsymbols whose outline writes are visited (a decomposition is not built for nothing)."""
+    if BsymTag.MUTATION_EPILOGUE in bsym.tags:
+        written.add(bsym.args[0].name)
+    else:
+        for i in _written_positions(bsym):
+            arg = bsym.args[i] if i < len(bsym.args) else None
+            if isinstance(arg, Proxy):
+                written.add(arg.name)
+    if any(map(_writes, islice(bsym.walk_outline(), 1, None))):
+        for sub in bsym.subsymbols:
+            _add_written(sub, written)
+
+
+def _written_positions(bsym: BoundSymbol) -> tuple[int, ...]:
+    op = bsym.sym.fn
+    if not isinstance(op, torch._ops.OpOverload):
+        return ()
+    return mutated_arg_indices(op) or _UNANNOTATED.get(op, ())
+
+
+def _writes(bsym: BoundSymbol) -> bool:
+    return BsymTag.MUTATION_EPILOGUE in bsym.tags or bool(_written_positions(bsym))
 
 
 def _recompute(entry: Any) -> Any:

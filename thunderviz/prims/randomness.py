@@ -24,4 +24,4 @@ def is_random_op(op: Any) -> bool:
 
 def draws_random(bsym: BoundSymbol) -> bool:
     """Whether the bound symbol, or any op nested in it, draws random numbers."""
-    return any(is_random_op(b.sym.fn) for b in bsym.walk())
+    return any(is_random_op(b.sym.fn) for b in bsym.walk_outline())
