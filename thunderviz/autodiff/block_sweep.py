@@ -20,6 +20,7 @@ claimed rather than drawn) is swept unit by unit.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,13 +84,20 @@ def sweep_blocks(units: list[Any], state: SweepState, sweep_unit: SweepUnit) -> 
     blocks from a proven record instead where one applies."""
     candidates: dict[Any, _Record] = {}  # the last block swept for real, per op sequence
     proven: dict[Any, list[_Record]] = {}
-    for start, end, path in reversed(_blocks(units)):
-        if path is None or state.recorder is not None:
+    blocks = [
+        (start, end, path, None if path is None else _key(units[start:end]))
+        for start, end, path in reversed(_blocks(units))
+    ]
+    # blocks still to come per key: a block none of them can be written out from is swept
+    # without being recorded (recording walks every nested bound symbol)
+    to_come = Counter(key for *_, key in blocks)
+    for start, end, path, key in blocks:
+        to_come[key] -= 1
+        if path is None or state.recorder is not None or (not to_come[key] and key not in proven):
             for i in range(end - 1, start - 1, -1):
                 sweep_unit(state, units, i)
             continue
         block = units[start:end]
-        key = tuple((u.bsym.sym.id, u.joint) for u in block)
         if _stamped(proven.get(key, ()), block, start, path, state):
             continue
         new = _recorded(units, start, end, path, state, sweep_unit)
@@ -105,6 +113,15 @@ def sweep_blocks(units: list[Any], state: SweepState, sweep_unit: SweepUnit) -> 
             ):
                 proven.setdefault(key, []).append(new)
         candidates[key] = new
+
+
+def _key(block: list[Any]) -> Any:
+    """What blocks that may be written out from one another share: their units' ops, rules
+    and output shapes (their full comparison, `_mapping`, looks at far more)."""
+    return tuple(
+        (u.bsym.sym.id, u.joint, tuple(proxy_meta(p) for p in u.bsym.flat_tensor_outs))
+        for u in block
+    )
 
 
 def _stamped(records: Any, block: list[Any], start: int, path: str, state: SweepState) -> bool:
