@@ -70,18 +70,11 @@ def meta_outputs(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
     Results are cached by the call's signature (tensor shapes and dtypes, other argument
     values): the meta kernels behind many ops are Python reference implementations, and a
     model repeats the same few dozen signatures layer after layer."""
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    key = (
-        op,
-        str(spec),
-        tuple(
-            ("T", x.shape, x.dtype) if isinstance(x, TensorProxy) else (type(x).__name__, repr(x))
-            for x in leaves
-        ),
-    )
+    key = (op, _call_signature(args), _call_signature(kwargs))
     device = infer_device(args, kwargs)
     cached = _META_CACHE.get(key)
     if cached is None:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
         meta_leaves = [x.meta() if isinstance(x, TensorProxy) else x for x in leaves]
         meta_args, meta_kwargs = pytree.tree_unflatten(meta_leaves, spec)
         if "device" in meta_kwargs:
@@ -94,6 +87,19 @@ def meta_outputs(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
 
 
 _META_CACHE: dict[Any, Any] = {}
+
+
+def _call_signature(x: Any) -> Any:
+    """What a meta result depends on in an argument: its nesting (with the containers'
+    types), the shape and dtype of each tensor, the value of everything else. Built by hand
+    rather than through a pytree spec, whose printing was most of a cache hit's cost."""
+    if isinstance(x, TensorProxy):
+        return ("T", x.shape, x.dtype)
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__, *map(_call_signature, x))
+    if isinstance(x, dict):
+        return ("dict", *((k, _call_signature(v)) for k, v in x.items()))
+    return (type(x).__name__, repr(x))
 
 
 class _Packet:
