@@ -173,6 +173,24 @@ def test_blocks_that_differ_are_recorded(monkeypatch):
     assert stamped == ["blocks.3"]
 
 
+def test_blocks_shaped_like_no_other_are_left_alone(monkeypatch):
+    """A ResNet's stages share a class but not their parameters' shapes: no call signature
+    of one can be another's, so none is shadowed and recorded for stamping (which costs
+    each block call); blocks shaped alike still are, and the trace is the unstamped one."""
+    model = Stack([Wide(8, 16), Wide(8, 32), Wide(8, 16), Wide(8, 64)])
+    assert [b for b in stamping._repeated_blocks(model)] == [model.blocks[0], model.blocks[2]]
+    shadowed: list[str] = []
+    record = stamping._Stamper._record
+
+    def recording(self, key, call, *rest):
+        shadowed.append(call.path)
+        return record(self, key, call, *rest)
+
+    monkeypatch.setattr(stamping._Stamper, "_record", recording)
+    stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert shadowed == ["blocks.0", "blocks.2"]
+
+
 def test_a_block_with_a_hook_is_recorded(monkeypatch):
     model = Stack([Block(8) for _ in range(5)])
     model.blocks[4].fc.register_forward_hook(lambda m, i, o: o * 2)

@@ -1,7 +1,7 @@
 """Block stamping: twelve identical transformer blocks recorded once, written out eleven times.
 
 A model's repeated blocks (the items of a ModuleList or Sequential that share their class
-with a sibling) record the same ops each time, on other proxies. Once a block's recording
+with a sibling, and their parameters' and buffers' shapes with another block) record the same ops each time, on other proxies. Once a block's recording
 is known for a *call signature* (the block's
 class, training flag, grad and autocast modes, the structure, metadata and aliasing of its
 inputs, its parameters' and buffers' metadata, and the values of the attributes its forward
@@ -118,7 +118,10 @@ def stamping_blocks(recorder: Any, module: torch.nn.Module | None, fake: bool) -
 
 def _repeated_blocks(root: torch.nn.Module) -> list[torch.nn.Module]:
     """Items of a ModuleList/Sequential sharing their class with a sibling; the outermost
-    only (a Linear repeated inside a block is written out with its block)."""
+    only (a Linear repeated inside a block is written out with its block). Of those, the
+    ones whose parameters and buffers are shaped as another's: a call signature holds them,
+    so a block shaped like no other (a ResNet's stages, each wider than the last) could
+    only be recorded for nothing."""
     out: list[torch.nn.Module] = []
     inside: set[int] = set()
     for container in root.modules():
@@ -133,7 +136,17 @@ def _repeated_blocks(root: torch.nn.Module) -> list[torch.nn.Module]:
             if sum(type(c) is type(child) for c in children) >= 2:
                 out.append(child)
                 inside.update(id(m) for m in child.modules())
-    return out
+    shapes = [_state_shapes(block) for block in out]
+    return [block for block, s in zip(out, shapes, strict=True) if shapes.count(s) >= 2]
+
+
+def _state_shapes(block: torch.nn.Module) -> tuple[Any, ...]:
+    """The block's class and its parameters' and buffers' names, shapes and dtypes."""
+    state = [
+        *block.named_parameters(remove_duplicate=False),
+        *block.named_buffers(remove_duplicate=False),
+    ]
+    return (type(block), *((name, t.shape, t.dtype) for name, t in state))
 
 
 class _Stamper:
