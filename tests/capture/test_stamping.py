@@ -14,6 +14,7 @@ import transformers
 import thunderviz as tv
 from tests.helpers import fingerprint, program_text
 from thunderviz.capture import stamping
+from thunderviz.capture.repeated_blocks import repeated_blocks
 from thunderviz.models import GPT, GPTConfig
 
 FAKE: list[bool] = []  # the mode of the test running
@@ -42,7 +43,7 @@ def stamped_and_recorded(monkeypatch, fn, *args, **kwargs) -> tuple[list[str], t
         torch.manual_seed(0)
         fast = tv.trace(fn, *args, fake=FAKE[0], **kwargs)
     with monkeypatch.context() as m:
-        m.setattr(stamping, "_repeated_blocks", lambda root: [])
+        m.setattr(stamping, "repeated_blocks", lambda root: [])
         torch.manual_seed(0)
         full = tv.trace(fn, *args, fake=FAKE[0], **kwargs)
     assert program_text(fast) == program_text(full)
@@ -178,7 +179,7 @@ def test_blocks_shaped_like_no_other_are_left_alone(monkeypatch):
     of one can be another's, so none is shadowed and recorded for stamping (which costs
     each block call); blocks shaped alike still are, and the trace is the unstamped one."""
     model = Stack([Wide(8, 16), Wide(8, 32), Wide(8, 16), Wide(8, 64)])
-    assert [b for b in stamping._repeated_blocks(model)] == [model.blocks[0], model.blocks[2]]
+    assert repeated_blocks(model) == [model.blocks[0], model.blocks[2]]
     shadowed: list[str] = []
     record = stamping._Stamper._record
 
@@ -357,7 +358,7 @@ def test_a_replay_returning_otherwise_is_recorded(monkeypatch, fake):
         trace = tv.trace(model, x)
         calls = CALLED["n"]
     with monkeypatch.context() as m:
-        m.setattr(stamping, "_repeated_blocks", lambda root: [])
+        m.setattr(stamping, "repeated_blocks", lambda root: [])
         CALLED["n"] = 0
         full = tv.trace(model, x)
     # blocks 3 and 4 return True when run eagerly, not the proof's False: undone and

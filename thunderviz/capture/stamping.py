@@ -1,19 +1,19 @@
 """Block stamping: twelve identical transformer blocks recorded once, written out eleven times.
 
 A model's repeated blocks (the items of a ModuleList or Sequential that share their class
-with a sibling, and their parameters' and buffers' shapes with another block) record the same ops each time, on other proxies. Once a block's recording
-is known for a *call signature* (the block's
-class, training flag, grad and autocast modes, the structure, metadata and aliasing of its
-inputs, its parameters' and buffers' metadata, and the values of the attributes its forward
-read: capture/attribute_reads.py) a later call with the same signature can be
-written out from that recording: the same bound symbols with fresh names drawn from the
-trace's NameGenerator in the order the recording drew them, the block's own parameters in
-place of the recorded block's, and module paths moved to the new block. With fake tensors
-its outputs are new FakeTensors of the recorded metadata; with real tensors (what `jit`
-traces) the block runs eagerly, outside the recorder's modes, for its outputs' values (the
-same kernels the recorded run would have run: a fraction of recording them), and a replay
-whose outputs do not match the recording's structure is undone (RNG state included) and
-recorded for real.
+with a sibling, and their parameters' and buffers' shapes with another block) record the
+same ops each time, on other proxies. Once a block's recording is known for a *call
+signature* (the block's class, training flag, grad and autocast modes, the structure,
+metadata and aliasing of its inputs, its parameters' and buffers' metadata, and the values
+of the attributes its forward read: capture/attribute_reads.py) a later call with the same
+signature can be written out from that recording: the same bound symbols with fresh names
+drawn from the trace's NameGenerator in the order the recording drew them, the block's own
+parameters in place of the recorded block's, and module paths moved to the new block. With
+fake tensors its outputs are new FakeTensors of the recorded metadata; with real tensors
+(what `jit` traces) the block runs eagerly, outside the recorder's modes, for its outputs'
+values (the same kernels the recorded run would have run: a fraction of recording them),
+and a replay whose outputs do not match the recording's structure is undone (RNG state
+included) and recorded for real.
 
 A recording is used only after it proved itself: two consecutive real recordings of one
 signature must agree exactly once written out for each other. The recorder's per-trace
@@ -48,6 +48,7 @@ from thunderviz.capture.attribute_reads import (
     module_globals,
     reading_attributes,
 )
+from thunderviz.capture.repeated_blocks import repeated_blocks
 from thunderviz.capture.rewriting import drawn_since, fingerprints, rewritten
 from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
@@ -103,7 +104,7 @@ def stamping_blocks(recorder: Any, module: torch.nn.Module | None, fake: bool) -
     """While tracing `module`, write repeated blocks out from a proven recording instead of
     recording them. Blocks' `forward` is shadowed on the instance for the duration, and
     restored after."""
-    blocks = _repeated_blocks(module) if module is not None else []
+    blocks = repeated_blocks(module) if module is not None else []
     stamper = _Stamper(recorder, fake)
     patched = []
     try:
@@ -114,39 +115,6 @@ def stamping_blocks(recorder: Any, module: torch.nn.Module | None, fake: bool) -
     finally:
         for block in patched:
             del block.forward
-
-
-def _repeated_blocks(root: torch.nn.Module) -> list[torch.nn.Module]:
-    """Items of a ModuleList/Sequential sharing their class with a sibling; the outermost
-    only (a Linear repeated inside a block is written out with its block). Of those, the
-    ones whose parameters and buffers are shaped as another's: a call signature holds them,
-    so a block shaped like no other (a ResNet's stages, each wider than the last) could
-    only be recorded for nothing."""
-    out: list[torch.nn.Module] = []
-    inside: set[int] = set()
-    for container in root.modules():
-        if id(container) in inside:
-            continue
-        if not isinstance(container, (torch.nn.ModuleList, torch.nn.Sequential)):
-            continue
-        children = list(container.children())
-        for child in children:
-            if "forward" in child.__dict__:
-                continue  # a forward set on the instance: not ours to shadow
-            if sum(type(c) is type(child) for c in children) >= 2:
-                out.append(child)
-                inside.update(id(m) for m in child.modules())
-    shapes = [_state_shapes(block) for block in out]
-    return [block for block, s in zip(out, shapes, strict=True) if shapes.count(s) >= 2]
-
-
-def _state_shapes(block: torch.nn.Module) -> tuple[Any, ...]:
-    """The block's class and its parameters' and buffers' names, shapes and dtypes."""
-    state = [
-        *block.named_parameters(remove_duplicate=False),
-        *block.named_buffers(remove_duplicate=False),
-    ]
-    return (type(block), *((name, t.shape, t.dtype) for name, t in state))
 
 
 class _Stamper:
