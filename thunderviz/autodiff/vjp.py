@@ -165,9 +165,9 @@ def _flatten(
         units.append(_Unit(bsym, top, None))
         return
     if bsym.subsymbols and _subsymbols_make_outputs(bsym):
-            for sub in bsym.subsymbols:
-                _flatten(sub, top, rules, needs, units)
-            return
+        for sub in bsym.subsymbols:
+            _flatten(sub, top, rules, needs, units)
+        return
     if refused_complex:
         raise AutodiffError.complex_unsupported(bsym, top)
     raise AutodiffError.no_rule(bsym, top)

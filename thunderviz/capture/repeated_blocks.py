@@ -31,7 +31,8 @@ def repeated_blocks(root: torch.nn.Module) -> list[torch.nn.Module]:
             if sum(type(c) is type(child) for c in children) >= 2:
                 out.append(child)
                 inside.update(id(m) for m in child.modules())
-    shapes = [_state_shapes(block) for block in out]
+    with torch._C.DisableTorchFunction():  # metadata reads: not for a recorder running
+        shapes = [_state_shapes(block) for block in out]
     return [block for block, s in zip(out, shapes, strict=True) if shapes.count(s) >= 2]
 
 
