@@ -27,13 +27,14 @@ __all__ = [
 
 def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) -> BoundSymbol:
     """`b.rename(mapping)` with its module paths moved from the recorded block to `path`
-    (the first `cut` characters replaced), in one pass."""
-    return b.with_changes(
+    (the first `cut` characters replaced), in one pass; its subsymbols when first read
+    (`mapping` must not change afterwards)."""
+    return b.with_mapped_subsymbols(
+        lambda s: rewritten(s, mapping, cut, path),
         args=swap(b.args, mapping),
         kwargs=swap(b.kwargs, mapping),
         output=swap(b.output, mapping),
         origin=Origin(b.source, path + b.module_path[cut:]),
-        subsymbols=[rewritten(s, mapping, cut, path) for s in b.subsymbols],
     )
 
 

@@ -205,20 +205,34 @@ class BoundSymbol:
         """Replace proxies by name everywhere in this bound symbol and its subsymbols."""
         if not mapping:
             return self
+        mapping = dict(mapping)  # as it is now: the caller may go on filling it
+        return self._renamed(mapping)
+
+    def _renamed(self, mapping: dict[str, Proxy]) -> BoundSymbol:
         swap = lambda p: mapping.get(p.name, p)  # noqa: E731
-        renamed = self.with_changes(
+        return self.with_mapped_subsymbols(
+            lambda s: s._renamed(mapping),
             args=map_proxies(self.args, swap),
             kwargs=map_proxies(self.kwargs, swap),
             output=map_proxies(self.output, swap),
         )
+
+    def with_mapped_subsymbols(
+        self, fn: Callable[[BoundSymbol], BoundSymbol], **changes: Any
+    ) -> BoundSymbol:
+        """`with_changes(**changes)` with each subsymbol replaced by `fn(subsymbol)`, when
+        they are first read: the copy's subsymbols are deferred (`defer_subsymbols`), with
+        these as their outline. `fn` must give the same result whenever it runs, and keep
+        symbols, tags and nesting (a renaming, a move to another module)."""
+        copy = self.with_changes(**changes)
         pending = self.__dict__.get(_PENDING)
         if pending:
             build, like = pending
-            mapping = dict(mapping)  # as it is now: the caller may go on filling it
-            renamed.defer_subsymbols(lambda: [s.rename(mapping) for s in build()], like)
-        else:
-            renamed.subsymbols = [s.rename(mapping) for s in self.subsymbols]
-        return renamed
+            copy.defer_subsymbols(lambda: [fn(s) for s in build()], like)
+        elif self.subsymbols:
+            subs = self.subsymbols
+            copy.defer_subsymbols(lambda: [fn(s) for s in subs], subs)
+        return copy
 
     def defer_subsymbols(
         self, build: Callable[[], list[BoundSymbol]], like: list[BoundSymbol]
