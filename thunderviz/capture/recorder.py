@@ -41,7 +41,7 @@ from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.capture.tensor_hooks import record_tensor_hook
 from thunderviz.core.locations import where
-from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
 from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
 from thunderviz.prims.torch_symbols import (
@@ -231,14 +231,14 @@ class Recorder(FunctionalizingRecorder):
     def _record_functional(
         self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any, out: Any
     ) -> None:
-        input_ids = {
-            id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
-        }
+        input_ids = {id(t) for t in leaves((args, kwargs), []) if isinstance(t, torch.Tensor)}
         wants_grad = self._wants_grad(func, p_args, p_kwargs)
-        leaves, spec = pytree.tree_flatten(out)
+        # most ops return one tensor: no pytree spec to make and unflatten
+        single = isinstance(out, torch.Tensor)
+        flat, spec = ([out], None) if single else pytree.tree_flatten(out)
         fresh = False
         proxied = []
-        for t in leaves:
+        for t in flat:
             if not isinstance(t, torch.Tensor):
                 proxied.append(t)
             elif id(t) in input_ids:
@@ -248,11 +248,12 @@ class Recorder(FunctionalizingRecorder):
                 proxied.append(self._new_proxy(t, wants_grad))
         if not fresh:
             return
-        bsym = self._bsym(func, p_args, p_kwargs, pytree.tree_unflatten(proxied, spec))
+        output = proxied[0] if single else pytree.tree_unflatten(proxied, spec)
+        bsym = self._bsym(func, p_args, p_kwargs, output)
         if has_data_dependent_size(func, args):
             bsym.tags.add(BsymTag.DATA_DEPENDENT)  # a size this run's values chose
         if is_view_op(func) and args and isinstance(args[0], torch.Tensor):
-            tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
             for i, view in enumerate(tensors):
                 self._register_view(func, args, kwargs, p_args, p_kwargs, i, view)
         self._expand(bsym, func, args, kwargs)

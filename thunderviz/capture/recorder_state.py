@@ -22,6 +22,9 @@ from thunderviz.prims.aten import aten_symbol
 
 __all__ = ["Frame", "RecorderState", "tensor_proxy"]
 
+# Arguments that are never a tensor nor hold one: `proxify` keeps them without a call.
+_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device})
+
 aten = torch.ops.aten
 # Outputs of these never carry gradient, whatever their inputs.
 _NON_DIFFERENTIABLE = {aten.detach.default}
@@ -111,7 +114,8 @@ class RecorderState:
         torch passes (tuples, lists, dicts): it runs for every op, and pytree is slower."""
         kind = type(tree)
         if kind is tuple or kind is list:
-            return kind(self.proxify(x) for x in tree)
+            proxied = [x if type(x) in _PLAIN else self.proxify(x) for x in tree]
+            return proxied if kind is list else tuple(proxied)
         if kind is dict:
             return {k: self.proxify(v) for k, v in tree.items()}
         if isinstance(tree, torch.Tensor):
