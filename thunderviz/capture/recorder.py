@@ -234,8 +234,7 @@ class Recorder(FunctionalizingRecorder):
         input_ids = {id(t) for t in leaves((args, kwargs), []) if isinstance(t, torch.Tensor)}
         wants_grad = self._wants_grad(func, p_args, p_kwargs)
         # most ops return one tensor: no pytree spec to make and unflatten
-        single = isinstance(out, torch.Tensor)
-        flat, spec = ([out], None) if single else pytree.tree_flatten(out)
+        flat, spec = ([out], None) if isinstance(out, torch.Tensor) else pytree.tree_flatten(out)
         fresh = False
         proxied = []
         for t in flat:
@@ -248,7 +247,7 @@ class Recorder(FunctionalizingRecorder):
                 proxied.append(self._new_proxy(t, wants_grad))
         if not fresh:
             return
-        output = proxied[0] if single else pytree.tree_unflatten(proxied, spec)
+        output = proxied[0] if spec is None else pytree.tree_unflatten(proxied, spec)
         bsym = self._bsym(func, p_args, p_kwargs, output)
         if has_data_dependent_size(func, args):
             bsym.tags.add(BsymTag.DATA_DEPENDENT)  # a size this run's values chose

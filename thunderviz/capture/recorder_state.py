@@ -8,8 +8,6 @@ the program is (the user's line, the module path).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,13 +154,9 @@ class RecorderState:
         if self._module_stack:
             self._module_stack.pop()
 
-    @contextlib.contextmanager
-    def _collecting(self, frame: Frame) -> Iterator[Frame]:
-        self._frames.append(frame)
-        try:
-            yield frame
-        finally:
-            self._frames.pop()
+    def _collecting(self, frame: Frame) -> _Collecting:
+        """Record into `frame` inside the `with` block."""
+        return _Collecting(self._frames, frame)
 
     def _append(self, bsym: BoundSymbol) -> None:
         self._frames[-1].bsyms.append(bsym)
@@ -229,3 +223,20 @@ class RecorderState:
             current = proxy
         info.version = self._versions.get(id(info.base), 0)
         return current
+
+
+class _Collecting:
+    """`RecorderState._collecting`: a class, not a generator context manager, as it is
+    entered for every torch call recorded."""
+
+    __slots__ = ("frames", "frame")
+
+    def __init__(self, frames: list[Frame], frame: Frame) -> None:
+        self.frames, self.frame = frames, frame
+
+    def __enter__(self) -> Frame:
+        self.frames.append(self.frame)
+        return self.frame
+
+    def __exit__(self, *exc: object) -> None:
+        self.frames.pop()

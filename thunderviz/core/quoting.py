@@ -23,6 +23,7 @@ every such string goes through one of these functions before it reaches a printe
 
 from __future__ import annotations
 
+import functools
 import keyword
 import unicodedata
 
@@ -87,6 +88,8 @@ def is_identifier(name: str) -> bool:
     )
 
 
+# A trace claims one name per parameter and buffer, the same paths trace after trace.
+@functools.lru_cache(maxsize=8192)
 def identifier(wanted: str, fallback: str = "_") -> str:
     """A valid, NFKC-normalized, non-keyword identifier derived from `wanted`:
     "blocks.0.weight" -> "blocks_0_weight", "w²" -> "w2", "ﬁ" -> "fi", "if" -> "if_"."""
