@@ -149,9 +149,20 @@ class BoundSymbol:
     def flat_args(self) -> list[Any]:
         return leaves(self.kwargs, leaves(self.args, []))
 
+    # The unique proxies read and written are asked for again and again (autodiff, the
+    # block sweep, printing, liveness): kept with the argument and output objects they were
+    # computed from, and computed again when either is another object (passes replace them
+    # rather than change them in place). Each caller gets its own list.
     @property
     def flat_proxy_args(self) -> list[Proxy]:
-        return _unique_proxies(self.flat_args)
+        kept = self.__dict__.get("_proxy_args")
+        if kept is None or kept[0] is not self.args or kept[1] is not self.kwargs:
+            kept = self.__dict__["_proxy_args"] = (
+                self.args,
+                self.kwargs,
+                _unique_proxies(self.flat_args),
+            )
+        return list(kept[2])
 
     @property
     def flat_tensor_args(self) -> list[TensorProxy]:
@@ -163,7 +174,10 @@ class BoundSymbol:
 
     @property
     def flat_proxy_outs(self) -> list[Proxy]:
-        return _unique_proxies(self.flat_outs)
+        kept = self.__dict__.get("_proxy_outs")
+        if kept is None or kept[0] is not self.output:
+            kept = self.__dict__["_proxy_outs"] = (self.output, _unique_proxies(self.flat_outs))
+        return list(kept[1])
 
     @property
     def flat_tensor_outs(self) -> list[TensorProxy]:
