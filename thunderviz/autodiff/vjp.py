@@ -122,15 +122,8 @@ def autodiff(
 
 
 def _float_outs(bsym: BoundSymbol) -> list[TensorProxy]:
-    """`bsym.flat_tensor_outs` that are floating point (without pytree: this runs several
-    times per bound symbol differentiated)."""
-    seen: set[str] = set()
-    out = []
-    for p in proxies_in(bsym.output, []):
-        if isinstance(p, TensorProxy) and p.is_float and p.name not in seen:
-            seen.add(p.name)
-            out.append(p)
-    return out
+    """`bsym.flat_tensor_outs` that are floating point."""
+    return [p for p in bsym.flat_proxy_outs if isinstance(p, TensorProxy) and p.is_float]
 
 
 def _flatten(
@@ -138,8 +131,7 @@ def _flatten(
 ) -> None:
     """Append `bsym` as units at the level rules exist, growing `needs` as grads flow."""
     touches_grad = not (bsym.tags & {BsymTag.NO_GRAD, BsymTag.MUTATION_EPILOGUE}) and any(
-        isinstance(p, TensorProxy) and p.name in needs
-        for p in proxies_in((bsym.args, bsym.kwargs), [])
+        isinstance(p, TensorProxy) and p.name in needs for p in bsym.flat_proxy_args
     )
     if not touches_grad:
         units.append(_Unit(bsym, top, None))

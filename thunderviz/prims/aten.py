@@ -95,11 +95,14 @@ def _call_signature(x: Any) -> Any:
     rather than through a pytree spec, whose printing was most of a cache hit's cost."""
     if isinstance(x, TensorProxy):
         return ("T", x.shape, x.dtype)
-    if isinstance(x, (tuple, list)):
-        return (type(x).__name__, *map(_call_signature, x))
+    if isinstance(x, (tuple, list)):  # mostly sizes and strides: their ints without a call
+        return (
+            type(x).__name__,
+            *[(int, repr(v)) if type(v) is int else _call_signature(v) for v in x],
+        )
     if isinstance(x, dict):
         return ("dict", *((k, _call_signature(v)) for k, v in x.items()))
-    return (type(x).__name__, repr(x))
+    return (type(x), repr(x))
 
 
 class _Packet:
