@@ -270,7 +270,8 @@ def _made_proxies(record: _Record) -> dict[str, Proxy]:
     found: list[Proxy] = []
     for x in [*(x for seg in record.fwd for x in seg), *record.bwd]:
         for b in x.walk():
-            proxies_in((b.args, b.kwargs, b.output), found)
+            found += b.flat_proxy_args
+            found += b.flat_proxy_outs
     proxies_in([ct for _, ct in record.ct_log], found)
     return {p.name: p for p in found if p.name in fresh}
 

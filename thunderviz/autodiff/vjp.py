@@ -237,7 +237,7 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
         RuleApplication(
             unit.top,
             b,
-            tuple(name for e in emitted for name in dict.fromkeys(_out_names(e))),
+            tuple(p.name for e in emitted for p in e.flat_proxy_outs),
             {name: ct.name for name, ct in out_cts.items() if ct is not None},
             tuple(added),
         )
@@ -247,7 +247,7 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
 
 
 def _out_names(bsym: BoundSymbol) -> list[str]:
-    return [p.name for p in proxies_in(bsym.output, [])]
+    return [p.name for p in bsym.flat_proxy_outs]
 
 
 def _place(
