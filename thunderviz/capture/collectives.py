@@ -50,6 +50,7 @@ __all__ = [
 _FUNCTIONAL = torch.ops._c10d_functional
 # Namespaces of the functional collectives (the `_autograd` one is an older alias).
 _FUNCTIONAL_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd")
+_COLLECTIVE_NAMESPACES = frozenset((*_FUNCTIONAL_NAMESPACES, "c10d"))
 # What an in-place `dist.*` call's `op=` becomes in a functional collective.
 _REDUCE_OP_NAMES = {
     dist.ReduceOp.SUM: "sum",
@@ -80,7 +81,7 @@ def _op_namespace(op: Any) -> str:
 
 def is_collective_op(func: Any) -> bool:
     """An ATen-level op of torch.distributed (functional collectives and legacy c10d ops)."""
-    return _namespace(func) in (*_FUNCTIONAL_NAMESPACES, "c10d")
+    return _namespace(func) in _COLLECTIVE_NAMESPACES
 
 
 # --- the ATen level: what the recorder's dispatch mode sees -----------------------------------

@@ -10,6 +10,7 @@ executor turns each into a guard checked on every call (`executor/guards.py`).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -35,10 +36,16 @@ def reads_values(func: Any) -> bool:
     return func in VALUE_READERS
 
 
+@functools.cache
+def _dynamic_output_size(func: Any) -> bool:
+    """Whether torch tags the op's output shape as depending on data (asked per ATen call)."""
+    tags = getattr(func, "tags", ())
+    return any(t in tags for t in _DYNAMIC)
+
+
 def has_data_dependent_size(func: Any, args: tuple[Any, ...]) -> bool:
     """An ATen op whose output size depends on its inputs' values, not only their shapes."""
-    tags = getattr(func, "tags", ())
-    if not any(t in tags for t in _DYNAMIC):
+    if not _dynamic_output_size(func):
         return False
     if func is _INDEX:
         # `x[idx]` with integer indices has the indices' shape; only a mask is data-dependent
