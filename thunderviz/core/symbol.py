@@ -31,6 +31,10 @@ class SymbolKind(enum.Enum):
 class BsymTag(enum.Enum):
     """Facts about one bound symbol that passes and the UI act on."""
 
+    # Members are singletons compared by identity: hashed by it too, in C (Enum's own hash
+    # is a Python call, made for every `tag in bsym.tags`).
+    __hash__ = object.__hash__
+
     FUNCTIONALIZED = "FUNCTIONALIZED"  # the user's call mutated: its functional subsymbols run
     NON_CORE = "NON_CORE"  # an ATen op outside Core ATen with no decomposition
     NO_GRAD = "NO_GRAD"  # recorded under torch.no_grad(): never differentiated

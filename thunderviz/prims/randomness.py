@@ -8,6 +8,7 @@ arguments they give the same numbers, so treating them as deterministic is right
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -19,7 +20,12 @@ __all__ = ["is_random_op", "draws_random"]
 
 def is_random_op(op: Any) -> bool:
     """An ATen overload whose result depends on the random numbers it draws (or may draw)."""
-    return isinstance(op, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in op.tags
+    return isinstance(op, torch._ops.OpOverload) and _seeded(op)
+
+
+@functools.cache
+def _seeded(op: torch._ops.OpOverload) -> bool:
+    return torch.Tag.nondeterministic_seeded in op.tags
 
 
 def draws_random(bsym: BoundSymbol) -> bool:
