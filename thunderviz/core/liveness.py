@@ -20,7 +20,7 @@ from typing import Any
 
 from torch.utils import _pytree as pytree
 
-from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy, proxies_in
+from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol
 
 __all__ = ["source_freeing_dead"]
@@ -28,8 +28,8 @@ __all__ = ["source_freeing_dead"]
 
 def _reads(bsym: BoundSymbol) -> list[str]:
     """The names a statement reads as it runs (a functionalized call: its subsymbols' too),
-    repeats included (only each name's last reader and first-read order matter)."""
-    names = [p.name for p in proxies_in((bsym.args, bsym.kwargs), [])]
+    in first-read order (only that and each name's last reader matter)."""
+    names = [p.name for p in bsym.flat_proxy_args]
     if bsym.executes_subsymbols:
         for sub in bsym.subsymbols:
             names += _reads(sub)
