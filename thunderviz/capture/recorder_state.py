@@ -112,7 +112,14 @@ class RecorderState:
         torch passes (tuples, lists, dicts): it runs for every op, and pytree is slower."""
         kind = type(tree)
         if kind is tuple or kind is list:
-            proxied = [x if type(x) in _PLAIN else self.proxify(x) for x in tree]
+            proxied = [
+                self.proxy_of(x)
+                if isinstance(x, torch.Tensor)
+                else x
+                if type(x) in _PLAIN
+                else self.proxify(x)
+                for x in tree
+            ]
             return proxied if kind is list else tuple(proxied)
         if kind is dict:
             return {k: self.proxify(v) for k, v in tree.items()}
