@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
@@ -74,6 +75,11 @@ class _Record:
     bwd: list[BoundSymbol]
     ct_log: list[tuple[str, Proxy]]
     apps: list[RuleApplication]
+
+    @cached_property
+    def made(self) -> dict[str, Proxy]:
+        """The proxies its sweep made, by name (the same for every block written out)."""
+        return _made_proxies(self)
 
 
 SweepUnit = Callable[[SweepState, list[Any], int], None]
@@ -295,7 +301,7 @@ def _written(
     """The record written out for `block`, with `mapping` (from `_mapping`) and the fresh
     names `drawn` for it, per prefix in the order the record drew its own."""
     mapping = dict(mapping)
-    made = _made_proxies(record)
+    made = record.made
     for prefix, olds in record.drawn.items():
         for old, new in zip(olds, drawn.get(prefix, ()), strict=True):
             if old in made:
