@@ -248,7 +248,7 @@ class BoundSymbol:
             build, like = pending
             copy.defer_subsymbols(lambda: [fn(s) for s in build()], like)
         elif self.subsymbols:
-            subs = self.subsymbols
+            subs = list(self.subsymbols)  # as they are now, whatever becomes of the list
             copy.defer_subsymbols(lambda: [fn(s) for s in subs], subs)
         return copy
 
