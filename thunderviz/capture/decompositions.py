@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.recorder_state import Frame, RecorderState
+from thunderviz.capture.rewriting import relocated
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 from thunderviz.prims.aten import is_core_aten
@@ -68,7 +69,7 @@ class _Decomposition:
         def build() -> list[BoundSymbol]:
             for p, name in zip(self._internal, fresh, strict=True):
                 mapping[p.name] = p.renamed(name)
-            return [_relocated(b.rename(mapping), origin) for b in self.bsyms]
+            return [relocated(b, mapping, lambda _: origin) for b in self.bsyms]
 
         bsym.defer_subsymbols(build, like=self.bsyms)
 
@@ -149,12 +150,6 @@ class _LoggedNames:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.names, name)
-
-
-def _relocated(bsym: BoundSymbol, origin: Origin) -> BoundSymbol:
-    return bsym.with_changes(
-        origin=origin, subsymbols=[_relocated(s, origin) for s in bsym.subsymbols]
-    )
 
 
 def _signature(leaves: list[Any]) -> tuple[Any, ...]:

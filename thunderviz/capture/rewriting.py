@@ -1,12 +1,14 @@
 """Rewriting bound symbols for block stamping, and their fingerprints.
 
 Renaming walks the containers torch passes (tuples, lists, dicts) by hand and hands anything
-else to pytree (`core/proxies.map_proxies`, which `BoundSymbol.rename` uses too); `rewritten`
-also moves module paths from a recorded block to the one it is stamped for.
+else to pytree (`core/proxies.map_proxies`, which `BoundSymbol.rename` uses too); `relocated`
+also gives each bound symbol another origin, and `rewritten` moves module paths from a
+recorded block to the one it is stamped for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from torch.utils import _pytree as pytree
@@ -16,6 +18,7 @@ from thunderviz.core.symbol import BoundSymbol, Origin
 
 __all__ = [
     "rewritten",
+    "relocated",
     "swap",
     "fingerprints",
     "proxies_in",
@@ -29,12 +32,20 @@ def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) ->
     """`b.rename(mapping)` with its module paths moved from the recorded block to `path`
     (the first `cut` characters replaced), in one pass; its subsymbols when first read
     (`mapping` must not change afterwards)."""
+    return relocated(b, mapping, lambda x: Origin(x.source, path + x.module_path[cut:]))
+
+
+def relocated(
+    b: BoundSymbol, mapping: dict[str, Proxy], origin_of: Callable[[BoundSymbol], Origin]
+) -> BoundSymbol:
+    """`b.rename(mapping)` with each bound symbol's origin made `origin_of(it)`, in one pass;
+    its subsymbols when first read (`mapping` must not change afterwards)."""
     return b.with_mapped_subsymbols(
-        lambda s: rewritten(s, mapping, cut, path),
+        lambda s: relocated(s, mapping, origin_of),
         args=swap(b.args, mapping),
         kwargs=swap(b.kwargs, mapping),
         output=swap(b.output, mapping),
-        origin=Origin(b.source, path + b.module_path[cut:]),
+        origin=origin_of(b),
     )
 
 
