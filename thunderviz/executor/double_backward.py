@@ -15,7 +15,6 @@ its inputs (BatchNorm's statistics): a copy of those inputs, kept until the back
 
 from __future__ import annotations
 
-import functools
 from itertools import islice
 from typing import Any
 
@@ -65,12 +64,9 @@ def _add_written(bsym: BoundSymbol, written: set[str]) -> None:
 
 
 def _written_positions(bsym: BoundSymbol) -> tuple[int, ...]:
-    op = bsym.sym.fn
-    return _op_writes(op) if isinstance(op, torch._ops.OpOverload) else ()
-
-
-@functools.cache
-def _op_writes(op: torch._ops.OpOverload) -> tuple[int, ...]:
+    op = bsym.sym.fn  # mutated_arg_indices is cached per op
+    if not isinstance(op, torch._ops.OpOverload):
+        return ()
     return mutated_arg_indices(op) or _UNANNOTATED.get(op, ())
 
 
