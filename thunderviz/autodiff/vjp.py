@@ -237,7 +237,7 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
         RuleApplication(
             unit.top,
             b,
-            tuple(p.name for e in emitted for p in e.flat_proxy_outs),
+            tuple(name for e in emitted for name in _out_names(e)),
             {name: ct.name for name, ct in out_cts.items() if ct is not None},
             tuple(added),
         )
