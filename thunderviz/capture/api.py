@@ -17,6 +17,7 @@ from thunderviz.capture.attribute_writes import AttributeWrites
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
+from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.stamping import replaying, stamping_blocks
 from thunderviz.core.collection import collection_paused
@@ -26,7 +27,7 @@ from thunderviz.core.rng import preserved_rng
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 
-__all__ = ["trace", "trace_without_own_hooks", "CaptureError"]
+__all__ = ["trace", "trace_for_jit", "CaptureError"]
 
 _COPY_BACK = Symbol(
     name="copy_", id="torch.Tensor.copy_", fn=torch.Tensor.copy_, kind=SymbolKind.METHOD
@@ -57,22 +58,24 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
         timed_provenance("thunderviz.trace", "fake tensors" if fake else "") as prov,
         collection_paused(),
     ):
-        result = _trace(fn, module, args, kwargs, fake)
+        result, _ = _trace(fn, module, args, kwargs, fake)
     result.provenance.append(prov.result)
     return result
 
 
-def trace_without_own_hooks(
+def trace_for_jit(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Trace:
-    """`trace(fn, *args, **kwargs)`, except that a module's own forward hooks and pre-hooks
-    (and the global ones, as they apply to it) are not run: `jit` runs them around each call,
-    as eager does. Hooks of its submodules are traced as usual."""
+) -> tuple[Trace, RecordedValues]:
+    """What `jit` traces: `trace(fn, *args, **kwargs)`, except that a module's own forward
+    hooks and pre-hooks (and the global ones, as they apply to it) are not run (`jit` runs
+    them around each call, as eager does; hooks of its submodules are traced as usual),
+    with the values the recording computed for this call (`capture/recorded_values.py`)."""
     module = fn if isinstance(fn, torch.nn.Module) else None
     with timed_provenance("thunderviz.trace") as prov, collection_paused():
-        result = _trace(fn, module, args, kwargs, False, own_hooks=False)
+        result, recorded = _trace(fn, module, args, kwargs, False, own_hooks=False, keep=True)
     result.provenance.append(prov.result)
-    return result
+    assert recorded is not None
+    return result, recorded
 
 
 def _trace(
@@ -82,13 +85,17 @@ def _trace(
     kwargs: dict[str, Any],
     fake: bool,
     own_hooks: bool = True,
-) -> Trace:
+    keep: bool = False,
+) -> tuple[Trace, RecordedValues | None]:
+    """The trace and, with `keep`, the values its recording computed."""
     names = NameGenerator()
     module_names = {}
     if module is not None:
         for path, m in module.named_modules(remove_duplicate=False):
             module_names.setdefault(id(m), path)
     recorder = Recorder(names, module_names)
+    if keep:
+        recorder.keep_values()
     state = (
         []
         if module is None
@@ -151,6 +158,8 @@ def _trace(
             writes.restore()
         replaced = _reassigned(before, run_state, state_proxies)
         epilogue = _write_backs(recorder, [*originals, *replaced])
+        # here, where the program's draws are done and the generators not yet restored
+        recorded = recorder.recorded(originals) if keep else None
     flat, spec = pytree.tree_flatten(output)
     dropped = [type(x).__name__ for x in flat if not _printable_leaf(x)]
     if dropped:
@@ -158,7 +167,7 @@ def _trace(
         flat = [x if _printable_leaf(x) else None for x in flat]
         output = pytree.tree_unflatten(flat, spec)
     native = _is_native_structure(output)
-    return Trace(
+    trace = Trace(
         name="forward",
         args=trace_args,
         kwargs=trace_kwargs,
@@ -178,6 +187,7 @@ def _trace(
             "attribute_writes": written,
         },
     )
+    return trace, recorded
 
 
 def _run(

@@ -296,4 +296,4 @@ def read_through(recorder: Any, tensor: torch.Tensor, function: Any, *args: Any)
     capture/no_grad_updates.py)."""
     with torch.enable_grad(), recorder.function_mode:
         out = function.apply(tensor, *args)
-    recorder._proxies[id(tensor)] = recorder.proxy_of(out)
+    recorder.read_as(tensor, recorder.proxy_of(out))

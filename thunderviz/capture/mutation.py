@@ -98,7 +98,8 @@ class FunctionalizingRecorder(DecomposingRecorder):
 
     def _write(self, t: torch.Tensor, value: Proxy) -> None:
         """`t` now holds `value`: move its proxy, and write through to its base if a view."""
-        self._proxies[id(t)] = value
+        self.next_write()
+        self.holds(t, value, written=True)
         info = self._views.get(id(t))
         if info is None:
             self._versions[id(t)] = self._versions.get(id(t), 0) + 1
@@ -116,7 +117,7 @@ class FunctionalizingRecorder(DecomposingRecorder):
                 step.result,
             )
             value = self._record_only(op, call_args, step.source)
-            self._proxies[id(step.source)] = value
+            self.holds(step.source, value, written=True)
         base_version = self._versions.get(id(info.base), 0) + 1
         self._versions[id(info.base)] = base_version
         for step in info.chain:  # every view along the way is now up to date

@@ -68,7 +68,7 @@ def reattach_no_grad_updates(recorder: Any, before: list[tuple[torch.Tensor, Pro
         with _disable_current_modes(), torch._C.DisableTorchFunction():
             alias = tensor.detach()  # the new value under a second name, for the call
         recorder.bind(alias, new)
-        recorder._proxies[id(tensor)] = old  # the call reads the old value, then the new
+        recorder.read_as(tensor, old)  # the call reads the old value, then the new
         read_through(recorder, tensor, StraightThrough, alias)
 
 

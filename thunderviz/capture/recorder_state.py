@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.capture.recorded_values import RecordedValues, ValueTracker
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation
 from thunderviz.prims.aten import aten_symbol
@@ -77,6 +78,9 @@ class RecorderState:
         self.module_names = module_names
         self._proxies: dict[int, Proxy] = {}
         self._keepalive: list[Any] = []  # ids stay unique while the tensors live
+        # whether each bound tensor still holds its value, where the recording's values are
+        # kept for the call's first run (`keep_values`)
+        self._tracker: ValueTracker | None = None
         self._views: dict[int, ViewInfo] = {}
         self._versions: dict[int, int] = {}
         self.constants: dict[str, torch.Tensor] = {}
@@ -90,6 +94,39 @@ class RecorderState:
     def bind(self, t: Any, proxy: Proxy) -> None:
         self._proxies[id(t)] = proxy
         self._keepalive.append(t)
+        if self._tracker is not None:
+            self._tracker.bound(t)
+
+    def holds(self, t: torch.Tensor, proxy: Proxy, written: bool = False) -> None:
+        """`t`, already bound, now holds `proxy`'s value: a view re-derived from its changed
+        base, or (`written`) an in-place write by the ATen op being recorded, which
+        `next_write` began."""
+        self._proxies[id(t)] = proxy
+        if self._tracker is not None:
+            self._tracker.bound(t, written)
+
+    def next_write(self) -> None:
+        """An in-place write begins (see `holds`)."""
+        if self._tracker is not None:
+            self._tracker.next_write()
+
+    def read_as(self, t: torch.Tensor, proxy: Proxy) -> None:
+        """The program reads `t`, already bound, as `proxy` from here on, which may not be
+        the value `t` holds (a call reads an old value, a hook's Function its output):
+        `recorded` keeps no value for `t`."""
+        self._proxies[id(t)] = proxy
+        if self._tracker is not None:
+            self._tracker.forget(t)
+
+    def keep_values(self) -> None:
+        """Track what `recorded` needs; before anything is bound."""
+        self._tracker = ValueTracker()
+
+    def recorded(self, inputs: list[tuple[torch.Tensor, Proxy]]) -> RecordedValues:
+        """The values the program computed that their tensors still hold (`keep_values`
+        was called first); `inputs`: the copies it ran on, with their input proxies."""
+        assert self._tracker is not None, "keep_values() was not called"
+        return self._tracker.recorded(self._proxies, self._keepalive, inputs)
 
     def proxy_of(self, t: torch.Tensor) -> Proxy:
         key = id(t)
@@ -226,7 +263,7 @@ class RecorderState:
                 proxy = self._record_only(aten.as_strided.default, call, r)
             else:
                 proxy = self._record_only(step.op, (current, *step.args), step.result)
-            self._proxies[id(step.result)] = proxy
+            self.holds(step.result, proxy)
             current = proxy
         info.version = self._versions.get(id(info.base), 0)
         return current

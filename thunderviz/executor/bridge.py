@@ -18,12 +18,14 @@ from torch._C._functorch import unwrap_if_dead
 from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.run_errors import attribute_error
 from thunderviz.core.trace import Trace
 from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
 from thunderviz.executor.double_backward import differentiable_backward, inputs_written
+from thunderviz.executor.first_run import first_run
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
 from thunderviz.executor.runnable import without_no_grad
 from thunderviz.prims.randomness import draws_random
@@ -60,6 +62,8 @@ class CompiledEntry:
     # (module, attribute) the forward sets to tensors: the trace's output is (output, values)
     attribute_targets: tuple[tuple[torch.nn.Module, str], ...] = ()
     recompute: Callable[..., Any] | None = None  # for create_graph=True, made on first use
+    # whether the first run took its values from the trace (executor/first_run.py)
+    first_run_from_trace: bool = False
 
     def __post_init__(self) -> None:
         # worked out once, not on every call
@@ -97,6 +101,17 @@ class CompiledEntry:
         n_pos = len(flat) - len(names)
         return fn(*flat[:n_pos], **dict(zip(names, flat[n_pos:], strict=True)))
 
+    def from_trace(self, recorded: RecordedValues | None, flat: Any) -> tuple[Any] | None:
+        """A one-tuple of the first run's output, taken from what tracing this call computed
+        (`recorded`; executor/first_run.py); None: the compiled trace runs."""
+        if recorded is None:
+            return None
+        executed = self.executed[0]
+        written = self.inputs_written if self.result is not None else inputs_written(executed)
+        ran = first_run(executed, recorded, flat, written)
+        self.first_run_from_trace = ran is not None
+        return ran
+
     def agrees_with(self, seen: dict[Any, Any]) -> bool:
         """None of this entry's guards contradicts a value this call has already shown."""
         return all(g.key not in seen or same_value(seen[g.key], g.expected) for g in self.guards)
@@ -106,14 +121,18 @@ class _TraceFunction(torch.autograd.Function):
     """Bridges one call: forward = augmented forward trace, backward = backward trace."""
 
     @staticmethod
-    def forward(ctx: Any, entry: CompiledEntry, *flat: Any) -> Any:
+    def forward(ctx: Any, entry: CompiledEntry, recorded: RecordedValues | None, *flat: Any) -> Any:
         # for a backward with create_graph=True, which recomputes the call (double_backward.py)
         ctx.inputs = flat
         if entry.draws_random:
             ctx.rng = RngState()
         if entry.inputs_written:
             ctx.inputs_before = [flat[i].clone() for i in entry.inputs_written]
-        out, saved = running(entry, entry.call, entry.run_augmented, flat)
+        # the call just traced: its trace computed the values (executor/first_run.py)
+        ran = entry.from_trace(recorded, flat)
+        out, saved = (
+            running(entry, entry.call, entry.run_augmented, flat) if ran is None else ran[0]
+        )
         ctx.entry = entry
         ctx.set_materialize_grads(False)  # an output the loss does not use: None (see backward)
         # Every saved tensor goes through save_for_backward, intermediates included, as
@@ -171,7 +190,7 @@ class _TraceFunction(torch.autograd.Function):
             grads = running(entry, entry.run_backward_in_no_grad, saved, cotangents)
         if unreached:  # inputs only unused outputs read: None, as eager gives them
             grads = [None if i in unreached else g for i, g in enumerate(grads)]
-        return (None, *grads)
+        return (None, None, *grads)
 
 
 def running(entry: CompiledEntry, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -191,16 +210,23 @@ def running(entry: CompiledEntry, fn: Callable[..., Any], *args: Any, **kwargs: 
 _FUNCTION_APPLY = torch._C._FunctionBase.__dict__["apply"].__get__(None, _TraceFunction)
 
 
-def apply(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
-    """`_TraceFunction.apply(entry, *flat_inputs)`, without the Python frame and generic
-    checks of `Function.apply`, which weigh in a small program's call."""
+def apply(
+    entry: CompiledEntry, flat_inputs: list[Any], recorded: RecordedValues | None = None
+) -> tuple[Any, ...]:
+    """`_TraceFunction.apply(entry, recorded, *flat_inputs)`, without the Python frame and
+    generic checks of `Function.apply`, which weigh in a small program's call. `recorded`:
+    what the trace of this very call computed, for its first run; None on any other call."""
     if torch._C._are_functorch_transforms_active():
-        return _TraceFunction.apply(entry, *flat_inputs)  # torch's error
+        return _TraceFunction.apply(entry, recorded, *flat_inputs)  # torch's error
     return apply_unwrapped(
-        entry, [unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in flat_inputs]
+        entry,
+        [unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in flat_inputs],
+        recorded,
     )
 
 
-def apply_unwrapped(entry: CompiledEntry, flat_inputs: list[Any]) -> tuple[Any, ...]:
+def apply_unwrapped(
+    entry: CompiledEntry, flat_inputs: list[Any], recorded: RecordedValues | None = None
+) -> tuple[Any, ...]:
     """`apply` for inputs known to hold no functorch wrapper, while no transform is active."""
-    return _FUNCTION_APPLY(entry, *flat_inputs)
+    return _FUNCTION_APPLY(entry, recorded, *flat_inputs)

@@ -28,7 +28,15 @@ from thunderviz.core.proxies import NameGenerator, Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
 from thunderviz.core.trace import Trace
 
-__all__ = ["Guard", "GuardFailure", "guard_trace", "same_value", "GUARD_NAMES"]
+__all__ = [
+    "Guard",
+    "GuardFailure",
+    "guard_trace",
+    "is_guard",
+    "same_value",
+    "statements",
+    "GUARD_NAMES",
+]
 
 
 @dataclass(frozen=True)
@@ -85,13 +93,17 @@ _SIZE = Symbol(name="thunderviz_guard_size", id="thunderviz.guard_size", fn=chec
 GUARD_NAMES: tuple[tuple[str, Any], ...] = ((_VALUE.name, check_value), (_SIZE.name, check_size))
 
 
-def _statements(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+def is_guard(bsym: BoundSymbol) -> bool:
+    return bsym.sym.id in (_VALUE.id, _SIZE.id)
+
+
+def statements(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
     """The bound symbols that run as code: top level, and a functionalized call's pieces."""
     out: list[BoundSymbol] = []
     for b in bsyms:
         out.append(b)
         if b.executes_subsymbols:
-            out.extend(_statements(b.subsymbols))
+            out.extend(statements(b.subsymbols))
     return out
 
 
@@ -102,7 +114,7 @@ def _value_key(bsym: BoundSymbol) -> tuple[Any, ...]:
 def specialisations(forward: Trace) -> list[Guard]:
     """The guards of a forward trace, in program order."""
     guards: list[Guard] = []
-    for b in _statements(forward.bound_symbols):
+    for b in statements(forward.bound_symbols):
         if BsymTag.DATA_DEPENDENT not in b.tags:
             continue
         tensors = b.flat_tensor_outs

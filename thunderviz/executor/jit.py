@@ -30,7 +30,8 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.api import differentiate
 from thunderviz.autodiff.remat import rematerialize
-from thunderviz.capture.api import trace_without_own_hooks
+from thunderviz.capture.api import trace_for_jit
+from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.collection import collection_paused
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
@@ -166,17 +167,18 @@ class JittedFunction:
             # A first call's collections wait until its first run is over (core/collection.py)
             paused = collection_paused() if entry is None else contextlib.nullcontext()
             rng: RngState | None = None
+            recorded: RecordedValues | None = None  # what tracing this call computed
             try:
                 with paused:
                     if entry is None:
-                        entry = self._compile(args, kwargs)
+                        entry, recorded = self._compile(args, kwargs)
                         entries = self._store(key, entry, reason)
                     elif entries is not None and entries[-1] is not entry:  # found in entries
                         entries.remove(entry)
                         entries.append(entry)
                     self.last = entry
                     rng = RngState() if entry.guards else None
-                    return self._run(entry, flat_inputs)
+                    return self._run(entry, flat_inputs, recorded)
             except GuardFailure as failure:
                 assert entry is not None
                 self.guard_failures += 1
@@ -192,11 +194,20 @@ class JittedFunction:
             "it outside the jitted function and pass it in."
         )
 
-    def _run(self, entry: CompiledEntry, flat_inputs: list[Any]) -> Any:
+    def _run(
+        self, entry: CompiledEntry, flat_inputs: list[Any], recorded: RecordedValues | None = None
+    ) -> Any:
+        """Run `entry` on the call's inputs; with `recorded` (the call was just traced), from
+        what its trace computed where it can be (executor/first_run.py)."""
         if entry.result is None:
-            out = running(entry, entry.call, entry.run_forward, flat_inputs)
+            ran = entry.from_trace(recorded, flat_inputs)
+            out = (
+                running(entry, entry.call, entry.run_forward, flat_inputs)
+                if ran is None
+                else ran[0]
+            )
             return self._unflatten(entry, pytree.tree_leaves(out))
-        outs = apply(entry, flat_inputs)
+        outs = apply(entry, flat_inputs, recorded)
         return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
 
     def _use_modules(self, modules: dict[str, torch.nn.Module]) -> None:
@@ -306,12 +317,17 @@ class JittedFunction:
             )
         return entries
 
-    def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CompiledEntry:
+    def _compile(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[CompiledEntry, RecordedValues | None]:
+        """The call's cache entry, and what its trace computed (None: not for its run)."""
         check_submodule_hooks(self._root, self._name())
         # as they are before the program runs
         subs = self._walk.submodules
         attributes = module_attributes(subs) + code_constants(self.fn, subs)
-        traced = trace_without_own_hooks(self._root or self.fn, args, kwargs)
+        traced, recorded = trace_for_jit(self._root or self.fn, args, kwargs)
+        if self.ddp is not None:
+            recorded = None  # every rank runs the forward it broadcast buffers for
         forward, attribute_targets = with_attribute_writes(traced, self._root)
         if torch.is_grad_enabled():
             refuse_captured_grads(forward, self._name())
@@ -320,7 +336,7 @@ class JittedFunction:
         )
         if not needs_grad:
             guarded, guards = guard_trace(forward, forward)
-            return CompiledEntry(
+            entry = CompiledEntry(
                 forward,
                 None,
                 guarded.python_callable(GUARD_NAMES),
@@ -329,6 +345,7 @@ class JittedFunction:
                 attributes=attributes,
                 attribute_targets=attribute_targets,
             )
+            return entry, recorded
         result = differentiate(forward)
         if self.rematerialize:
             result = rematerialize(result)
@@ -346,7 +363,7 @@ class JittedFunction:
                 and p.name not in {flat_out[j].name for j in positions}
             ):
                 positions.append(i)
-        return CompiledEntry(
+        entry = CompiledEntry(
             forward,
             result,
             not_compiled,  # the forward alone never runs here
@@ -359,6 +376,7 @@ class JittedFunction:
             attributes=attributes,
             attribute_targets=attribute_targets,
         )
+        return entry, recorded
 
     def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:
         if entry.single_output:
