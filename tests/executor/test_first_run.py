@@ -157,6 +157,16 @@ class GRUSteps(nn.Module):
         return (state * state).sum()
 
 
+class AttentionDropout(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).unflatten(-1, (3, 2, 4)).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True).sum()
+
+
 class Keywords(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -252,12 +262,16 @@ PROGRAMS = {
         True,
         lambda o: o.loss,
     ),
-    # the attention kernel the grad rule runs may draw (torch tags it so), and is not rerun
+    # the attention kernel the grad rule adds may draw (torch tags it so): rerun, it drew none
     "Hugging Face GPT-2 (tiny config, no dropout, scaled_dot_product_attention)": Program(
         lambda: _hf_gpt2("sdpa"),
         lambda: ((_ids(),), {"labels": _ids()}),
-        False,
+        True,
         lambda o: o.loss,
+    ),
+    # the mask is drawn by ops eager ran, which the recording holds
+    "attention with dropout": Program(
+        lambda: AttentionDropout().double(), lambda: ((_x(2, 5, 8),), {}), True
     ),
 }
 

@@ -28,6 +28,14 @@ class RngState:
             else None
         )
 
+    def same_as(self, other: RngState) -> bool:
+        """Whether the generators were in the same state in both (nothing drew in between)."""
+        if not torch.equal(self.cpu, other.cpu):
+            return False
+        if self.cuda is None or other.cuda is None:
+            return self.cuda is other.cuda
+        return all(torch.equal(a, b) for a, b in zip(self.cuda, other.cuda, strict=True))
+
     def restore(self) -> None:
         torch.random.set_rng_state(self.cpu)
         if self.cuda is not None:

@@ -13,7 +13,8 @@ A value the recording does not hold is computed by its statement, as the run wou
 values that are held or computed so: what a grad rule adds to the augmented forward (an
 attention kernel that also returns the softmax's log-sum-exp), and every view of an input,
 taken again of the user's tensor, as the run takes it (the recording's is of a copy). Only
-ATen ops that draw no random numbers are run so, and calls that only take views.
+ATen ops that write nothing are run so (one torch says may draw random numbers only where
+the generators show it drew none), and calls that only take views.
 
 It is done only where that is the run, value for value and effect for effect:
 
@@ -37,6 +38,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.rng import RngState
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import Trace
 from thunderviz.executor.guards import is_guard, statements
@@ -156,7 +158,11 @@ class _Values:
         if bsym is None or bsym.sym.fn is None or not _replayable(bsym):
             raise _Missing
         args, kwargs = pytree.tree_map(self.value, (bsym.args, bsym.kwargs))
-        out = bsym.sym.fn(*args, **kwargs)
+        out = (
+            _without_draws(bsym.sym.fn, args, kwargs)
+            if draws_random(bsym)
+            else bsym.sym.fn(*args, **kwargs)
+        )
         names, got = pytree.tree_leaves(bsym.output), pytree.tree_leaves(out)
         if len(names) != len(got):
             raise _Missing
@@ -184,17 +190,31 @@ class _Values:
 
 
 def _replayable(bsym: BoundSymbol) -> bool:
-    """An ATen op that draws no random numbers and writes nothing, or a call that only
-    takes views: run again, it makes what the run makes."""
-    if bsym.executes_subsymbols or has_side_effects(bsym) or draws_random(bsym):
+    """An ATen op that writes nothing, or a call that only takes views: run again, it makes
+    what the run makes (one that may draw random numbers, if it draws none: `_without_draws`)."""
+    if bsym.executes_subsymbols or has_side_effects(bsym):
         return False
     fn = bsym.sym.fn
     if isinstance(fn, torch._ops.OpOverload):
-        return not fn._schema.is_mutable
+        return not fn._schema.is_mutable and not any(
+            isinstance(a, torch.Generator) for a in pytree.tree_leaves((bsym.args, bsym.kwargs))
+        )
     inner = list(islice(bsym.walk_outline(), 1, None))
     return bool(inner) and all(
         isinstance(b.sym.fn, torch._ops.OpOverload) and is_view_op(b.sym.fn) for b in inner
     )
+
+
+def _without_draws(fn: Any, args: Any, kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` for an op torch says may draw random numbers (an attention
+    kernel that can drop out), where this call draws none: the generators are where they
+    were after it, so its result does not depend on them. One that drew is undone."""
+    before = RngState()
+    out = fn(*args, **kwargs)
+    if not before.same_as(RngState()):
+        before.restore()
+        raise _Missing
+    return out
 
 
 def _meta(t: torch.Tensor) -> tuple[Any, ...]:
