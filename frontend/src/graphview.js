@@ -112,7 +112,9 @@ export class GraphView {
     const { dot, items } = graphToDot(fitted.graph, this.ti, { labels: !fast, fast });
     if (dot === this.dot) {
       this.anchor = null; // nothing moves
-      this.el.setAttribute("data-tv-ready", wasReady === "true" ? "true" : "false");
+      // drawn already; a request this one superseded may not have settled the view yet
+      if (wasReady === "true") this.el.setAttribute("data-tv-ready", "true");
+      else await this.settle(() => token !== this.token);
       return;
     }
     this.busy.textContent = `laying out ${fitted.graph.nodes.length} nodes…`;
@@ -133,7 +135,7 @@ export class GraphView {
     await nextTask(); // building took the last slice; tagging and marking get their own task
     if (superseded()) return;
     this.graph = fitted.graph;
-    this.dot = dot;
+    this.dot = null; // what is on the page is no longer a whole drawing of any DOT
     this.install(svg, items);
     this.el.setAttribute("data-tv-nodes", String(fitted.graph.nodes.length));
     this.el.setAttribute("data-tv-layout-ms", String(Math.round(result.ms)));
@@ -144,7 +146,16 @@ export class GraphView {
     // marked while off the page; then in, a slice per frame (svgtree.js: insertInSlices)
     const afterSlice = () => this.keepAnchor();
     if (!(await insertInSlices(this.canvas, svg, { cancelled: superseded, afterSlice, targetFrameMs: SLICE_FRAME_MS }))) return;
+    // Only now is `dot` drawn: a request superseding this one while its slices went in (a
+    // click selecting an op) lays the same DOT out again (a cache hit) and puts it on the
+    // page, rather than taking it for drawn and leaving the pane empty.
+    this.dot = dot;
     this.busy.textContent = "";
+    await this.settle(superseded);
+  }
+
+  /** The drawing is on the page: scroll it into place, then say the pane is ready. */
+  async settle(superseded) {
     // Scrolling reads geometry. Read it now and the browser lays the new SVG out inside this
     // task (50-100 ms for a few hundred nodes); read it once the next frame has been drawn
     // and the layout is already done.
