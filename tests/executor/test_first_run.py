@@ -330,6 +330,26 @@ def test_the_first_call_is_eager_s(name: str) -> None:
     assert jitted.last.first_run_from_trace is program.from_trace
 
 
+@pytest.mark.parametrize("name", [n for n, p in PROGRAMS.items() if p.from_trace])
+def test_the_first_call_is_bit_for_bit_what_the_compiled_run_gives(name: str) -> None:
+    # Later calls run the compiled trace: the first, taken from the recording, must not
+    # differ from them in a single bit (the comparison with eager above allows rounding).
+    program = PROGRAMS[name]
+    model = program.make()
+    start = copy.deepcopy(model.state_dict())
+    jitted = tv.jit(model)
+    first = _run(jitted, program)
+    first_state = copy.deepcopy(_state(model))
+    model.load_state_dict(start)  # in place: the cache entry still applies
+    for p in model.parameters():
+        p.grad = None
+    second = _run(jitted, program)
+    assert jitted.cache_misses == 1 and jitted.last.first_run_from_trace
+    for key in ("loss", "next draw", "input grads", "inputs after"):
+        torch.testing.assert_close(second[key], first[key], rtol=0, atol=0, msg=key)
+    torch.testing.assert_close(_state(model), first_state, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("name", [n for n, p in PROGRAMS.items() if p.aliasing])
 def test_the_first_call_aliases_as_the_compiled_run_does(name: str) -> None:
     program = PROGRAMS[name]
