@@ -167,6 +167,19 @@ class AttentionDropout(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True).sum()
 
 
+class SparseInside(nn.Module):
+    """A sparse intermediate has no storage of its own to check writes against."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x @ self.w
+        y.relu_()
+        return (y * y.detach().to_sparse().to_dense()).sum()
+
+
 class Keywords(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -250,6 +263,9 @@ PROGRAMS = {
     ),
     "a GRU cell stepped in Python": Program(
         lambda: GRUSteps().double(), lambda: ((_x(4, 2, 3),), {}), True
+    ),
+    "a sparse intermediate": Program(
+        lambda: SparseInside().double(), lambda: ((_x(3, 4),), {}), True
     ),
     "a keyword tensor": Program(
         lambda: Keywords().double(),

@@ -33,7 +33,7 @@ class RecordedValues:
     values: dict[str, torch.Tensor]  # proxy name -> the tensor that still holds its value
     # data pointers of the copies the program ran on instead of the user's inputs: a value
     # in them is not the user's tensor, nor a view of it
-    input_storages: frozenset[int]
+    input_storages: frozenset[int | None]
     # input proxy name -> the copy it ran on, where the recording saw no write into it: what
     # a kernel that writes its argument unannounced (BatchNorm's running statistics) left
     inputs_after: dict[str, torch.Tensor]
@@ -41,8 +41,10 @@ class RecordedValues:
     rng_after: RngState  # the generators as the program left them
 
     def aliases_an_input(self, t: torch.Tensor) -> bool:
-        """Whether `t` shares storage with a copy the program ran on (is one, or a view)."""
-        return _storage(t) in self.input_storages
+        """Whether `t` shares storage with a copy the program ran on (is one, or a view);
+        a tensor without a storage of its own might."""
+        storage = _storage(t)
+        return storage is None or storage in self.input_storages
 
     def is_input_copy(self, t: torch.Tensor) -> bool:
         return self.copies.get(id(t)) is t
@@ -63,14 +65,14 @@ class ValueTracker:
 
     def __init__(self) -> None:
         self._bound: dict[int, tuple[int, int]] = {}  # id -> (version, write clock) at binding
-        self._writes: dict[int, int] = {}  # storage data pointer -> clock of its last write
+        self._writes: dict[int | None, int] = {}  # storage (`_storage`) -> clock of last write
         self._clock = 0
 
     def bound(self, t: torch.Tensor, written: bool = False) -> None:
         """`t` was bound to a proxy; `written`: by an in-place write of the ATen op being
         recorded, which autograd counts in `t`'s version counter once the op returns."""
         if written:
-            self._writes[t.untyped_storage().data_ptr()] = self._clock
+            self._writes[_storage(t)] = self._clock
         try:
             self._bound[id(t)] = (t._version + written, self._clock)
         except RuntimeError:  # an inference tensor counts no versions: its value is not kept
@@ -111,5 +113,10 @@ class ValueTracker:
         return RecordedValues(values, storages, after, copies, RngState())
 
 
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+def _storage(t: torch.Tensor) -> int | None:
+    """Where `t`'s storage starts; None for a tensor without one of its own (sparse): all
+    such tensors count as one storage, so a write into any of them is one into all."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
