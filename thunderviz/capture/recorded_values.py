@@ -103,8 +103,7 @@ class ValueTracker:
                 and bound is not None
                 and bound[0] == t._version
                 and (not self._writes or self._writes.get(_storage(t), -1) <= bound[1])
-                # not a meta tensor a decomposition was recorded on
-                and (t.device, t.dtype, tuple(t.shape)) == (proxy.device, proxy.dtype, proxy.shape)
+                and proxy.describes(t)  # not a meta tensor a decomposition was recorded on
             ):
                 values[proxy.name] = t
         storages = frozenset(_storage(t) for t, _ in inputs)

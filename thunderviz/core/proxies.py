@@ -92,6 +92,10 @@ class TensorProxy(Proxy):
             requires_grad=t.requires_grad if requires_grad is None else requires_grad,
         )
 
+    def describes(self, t: torch.Tensor) -> bool:
+        """Whether `t` has this proxy's shape, dtype and device."""
+        return (tuple(t.shape), t.dtype, t.device) == (self.shape, self.dtype, self.device)
+
     @property
     def ndim(self) -> int:
         return len(self.shape)

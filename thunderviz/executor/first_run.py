@@ -167,13 +167,10 @@ class _Values:
         if len(names) != len(got):
             raise _Missing
         for proxy, value in zip(names, got):
-            if isinstance(proxy, TensorProxy):
-                if not isinstance(value, torch.Tensor) or _meta(value) != (
-                    proxy.device,
-                    proxy.dtype,
-                    proxy.shape,
-                ):
-                    raise _Missing
+            if isinstance(proxy, TensorProxy) and not (
+                isinstance(value, torch.Tensor) and proxy.describes(value)
+            ):
+                raise _Missing
             if isinstance(proxy, Proxy):
                 self._made[proxy.name] = value
         return self._made[leaf.name]
@@ -215,7 +212,3 @@ def _without_draws(fn: Any, args: Any, kwargs: Any) -> Any:
         before.restore()
         raise _Missing
     return out
-
-
-def _meta(t: torch.Tensor) -> tuple[Any, ...]:
-    return (t.device, t.dtype, tuple(t.shape))
