@@ -83,6 +83,7 @@ def _from_recording(
         raise _Missing
     values = _Values(trace, recorded, {p.name: v for p, v in zip(params, flat)})
     written_back: list[tuple[torch.Tensor, torch.Tensor]] = []
+    targets: set[str] = set()  # the inputs written back
     for b in values.statements:
         if is_collective(b):
             raise _Missing
@@ -95,10 +96,10 @@ def _from_recording(
             raise _Missing
         # the source is only read: the copy the program ran on, holding its last value, will do
         written_back.append((values.inputs[target.name], values.read(source)))
+        targets.add(target.name)
     # Inputs a kernel writes into in place, unannounced (BatchNorm's running statistics in
     # training): the run's kernel leaves in the user's tensor what the recording's left in
     # its copy, where that kernel's were the only writes into it.
-    targets = {b.args[0].name for b in trace.bound_symbols if BsymTag.MUTATION_EPILOGUE in b.tags}
     in_place: list[tuple[torch.Tensor, torch.Tensor]] = []
     for i in written:
         name = params[i].name
