@@ -64,17 +64,19 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
 
 
 def trace_for_jit(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Trace, RecordedValues]:
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], keep_values: bool
+) -> tuple[Trace, RecordedValues | None]:
     """What `jit` traces: `trace(fn, *args, **kwargs)`, except that a module's own forward
     hooks and pre-hooks (and the global ones, as they apply to it) are not run (`jit` runs
-    them around each call, as eager does; hooks of its submodules are traced as usual),
-    with the values the recording computed for this call (`capture/recorded_values.py`)."""
+    them around each call, as eager does; hooks of its submodules are traced as usual);
+    with `keep_values`, also the values the recording computed for this call
+    (`capture/recorded_values.py`)."""
     module = fn if isinstance(fn, torch.nn.Module) else None
     with timed_provenance("thunderviz.trace") as prov, collection_paused():
-        result, recorded = _trace(fn, module, args, kwargs, False, own_hooks=False, keep=True)
+        result, recorded = _trace(
+            fn, module, args, kwargs, False, own_hooks=False, keep=keep_values
+        )
     result.provenance.append(prov.result)
-    assert recorded is not None
     return result, recorded
 
 

@@ -325,9 +325,10 @@ class JittedFunction:
         # as they are before the program runs
         subs = self._walk.submodules
         attributes = module_attributes(subs) + code_constants(self.fn, subs)
-        traced, recorded = trace_for_jit(self._root or self.fn, args, kwargs)
-        if self.ddp is not None:
-            recorded = None  # every rank runs the forward it broadcast buffers for
+        # under DDP every rank runs the forward it broadcast buffers for: nothing to keep
+        traced, recorded = trace_for_jit(
+            self._root or self.fn, args, kwargs, keep_values=self.ddp is None
+        )
         forward, attribute_targets = with_attribute_writes(traced, self._root)
         if torch.is_grad_enabled():
             refuse_captured_grads(forward, self._name())
