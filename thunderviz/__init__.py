@@ -1,7 +1,13 @@
 """thunderviz: a visual debugger for autodiff in Jupyter.
 
 The public API lives here; nothing else needs importing.
+
+The notebook side (`show`, `DebuggerWidget`, `export_html`, the `%thunder` magics) is
+imported on first use: ipywidgets alone is ~0.2 s, half of `import thunderviz`, and a
+training script that only calls `jit` never draws.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from thunderviz import distributed  # thunderviz.distributed.compare / launch
 from thunderviz.autodiff import AutodiffError, AutodiffResult, SavedTensor, get_grad, put_grad
@@ -21,7 +27,20 @@ from thunderviz.executor import (
     populate_grads,
 )
 from thunderviz.viz import TvzError, build_document, load, save, static_png, static_svg
-from thunderviz.widgets import DebuggerWidget, export_html, load_ipython_extension, show
+
+if TYPE_CHECKING:
+    from thunderviz.widgets import DebuggerWidget, export_html, load_ipython_extension, show
+
+_FROM_WIDGETS = frozenset({"DebuggerWidget", "export_html", "load_ipython_extension", "show"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_WIDGETS:
+        import thunderviz.widgets
+
+        return getattr(thunderviz.widgets, name)
+    raise AttributeError(f"module 'thunderviz' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -13,6 +13,7 @@ the same text and bound symbols whether the process recorded the decomposition b
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,11 +37,16 @@ from thunderviz.prims.aten import is_core_aten
 
 __all__ = ["DecomposingRecorder", "clear_process_cache"]
 
-_CORE_DECOMPS = core_aten_decompositions()
+
+@functools.cache
+def _core_decompositions() -> dict[Any, Callable[..., Any]]:
+    """torch's table to Core ATen, built when first needed: building it is ~60 ms, a sixth
+    of `import thunderviz`, and a program of Core ATen ops alone never needs it."""
+    return core_aten_decompositions()
 
 
 def _decomposition(op: Any) -> Callable[..., Any] | None:
-    return _CORE_DECOMPS.get(op) or decomposition_table.get(op)
+    return _core_decompositions().get(op) or decomposition_table.get(op)
 
 
 @dataclass
