@@ -6,6 +6,8 @@ with fake and with real tensors."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -388,7 +390,8 @@ def test_jit_on_stamped_blocks_matches_eager(monkeypatch, fake, training, dropou
     ).train(training)
     idx = ids()
     torch.manual_seed(1)
-    tv.jit(model)(idx, idx).backward()
+    jitted = tv.jit(model)
+    jitted(idx, idx).backward()
     ours = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     torch.manual_seed(1)
@@ -396,3 +399,40 @@ def test_jit_on_stamped_blocks_matches_eager(monkeypatch, fake, training, dropou
     assert stamped == ["blocks.2", "blocks.3", "blocks.4"]
     for got, want in zip(ours, [p.grad for p in model.parameters()], strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # without dropout, the stamped blocks' eager runs gave the values inside them: the first
+    # run was taken from the trace, not made by running the compiled forward. Dropout's eager
+    # run writes its mask in place (`bernoulli_`) where the recording has the functional op:
+    # not the recording's ops, so no values, and the compiled forward runs
+    assert jitted.last.first_run_from_trace is (dropout == 0.0)
+
+
+class WritesInside(Block):
+    def forward(self, x):
+        h = self.fc(x)
+        h.mul_(2)  # in place, on a value of its own
+        return torch.relu_(h) + x
+
+
+def test_jit_on_stamped_blocks_writing_in_place_inside(monkeypatch, fake):
+    # a block that writes in place keeps no values inside (a write takes the value from the
+    # proxy before it): stamped all the same, and the compiled forward makes the first run
+    if fake:
+        pytest.skip("jit traces real tensors")
+    stamped = []
+    stamp = stamping._Stamper._stamp
+    monkeypatch.setattr(
+        stamping._Stamper,
+        "_stamp",
+        lambda self, r, c, run: stamped.append(c.path) or stamp(self, r, c, run),
+    )
+    torch.manual_seed(0)
+    model = Stack([WritesInside(8) for _ in range(5)]).double()
+    eager = copy.deepcopy(model)
+    x = torch.randn(2, 8, dtype=torch.float64)
+    jitted = tv.jit(model)
+    jitted(x).sum().backward()
+    eager(x).sum().backward()
+    assert stamped == ["blocks.3", "blocks.4"]
+    assert not jitted.last.first_run_from_trace
+    for got, want in zip(model.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=0)

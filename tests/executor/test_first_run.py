@@ -189,6 +189,39 @@ class Keywords(nn.Module):
         return (self.fc(x) * scale).sum()
 
 
+class AttentionBlock(nn.Module):
+    def __init__(self, width: int = 8, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(c, dim=2)
+        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + a.transpose(1, 2).reshape(b, t, c)
+        return x + self.mlp(x)
+
+
+class RepeatedBlocks(nn.Module):
+    """Five blocks alike: from the third on they are stamped (capture/stamping.py), and their
+    values come from their eager runs (capture/stamped_values.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(AttentionBlock() for _ in range(5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x.square().mean()
+
+
 def _hf_gpt2(attention: str) -> nn.Module:
     transformers = pytest.importorskip("transformers")
     config = transformers.GPT2Config(
@@ -271,6 +304,9 @@ PROGRAMS = {
         lambda: Keywords().double(),
         lambda: ((_x(3, 4),), {"scale": _x(4, grad=False)}),
         True,
+    ),
+    "repeated blocks, stamped": Program(
+        lambda: RepeatedBlocks().double(), lambda: ((_x(2, 6, 8),), {}), True
     ),
     "Hugging Face GPT-2 (tiny config, no dropout, attention written out)": Program(
         lambda: _hf_gpt2("eager"),

@@ -19,7 +19,8 @@ from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
-from thunderviz.capture.stamping import replaying, stamping_blocks
+from thunderviz.capture.stamped_values import replaying
+from thunderviz.capture.stamping import stamping_blocks
 from thunderviz.core.collection import collection_paused
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy

@@ -17,10 +17,8 @@ from typing import Any
 import torch
 import torch._subclasses.fake_tensor
 import torch.nn.functional as F
-from torch._compile import _disable_dynamo
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunderviz.capture.autocast import autocast_enabled, hoist_autocast_casts
 from thunderviz.capture.collectives import (
@@ -29,6 +27,7 @@ from thunderviz.capture.collectives import (
     record_collective_call,
     record_collective_op,
 )
+from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.mutation import FunctionalizingRecorder
@@ -281,37 +280,10 @@ class _FunctionMode(TorchFunctionMode):
         return self.recorder.on_torch_function(func, args, kwargs or {})
 
 
-class _DispatchMode(TorchDispatchMode):
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """torch's hook to leave a mode's `__torch_dispatch__` unwrapped by the decorator that
-        keeps dynamo out of it: the decorator switches dynamo's frame evaluation off and on
-        around every ATen op, some 20 microseconds each, nearly half of recording a cheap op.
-        `__torch_dispatch__` keeps dynamo out itself, only where dynamo is running."""
-        return False
-
+class _DispatchMode(DynamoSafeDispatchMode):
     def __init__(self, recorder: Recorder) -> None:
         super().__init__()
         self.recorder = recorder
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        if _eval_frame_callback() is not None:
-            # under torch.compile (a compiled submodule of the traced program): dynamo would
-            # otherwise try to compile the recorder's frames
-            return _outside_dynamo(self.recorder.on_dispatch, func, args, kwargs or {})
-        return self.recorder.on_dispatch(func, args, kwargs or {})
-
-
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
-
-
-# torch's own decorator (dynamo is imported on its first call, made only under torch.compile)
-_outside_dynamo = _disable_dynamo(_call, recursive=True)
-# dynamo's current frame callback, None when nothing is being compiled or run compiled; where
-# a torch build lacks the getter, every op goes the safe way
-_eval_frame_callback: Callable[[], Any] = getattr(
-    getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None),
-    "get_eval_frame_callback",
-    lambda: True,
-)
+    def on_dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        return self.recorder.on_dispatch(func, args, kwargs)

@@ -122,6 +122,10 @@ class RecorderState:
         """Track what `recorded` needs; before anything is bound."""
         self._tracker = ValueTracker()
 
+    @property
+    def keeps_values(self) -> bool:
+        return self._tracker is not None
+
     def recorded(self, inputs: list[tuple[torch.Tensor, Proxy]]) -> RecordedValues:
         """The values the program computed that their tensors still hold (`keep_values`
         was called first); `inputs`: the copies it ran on, with their input proxies."""

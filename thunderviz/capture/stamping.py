@@ -33,7 +33,7 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -50,10 +50,11 @@ from thunderviz.capture.attribute_reads import (
 )
 from thunderviz.capture.repeated_blocks import repeated_blocks
 from thunderviz.capture.rewriting import drawn_since, fingerprints, rewritten
+from thunderviz.capture.stamped_values import AtenOps, replayed
 from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 
-__all__ = ["stamping_blocks", "replaying"]
+__all__ = ["stamping_blocks"]
 
 _PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -72,6 +73,9 @@ class _Recording:
     path: str  # the block's module path
     reads: dict[tuple[str, str], Any]  # the attributes its forward read, and their values
     module_globals: Any = None  # the globals of its modules' forward code, as it ran
+    # its ATen ops, to match a real trace's eager run with (False: none to match); made when
+    # a trace first wants the values inside (`stamped_values.py`)
+    ops: AtenOps | Literal[False] | None = None
 
     @property
     def has_new_outputs(self) -> bool:
@@ -89,14 +93,7 @@ class _Call:
     block: torch.nn.Module
 
 
-# A stamped block's eager run (real tensors): the module-path hooks stand aside meanwhile
-_replay = threading.local()
 _MISMATCH = object()  # a replay whose outputs are not shaped as the recording's
-
-
-def replaying() -> bool:
-    """Whether this thread is running a stamped block eagerly (nothing is recorded)."""
-    return getattr(_replay, "active", False)
 
 
 @contextlib.contextmanager
@@ -251,7 +248,9 @@ class _Stamper:
             and candidate.reads == recording.reads
             and candidate.module_globals == recording.module_globals
             and len(candidate.generated) == len(recording.generated)
-            and fingerprints(_write_out(candidate, call, recording.generated))
+            and fingerprints(
+                _write_out(candidate, call, _renaming(candidate, call, recording.generated))
+            )
             == fingerprints(recording.bsyms)
             and _outputs_agree(candidate, recording)
         ):
@@ -264,14 +263,26 @@ class _Stamper:
         """The block's call written out from `recording`; `run()` runs it eagerly, for the
         values of a real trace (_MISMATCH: they are not shaped as recorded)."""
         rec = self.recorder
-        values = None
+        values, inside = None, {}
         if not self.fake:
-            values = _replayed(recording, call, run)
-            if values is None:
+            if rec.keeps_values and recording.ops is None:
+                recording.ops = AtenOps.of(recording.bsyms) or False
+            ran = replayed(
+                recording.out_spec,
+                recording.out_leaves,
+                call.input_tensors,
+                run,
+                recording.ops if rec.keeps_values and recording.ops else None,
+            )
+            if ran is None:
                 return _MISMATCH
+            values, inside = ran
         fresh = [rec.names.fresh(_prefix(n)) for n in recording.generated]
-        rec.top.bsyms.extend(_write_out(recording, call, fresh))
-        renamed = dict(zip(recording.generated, fresh, strict=True))
+        mapping = _renaming(recording, call, fresh)
+        rec.top.bsyms.extend(_write_out(recording, call, mapping))
+        for name in recording.generated:  # the values inside, for the call's first run
+            if name in inside:
+                rec.bind(inside[name], mapping[name])
         fake_mode = (
             next(
                 t.fake_mode
@@ -292,7 +303,7 @@ class _Stamper:
                     if values is not None
                     else _fake_tensor(fake_mode, shape, stride, dtype, device)
                 )
-                rec.bind(t, proxy.renamed(renamed[proxy.name]))
+                rec.bind(t, mapping[proxy.name])
                 leaves.append(t)
             else:
                 leaves.append(leaf)
@@ -365,7 +376,9 @@ def _recording(
     )
 
 
-def _write_out(recording: _Recording, call: _Call, fresh: list[str]) -> list[BoundSymbol]:
+def _renaming(recording: _Recording, call: _Call, fresh: list[str]) -> dict[str, Proxy]:
+    """The recording's proxies by name -> this call's: its inputs and state, and a proxy
+    named `fresh[i]` for the i-th name the recording generated."""
     mapping: dict[str, Proxy] = {}
     for old, new in zip(recording.inputs, call.inputs, strict=True):
         mapping.setdefault(old.name, new)
@@ -375,6 +388,11 @@ def _write_out(recording: _Recording, call: _Call, fresh: list[str]) -> list[Bou
         old = recording.proxies.get(old_name)
         if old is not None:
             mapping[old_name] = old.renamed(new_name)
+    return mapping
+
+
+def _write_out(recording: _Recording, call: _Call, mapping: dict[str, Proxy]) -> list[BoundSymbol]:
+    """The recording's bound symbols for `call`, renamed by `mapping` (`_renaming`)."""
     return [rewritten(b, mapping, len(recording.path), call.path) for b in recording.bsyms]
 
 
@@ -435,46 +453,6 @@ def _tensor_sig(t: torch.Tensor, proxy: Proxy, alias: int) -> tuple[Any, ...]:
 
 def _device(t: torch.Tensor) -> torch.device:
     return t.fake_device if isinstance(t, FakeTensor) else t.device
-
-
-def _replayed(recording: _Recording, call: _Call, run: Any) -> list[Any] | None:
-    """The output leaves of the block run eagerly, outside the recorder's modes and its
-    module-path hooks; None, with the RNG state put back, when they are not what the
-    recording returned (its inputs where it returned them, new plain tensors of the
-    recorded metadata where it made them, equal primitives)."""
-    devices = {t.device for t in [*call.input_tensors, *_state_tensors(call.block)]}
-    cuda = [d for d in devices if d.type == "cuda"]
-    rng = torch.random.get_rng_state(), [torch.cuda.get_rng_state(d) for d in cuda]
-    _replay.active = True
-    try:
-        with _disable_current_modes(), torch._C.DisableTorchFunction():
-            leaves, spec = pytree.tree_flatten(run())
-            # (metadata read here, where the recorder does not see it)
-            same = spec == recording.out_spec and all(
-                _replays(value, leaf, call)
-                for value, leaf in zip(leaves, recording.out_leaves, strict=True)
-            )
-    finally:
-        _replay.active = False
-    if same:
-        return leaves
-    torch.random.set_rng_state(rng[0])
-    for d, state in zip(cuda, rng[1], strict=True):
-        torch.cuda.set_rng_state(state, d)
-    return None
-
-
-def _replays(value: Any, leaf: Any, call: _Call) -> bool:
-    if isinstance(leaf, tuple) and leaf and leaf[0] == "in":
-        return value is call.input_tensors[leaf[1]]
-    if isinstance(leaf, tuple) and leaf and leaf[0] == "new":
-        return (
-            type(value) is torch.Tensor
-            and value._base is None
-            and value.storage_offset() == 0
-            and (tuple(value.shape), value.stride(), value.dtype, value.device) == leaf[2]
-        )
-    return type(value) is type(leaf) and value == leaf
 
 
 def _prefix(name: str) -> str:

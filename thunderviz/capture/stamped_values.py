@@ -1,0 +1,160 @@
+"""A stamped block's eager run in a real trace, and the values it computes.
+
+A real trace (what `jit` records) needs a stamped block's outputs, so the block runs eagerly,
+outside the recorder's modes and its module-path hooks (`replayed`): its Python runs as in
+eager, with whatever else it does, and its outputs are checked against the recording's.
+
+Those are all a trace needs. The call's first run (`executor/first_run.py`) needs the values
+inside the block too, or the compiled forward runs the whole model a second time. Where it
+wants them, the eager run is watched by a light dispatch mode that keeps what each ATen op
+returned (`_Collecting`). When the ops are the ones the recording saw, in its order, each
+output is the value of the corresponding proxy of the block as written out. When they are
+not (the block took another path this time), the block has its outputs but no values: the
+first run is then made by the compiled trace.
+
+Values are kept only for a block whose recording writes nothing in place. A write gives
+the tensor a new proxy and takes the value from the old one, which this matching by position
+does not follow.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
+
+from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
+from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.rng import RngState
+from thunderviz.core.symbol import BoundSymbol
+
+__all__ = ["AtenOps", "matches_recorded", "replayed", "replaying"]
+
+# A stamped block's eager run: the module-path hooks stand aside meanwhile
+_replay = threading.local()
+
+
+def replaying() -> bool:
+    """Whether this thread is running a stamped block eagerly (nothing is recorded)."""
+    return getattr(_replay, "active", False)
+
+
+class AtenOps:
+    """The ATen ops a block's recording dispatched, in the order they ran, with the proxies
+    each returned."""
+
+    def __init__(self, ops: list[BoundSymbol]) -> None:
+        self._ops = [(b.sym.fn, b.output) for b in ops]
+
+    @staticmethod
+    def of(bsyms: Sequence[BoundSymbol]) -> AtenOps | None:
+        """The ops of a recording's top-level bound symbols; None where one writes in place,
+        or a call recorded no ATen op it dispatched."""
+        ops: list[BoundSymbol] = []
+        for top in bsyms:
+            calls = [top] if isinstance(top.sym.fn, torch._ops.OpOverload) else top.subsymbols
+            if not calls:
+                return None
+            for b in calls:
+                fn = b.sym.fn
+                if not isinstance(fn, torch._ops.OpOverload) or fn._schema.is_mutable:
+                    return None
+                ops.append(b)
+        return AtenOps(ops)
+
+    def values(self, ran: list[tuple[Any, Any]]) -> dict[str, torch.Tensor] | None:
+        """The recording's names -> the tensors `ran` (each ATen op dispatched and what it
+        returned) computed; None where those are not these ops, or return other metadata."""
+        if len(ran) != len(self._ops):
+            return None
+        made: dict[str, torch.Tensor] = {}
+        for (fn, output), (func, out) in zip(self._ops, ran):
+            if func is not fn or not _bind(output, out, made):
+                return None
+        return made
+
+
+def replayed(
+    out_spec: Any,
+    out_leaves: Sequence[Any],
+    inputs: Sequence[torch.Tensor],
+    run: Callable[[], Any],
+    ops: AtenOps | None = None,
+) -> tuple[list[Any], dict[str, torch.Tensor]] | None:
+    """The output leaves of the block run eagerly (`run()`), outside the recorder's modes
+    and its module-path hooks, and, where `ops` (the recording's) are given and were what
+    ran, the values inside by the recording's names (else `{}`). None, with the generators
+    put back, when the outputs are not what the recording returned (`matches_recorded`).
+    `inputs`: the block's tensor inputs."""
+    rng = RngState()
+    collecting = _Collecting() if ops is not None else None
+    _replay.active = True
+    try:
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            if collecting is None:
+                result = run()
+            else:
+                with collecting:
+                    result = run()
+            leaves, spec = pytree.tree_flatten(result)
+            # (metadata read here, where the recorder does not see it)
+            same = spec == out_spec and all(
+                matches_recorded(value, leaf, inputs)
+                for value, leaf in zip(leaves, out_leaves, strict=True)
+            )
+    finally:
+        _replay.active = False
+    if not same:
+        rng.restore()
+        return None
+    made = ops.values(collecting.ran) if ops is not None and collecting is not None else None
+    return leaves, made or {}
+
+
+def matches_recorded(value: Any, leaf: Any, inputs: Sequence[torch.Tensor]) -> bool:
+    """Whether a block's output leaf is what its recording returned there: the same input
+    (`("in", i)`), a new plain tensor of the recorded metadata (`("new", proxy, meta)`), or
+    an equal primitive."""
+    if isinstance(leaf, tuple) and leaf and leaf[0] == "in":
+        return value is inputs[leaf[1]]
+    if isinstance(leaf, tuple) and leaf and leaf[0] == "new":
+        return (
+            type(value) is torch.Tensor
+            and value._base is None
+            and value.storage_offset() == 0
+            and (tuple(value.shape), value.stride(), value.dtype, value.device) == leaf[2]
+        )
+    return type(value) is type(leaf) and value == leaf
+
+
+class _Collecting(DynamoSafeDispatchMode):
+    """Runs each ATen op as it comes and keeps it with what it returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran: list[tuple[Any, Any]] = []
+
+    def on_dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        out = func(*args, **kwargs)
+        self.ran.append((func, out))
+        return out
+
+
+def _bind(output: Any, out: Any, made: dict[str, torch.Tensor]) -> bool:
+    """Add `out`'s tensors to `made` by the names of `output`'s proxies; whether they match."""
+    if isinstance(output, TensorProxy):
+        if not (type(out) is torch.Tensor and output.describes(out)):
+            return False
+        made[output.name] = out
+        return True
+    if isinstance(output, (tuple, list)):
+        return (
+            isinstance(out, (tuple, list))
+            and len(out) == len(output)
+            and all(_bind(o, v, made) for o, v in zip(output, out))
+        )
+    return not isinstance(output, Proxy)  # a constant output (None, a number): nothing to bind
