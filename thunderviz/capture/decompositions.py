@@ -13,7 +13,6 @@ the same text and bound symbols whether the process recorded the decomposition b
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from typing import Any
 
 import torch
 import torch._subclasses.fake_tensor
-from torch._decomp import core_aten_decompositions, decomposition_table
+from torch._decomp import decomposition_table
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -38,15 +37,14 @@ from thunderviz.prims.aten import is_core_aten
 __all__ = ["DecomposingRecorder", "clear_process_cache"]
 
 
-@functools.cache
-def _core_decompositions() -> dict[Any, Callable[..., Any]]:
-    """torch's table to Core ATen, built when first needed: building it is ~60 ms, a sixth
-    of `import thunderviz`, and a program of Core ATen ops alone never needs it."""
-    return core_aten_decompositions()
-
-
 def _decomposition(op: Any) -> Callable[..., Any] | None:
-    return _core_decompositions().get(op) or decomposition_table.get(op)
+    """torch's Python decomposition of `op`, if it has one.
+
+    (This once looked in `core_aten_decompositions()` first. Since torch 2.6 that is a
+    `CustomDecompTable`, a dict subclass that keeps its entries in an attribute, so `.get`
+    found nothing there and every answer came from `decomposition_table`. Building that
+    table cost 60-70 ms, most of a small program's first call in a fresh process.)"""
+    return decomposition_table.get(op)
 
 
 @dataclass
