@@ -373,17 +373,23 @@ def test_a_replay_returning_otherwise_is_recorded(monkeypatch, fake):
     assert fingerprint(trace) == fingerprint(full)
 
 
-@pytest.mark.parametrize("training, dropout", [(False, 0.0), (True, 0.1)])
-def test_jit_on_stamped_blocks_matches_eager(monkeypatch, fake, training, dropout):
-    if fake:
-        pytest.skip("jit traces real tensors")
-    stamped = []
+def stamped_from_here(monkeypatch) -> list[str]:
+    """The paths of the blocks written out from a recording from here on, as they come."""
+    stamped: list[str] = []
     stamp = stamping._Stamper._stamp
     monkeypatch.setattr(
         stamping._Stamper,
         "_stamp",
         lambda self, r, c, run: stamped.append(c.path) or stamp(self, r, c, run),
     )
+    return stamped
+
+
+@pytest.mark.parametrize("training, dropout", [(False, 0.0), (True, 0.1)])
+def test_jit_on_stamped_blocks_matches_eager(monkeypatch, fake, training, dropout):
+    if fake:
+        pytest.skip("jit traces real tensors")
+    stamped = stamped_from_here(monkeypatch)
     torch.manual_seed(0)
     model = GPT(
         GPTConfig(vocab_size=100, block_size=16, n_layer=5, n_head=4, d_model=32, dropout=dropout)
@@ -418,13 +424,7 @@ def test_jit_on_stamped_blocks_writing_in_place_inside(monkeypatch, fake):
     # proxy before it): stamped all the same, and the compiled forward makes the first run
     if fake:
         pytest.skip("jit traces real tensors")
-    stamped = []
-    stamp = stamping._Stamper._stamp
-    monkeypatch.setattr(
-        stamping._Stamper,
-        "_stamp",
-        lambda self, r, c, run: stamped.append(c.path) or stamp(self, r, c, run),
-    )
+    stamped = stamped_from_here(monkeypatch)
     torch.manual_seed(0)
     model = Stack([WritesInside(8) for _ in range(5)]).double()
     eager = copy.deepcopy(model)
