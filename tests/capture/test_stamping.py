@@ -405,11 +405,10 @@ def test_jit_on_stamped_blocks_matches_eager(monkeypatch, fake, training, dropou
     assert stamped == ["blocks.2", "blocks.3", "blocks.4"]
     for got, want in zip(ours, [p.grad for p in model.parameters()], strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
-    # without dropout, the stamped blocks' eager runs gave the values inside them: the first
-    # run was taken from the trace, not made by running the compiled forward. Dropout's eager
-    # run writes its mask in place (`bernoulli_`) where the recording has the functional op:
-    # not the recording's ops, so no values, and the compiled forward runs
-    assert jitted.last.first_run_from_trace is (dropout == 0.0)
+    # the stamped blocks' eager runs gave the values inside them (dropout's mask, drawn in
+    # place by `bernoulli_`, as the recording's functional `bernoulli`): the first run was
+    # taken from the trace, not made by running the compiled forward
+    assert jitted.last.first_run_from_trace
 
 
 class WritesInside(Block):
@@ -419,20 +418,29 @@ class WritesInside(Block):
         return torch.relu_(h) + x
 
 
-def test_jit_on_stamped_blocks_writing_in_place_inside(monkeypatch, fake):
-    # a block that writes in place keeps no values inside (a write takes the value from the
-    # proxy before it): stamped all the same, and the compiled forward makes the first run
+class WritesThroughAView(Block):
+    def forward(self, x):
+        h = self.fc(x)
+        h[:, :4].mul_(2)  # recorded with the scatter into `h`, which eager does not run
+        return torch.tanh(h) + x
+
+
+@pytest.mark.parametrize("cls, values", [(WritesInside, True), (WritesThroughAView, False)])
+def test_jit_on_stamped_blocks_writing_in_place_inside(monkeypatch, fake, cls, values):
+    # an in-place write the recording has as its functional twin passes on its value; one
+    # into a view does not match the recording's ops, so the block keeps no values inside
+    # and the compiled forward makes the first run. Both stamped, both eager's gradients.
     if fake:
         pytest.skip("jit traces real tensors")
     stamped = stamped_from_here(monkeypatch)
     torch.manual_seed(0)
-    model = Stack([WritesInside(8) for _ in range(5)]).double()
+    model = Stack([cls(8) for _ in range(5)]).double()
     eager = copy.deepcopy(model)
     x = torch.randn(2, 8, dtype=torch.float64)
     jitted = tv.jit(model)
     jitted(x).sum().backward()
     eager(x).sum().backward()
     assert stamped == ["blocks.3", "blocks.4"]
-    assert not jitted.last.first_run_from_trace
+    assert jitted.last.first_run_from_trace is values
     for got, want in zip(model.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=0)

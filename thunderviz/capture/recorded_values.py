@@ -78,6 +78,17 @@ class ValueTracker:
         except RuntimeError:  # an inference tensor counts no versions: its value is not kept
             self._bound.pop(id(t), None)
 
+    def written(self, t: torch.Tensor) -> None:
+        """`t` was written in place by an op that has returned (its version counter already
+        counts the write): what shares its storage and was bound before no longer holds
+        its value, and `t` holds its new one."""
+        self._clock += 1
+        self._writes[_storage(t)] = self._clock
+        try:
+            self._bound[id(t)] = (t._version, self._clock)
+        except RuntimeError:  # an inference tensor counts no versions: its value is not kept
+            self._bound.pop(id(t), None)
+
     def forget(self, t: torch.Tensor) -> None:
         self._bound.pop(id(t), None)
 

@@ -105,6 +105,13 @@ class RecorderState:
         if self._tracker is not None:
             self._tracker.bound(t, written)
 
+    def holds_after_write(self, t: torch.Tensor, proxy: Proxy) -> None:
+        """`t`, already bound, was written in place by an op that has returned and now holds
+        `proxy`'s value: a stamped block's eager run, bound once it is over."""
+        self._proxies[id(t)] = proxy
+        if self._tracker is not None:
+            self._tracker.written(t)
+
     def next_write(self) -> None:
         """An in-place write begins (see `holds`)."""
         if self._tracker is not None:

@@ -12,15 +12,19 @@ output is the value of the corresponding proxy of the block as written out. When
 not (the block took another path this time), the block has its outputs but no values: the
 first run is then made by the compiled trace.
 
-Values are kept only for a block whose recording writes nothing in place. A write gives
-the tensor a new proxy and takes the value from the old one, which this matching by position
-does not follow.
+An op the block ran in place (dropout's `bernoulli_`, `relu_`) the recording has as its
+functional twin (capture/mutation.py): the tensor written now holds the twin's output, and
+the write is passed on as one (`RecorderState.holds_after_write`), so that whatever shares
+its storage and was bound before (a view taken earlier) keeps no value. A write into a view,
+or one the recording spells otherwise (a random draw in memory order, a scatter into a base),
+is not the recording's ops: no values.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,11 +32,12 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import _disable_current_modes
 
 from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
+from thunderviz.capture.functional_ops import functional_variant
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.symbol import BoundSymbol
 
-__all__ = ["AtenOps", "matches_recorded", "replayed", "replaying"]
+__all__ = ["AtenOps", "Made", "matches_recorded", "replayed", "replaying"]
 
 # A stamped block's eager run: the module-path hooks stand aside meanwhile
 _replay = threading.local()
@@ -66,16 +71,31 @@ class AtenOps:
                 ops.append(b)
         return AtenOps(ops)
 
-    def values(self, ran: list[tuple[Any, Any]]) -> dict[str, torch.Tensor] | None:
-        """The recording's names -> the tensors `ran` (each ATen op dispatched and what it
-        returned) computed; None where those are not these ops, or return other metadata."""
+    def values(self, ran: list[tuple[Any, Any]]) -> list[Made] | None:
+        """What `ran` (each ATen op dispatched and what it returned) computed, in the order
+        it did, by the recording's names; None where those are not these ops, or return
+        other metadata."""
         if len(ran) != len(self._ops):
             return None
-        made: dict[str, torch.Tensor] = {}
+        made: list[Made] = []
         for (fn, output), (func, out) in zip(self._ops, ran):
-            if func is not fn or not _bind(output, out, made):
+            if func is fn:
+                if not _bind(output, out, made):
+                    return None
+            elif _twin_of(func) is fn and _written_whole(output, out):
+                made.append(Made(output.name, out, written=True))
+            else:
                 return None
         return made
+
+
+@dataclass(frozen=True)
+class Made:
+    """A value the block's eager run made: `written`, by an in-place write into `tensor`."""
+
+    name: str
+    tensor: torch.Tensor
+    written: bool = False
 
 
 def replayed(
@@ -84,10 +104,10 @@ def replayed(
     inputs: Sequence[torch.Tensor],
     run: Callable[[], Any],
     ops: AtenOps | None = None,
-) -> tuple[list[Any], dict[str, torch.Tensor]] | None:
+) -> tuple[list[Any], list[Made]] | None:
     """The output leaves of the block run eagerly (`run()`), outside the recorder's modes
     and its module-path hooks, and, where `ops` (the recording's) are given and were what
-    ran, the values inside by the recording's names (else `{}`). None, with the generators
+    ran, the values inside by the recording's names (else none). None, with the generators
     put back, when the outputs are not what the recording returned (`matches_recorded`).
     `inputs`: the block's tensor inputs."""
     rng = RngState()
@@ -112,7 +132,7 @@ def replayed(
         rng.restore()
         return None
     made = ops.values(collecting.ran) if ops is not None and collecting is not None else None
-    return leaves, made or {}
+    return leaves, made or []
 
 
 def matches_recorded(value: Any, leaf: Any, inputs: Sequence[torch.Tensor]) -> bool:
@@ -144,12 +164,12 @@ class _Collecting(DynamoSafeDispatchMode):
         return out
 
 
-def _bind(output: Any, out: Any, made: dict[str, torch.Tensor]) -> bool:
+def _bind(output: Any, out: Any, made: list[Made]) -> bool:
     """Add `out`'s tensors to `made` by the names of `output`'s proxies; whether they match."""
     if isinstance(output, TensorProxy):
         if not (type(out) is torch.Tensor and output.describes(out)):
             return False
-        made[output.name] = out
+        made.append(Made(output.name, out))
         return True
     if isinstance(output, (tuple, list)):
         return (
@@ -158,3 +178,23 @@ def _bind(output: Any, out: Any, made: dict[str, torch.Tensor]) -> bool:
             and all(_bind(o, v, made) for o, v in zip(output, out))
         )
     return not isinstance(output, Proxy)  # a constant output (None, a number): nothing to bind
+
+
+def _twin_of(func: Any) -> Any:
+    """The functional op the recorder records an in-place op as, where that is one op whose
+    output is the written tensor's new value; else None."""
+    if not func._schema.is_mutable:
+        return None
+    variant = functional_variant(func)
+    return variant[0] if variant is not None and not variant[1] else None
+
+
+def _written_whole(output: Any, out: Any) -> bool:
+    """Whether an in-place op returned the tensor it wrote, a whole one (not a view: a write
+    into a view is recorded with the scatter into its base), as the recording's proxy says."""
+    return (
+        isinstance(output, TensorProxy)
+        and type(out) is torch.Tensor
+        and out._base is None
+        and output.describes(out)
+    )

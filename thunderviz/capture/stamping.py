@@ -263,7 +263,7 @@ class _Stamper:
         """The block's call written out from `recording`; `run()` runs it eagerly, for the
         values of a real trace (_MISMATCH: they are not shaped as recorded)."""
         rec = self.recorder
-        values, inside = None, {}
+        values, inside = None, []
         if not self.fake:
             if rec.keeps_values and recording.ops is None:
                 recording.ops = AtenOps.of(recording.bsyms) or False
@@ -280,9 +280,11 @@ class _Stamper:
         fresh = [rec.names.fresh(_prefix(n)) for n in recording.generated]
         mapping = _renaming(recording, call, fresh)
         rec.top.bsyms.extend(_write_out(recording, call, mapping))
-        for name in recording.generated:  # the values inside, for the call's first run
-            if name in inside:
-                rec.bind(inside[name], mapping[name])
+        for made in inside:  # the values inside, for the call's first run, as they came
+            if made.written:
+                rec.holds_after_write(made.tensor, mapping[made.name])
+            else:
+                rec.bind(made.tensor, mapping[made.name])
         fake_mode = (
             next(
                 t.fake_mode
