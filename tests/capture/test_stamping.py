@@ -285,6 +285,67 @@ def test_globals_read_and_written(monkeypatch):
     assert stamped == [] and CALLS == calls + 10
 
 
+FLAGS = {"double": False}
+
+
+class ReadsFlagDict(Block):
+    def forward(self, x):
+        return self.fc(x) * 2 if FLAGS["double"] else self.fc(x)
+
+
+class FlipsFlagDict(Stack):
+    def forward(self, x):
+        for i, block in enumerate(self.blocks):
+            FLAGS["double"] = i == 4
+            x = block(x)
+        FLAGS["double"] = False
+        return x
+
+
+def test_a_flag_dict_changed_between_blocks_is_seen(monkeypatch):
+    # a flat dict is read by value: block 4 ran with the flag set, so it is recorded (its
+    # ops differ, with the same output shapes a replay would have accepted)
+    model = FlipsFlagDict([ReadsFlagDict(8) for _ in range(6)])
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.3", "blocks.5"]
+
+
+class KernelFunc(nn.Module):
+    """Holds nothing of its own (transformers' per-attention `_kernel_funcs` modules)."""
+
+    def forward(self, x):
+        return torch.tanh(x)
+
+
+class ReadsKernelFuncs(Block):
+    def __init__(self, width: int) -> None:
+        super().__init__(width)
+        self._kernel_funcs = {"act": KernelFunc()}
+
+    def forward(self, x):
+        return self._kernel_funcs["act"](self.fc(x)) + x
+
+
+class ScaledKernelFunc(KernelFunc):
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.tanh(x) * self.scale
+
+
+def test_a_dict_of_stateless_modules_per_block_does_not_tell_blocks_apart(monkeypatch):
+    model = Stack([ReadsKernelFuncs(8) for _ in range(5)])
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == ["blocks.3", "blocks.4"]
+    # a module with an attribute of its own is read by identity: nothing is stamped
+    for block in model.blocks:
+        block._kernel_funcs = {"act": ScaledKernelFunc(1.0)}
+    stamped, _, _ = stamped_and_recorded(monkeypatch, model, torch.randn(2, 8))
+    assert stamped == []
+
+
 class ReturnsView(Block):
     def forward(self, x):
         return self.fc(x)[:, :4].expand(2, 4)
@@ -320,16 +381,20 @@ def test_forward_is_restored(monkeypatch):
     assert all("forward" not in b.__dict__ for b in model.blocks)
 
 
-CALLED = {"n": 0}
+class _Calls:
+    n = 0
+
+
+CALLED = _Calls()  # an object: read by identity, its count is no change stamping can see
 
 
 class ReturnsFlag(Block):
-    """Returns a Python value the recordings saw equal, the fourth call another (a dict the
-    forward counts in is one object: not a change stamping can see before the run)."""
+    """Returns a Python value the recordings saw equal, the fourth call another (the object
+    the forward counts in is one object: not a change stamping can see before the run)."""
 
     def forward(self, x):
-        CALLED["n"] += 1
-        return self.fc(x) + x, CALLED["n"] >= 4
+        CALLED.n += 1
+        return self.fc(x) + x, CALLED.n >= 4
 
 
 class UnpacksFlags(Stack):
@@ -356,12 +421,12 @@ def test_a_replay_returning_otherwise_is_recorded(monkeypatch, fake):
 
     with monkeypatch.context() as m:
         m.setattr(stamping._Stamper, "_stamp", counting)
-        CALLED["n"] = 0
+        CALLED.n = 0
         trace = tv.trace(model, x)
-        calls = CALLED["n"]
+        calls = CALLED.n
     with monkeypatch.context() as m:
         m.setattr(stamping, "repeated_blocks", lambda root: [])
-        CALLED["n"] = 0
+        CALLED.n = 0
         full = tv.trace(model, x)
     # blocks 3 and 4 return True when run eagerly, not the proof's False: undone and
     # recorded (a second call each); a block before them may be written out

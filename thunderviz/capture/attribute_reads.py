@@ -76,13 +76,35 @@ def reading_attributes(block: torch.nn.Module) -> Iterator[dict[tuple[str, str],
 
 
 def value_signature(value: Any) -> Any:
-    """Primitives and flat containers of them by value; anything else by identity (a config
-    object the blocks share is one object)."""
+    """Primitives, stateless modules and flat containers of them by value; anything else by
+    identity (a config object the blocks share is one object).
+
+    A module holding nothing of its own is signed by its class: two of one class run the
+    same code on nothing of their own. transformers (5.25, with the `kernels` package) gives
+    each attention such a module in a dict, `_kernel_funcs`, which its forward reads. A
+    flat dict is signed by its items, so a flag dict the model changes between blocks is
+    seen as the change it is."""
     if type(value) in _PRIMITIVES:
         return (type(value), repr(value))
     if type(value) in (tuple, list) and all(type(v) in _PRIMITIVES for v in value):
         return (type(value), repr(value))
+    if type(value) is dict and all(type(k) is str and _flat(v) for k, v in value.items()):
+        return ("dict", tuple((k, value_signature(v)) for k, v in value.items()))
+    if isinstance(value, torch.nn.Module) and _stateless(value):
+        return ("module", type(value), value.training)
     return ("object", id(value))
+
+
+def _flat(value: Any) -> bool:
+    return type(value) in _PRIMITIVES or (isinstance(value, torch.nn.Module) and _stateless(value))
+
+
+def _stateless(module: torch.nn.Module) -> bool:
+    """No parameters, buffers, submodules, hooks or attributes of its own."""
+    own = module.__dict__
+    return set(own) <= MODULE_INTERNALS | {"training"} and not any(
+        own[name] for name in own if name not in ("training", "_is_full_backward_hook")
+    )
 
 
 def current_values(block: torch.nn.Module, reads: dict[tuple[str, str], Any]) -> bool:
