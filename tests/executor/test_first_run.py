@@ -208,13 +208,13 @@ class AttentionBlock(nn.Module):
         return x + self.mlp(x)
 
 
-class RepeatedBlocks(nn.Module):
+class Repeated(nn.Module):
     """Five blocks alike: from the third on they are stamped (capture/stamping.py), and their
     values come from their eager runs (capture/stamped_values.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, block: Callable[[], nn.Module]) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(AttentionBlock() for _ in range(5))
+        self.blocks = nn.ModuleList(block() for _ in range(5))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
@@ -231,17 +231,6 @@ class DropoutBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.drop(self.fc(x))
         return torch.relu_(h * 2) + x  # written in place: recorded as its functional twin
-
-
-class RepeatedDropoutBlocks(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.blocks = nn.ModuleList(DropoutBlock() for _ in range(5))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return x.square().mean()
 
 
 def _hf_gpt2(attention: str) -> nn.Module:
@@ -328,11 +317,11 @@ PROGRAMS = {
         True,
     ),
     "repeated blocks, stamped": Program(
-        lambda: RepeatedBlocks().double(), lambda: ((_x(2, 6, 8),), {}), True
+        lambda: Repeated(AttentionBlock).double(), lambda: ((_x(2, 6, 8),), {}), True
     ),
     # the masks drawn by their eager runs, and ReLU written in place
     "repeated blocks with dropout, stamped": Program(
-        lambda: RepeatedDropoutBlocks().double(), lambda: ((_x(4, 8),), {}), True
+        lambda: Repeated(DropoutBlock).double(), lambda: ((_x(4, 8),), {}), True
     ),
     "Hugging Face GPT-2 (tiny config, no dropout, attention written out)": Program(
         lambda: _hf_gpt2("eager"),
