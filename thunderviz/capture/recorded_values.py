@@ -73,19 +73,21 @@ class ValueTracker:
         recorded, which autograd counts in `t`'s version counter once the op returns."""
         if written:
             self._writes[_storage(t)] = self._clock
-        try:
-            self._bound[id(t)] = (t._version + written, self._clock)
-        except RuntimeError:  # an inference tensor counts no versions: its value is not kept
-            self._bound.pop(id(t), None)
+        self._hold(t, pending_writes=int(written))
 
     def written(self, t: torch.Tensor) -> None:
         """`t` was written in place by an op that has returned (its version counter already
         counts the write): what shares its storage and was bound before no longer holds
         its value, and `t` holds its new one."""
-        self._clock += 1
+        self.next_write()
         self._writes[_storage(t)] = self._clock
+        self._hold(t, pending_writes=0)
+
+    def _hold(self, t: torch.Tensor, pending_writes: int) -> None:
+        """`t` holds its proxy's value from now, once its version counter has counted
+        `pending_writes` more writes."""
         try:
-            self._bound[id(t)] = (t._version, self._clock)
+            self._bound[id(t)] = (t._version + pending_writes, self._clock)
         except RuntimeError:  # an inference tensor counts no versions: its value is not kept
             self._bound.pop(id(t), None)
 

@@ -111,7 +111,7 @@ def replayed(
     put back, when the outputs are not what the recording returned (`matches_recorded`).
     `inputs`: the block's tensor inputs."""
     rng = RngState()
-    collecting = _Collecting() if ops is not None else None
+    collecting = _Collecting(ops) if ops is not None else None
     _replay.active = True
     try:
         with _disable_current_modes(), torch._C.DisableTorchFunction():
@@ -131,8 +131,7 @@ def replayed(
     if not same:
         rng.restore()
         return None
-    made = ops.values(collecting.ran) if ops is not None and collecting is not None else None
-    return leaves, made or []
+    return leaves, (collecting.values() if collecting is not None else None) or []
 
 
 def matches_recorded(value: Any, leaf: Any, inputs: Sequence[torch.Tensor]) -> bool:
@@ -152,16 +151,21 @@ def matches_recorded(value: Any, leaf: Any, inputs: Sequence[torch.Tensor]) -> b
 
 
 class _Collecting(DynamoSafeDispatchMode):
-    """Runs each ATen op as it comes and keeps it with what it returned."""
+    """Runs each ATen op as it comes and keeps it with what it returned, to be named by the
+    recording's `ops` once the run is over."""
 
-    def __init__(self) -> None:
+    def __init__(self, ops: AtenOps) -> None:
         super().__init__()
+        self.ops = ops
         self.ran: list[tuple[Any, Any]] = []
 
     def on_dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         out = func(*args, **kwargs)
         self.ran.append((func, out))
         return out
+
+    def values(self) -> list[Made] | None:
+        return self.ops.values(self.ran)
 
 
 def _bind(output: Any, out: Any, made: list[Made]) -> bool:

@@ -73,9 +73,15 @@ class _Recording:
     path: str  # the block's module path
     reads: dict[tuple[str, str], Any]  # the attributes its forward read, and their values
     module_globals: Any = None  # the globals of its modules' forward code, as it ran
-    # its ATen ops, to match a real trace's eager run with (False: none to match); made when
-    # a trace first wants the values inside (`stamped_values.py`)
+    # its ATen ops, to match a real trace's eager run with (False: none to match), made when
+    # a trace first wants the values inside (`aten_ops`)
     ops: AtenOps | Literal[False] | None = None
+
+    def aten_ops(self) -> AtenOps | None:
+        """Its ATen ops (`AtenOps.of`), worked out once; None where they cannot be matched."""
+        if self.ops is None:
+            self.ops = AtenOps.of(self.bsyms) or False
+        return self.ops or None
 
     @property
     def has_new_outputs(self) -> bool:
@@ -265,14 +271,12 @@ class _Stamper:
         rec = self.recorder
         values, inside = None, []
         if not self.fake:
-            if rec.keeps_values and recording.ops is None:
-                recording.ops = AtenOps.of(recording.bsyms) or False
             ran = replayed(
                 recording.out_spec,
                 recording.out_leaves,
                 call.input_tensors,
                 run,
-                recording.ops if rec.keeps_values and recording.ops else None,
+                recording.aten_ops() if rec.keeps_values else None,
             )
             if ran is None:
                 return _MISMATCH
