@@ -1,7 +1,9 @@
 """The reverse sweep over repeated blocks (autodiff/block_sweep.py): a block written out from
 a proven record gives the same augmented forward, backward, saved tensors, cotangent map and
 sweep log as sweeping it unit by unit, op for op; blocks whose ops or boundaries differ are
-swept for real; gradients match torch.autograd."""
+swept for real; gradients match torch.autograd. Blocks capture wrote out from one recording
+are matched by capture's renamings instead of a walk (`trace.meta["written_out"]`), with
+the same result as the walk gives."""
 
 from __future__ import annotations
 
@@ -45,11 +47,15 @@ def described(result) -> list:
     ]
 
 
-def stamped_and_swept(monkeypatch, fn, *args, fake=False):
+def stamped_and_swept(monkeypatch, fn, *args, fake=False, walks=None):
     """(the unit ranges written out, the result with block stamping, the one without); each
-    on a trace of its own (a result draws its names from its trace's name generator)."""
+    on a trace of its own (a result draws its names from its trace's name generator). The
+    result is also the same when capture does not say which blocks it wrote out, so every
+    block is walked to compare it (`_shape`); `walks`: how many blocks are walked when it
+    does (the records' own, and those capture did not write out)."""
     written: list[tuple[int, int]] = []
-    apply = block_sweep._apply
+    apply, shape = block_sweep._apply, block_sweep._shape
+    walked: list[str] = []
 
     def counting(w, start, state):
         written.append((start, start + len(w.fwd)))
@@ -57,13 +63,23 @@ def stamped_and_swept(monkeypatch, fn, *args, fake=False):
 
     with monkeypatch.context() as m:
         m.setattr(block_sweep, "_apply", counting)
+        m.setattr(
+            block_sweep, "_shape", lambda units, path: walked.append(path) or shape(units, path)
+        )
         torch.manual_seed(0)
         fast = tv.autodiff(tv.trace(fn, *args, fake=fake))
+    with monkeypatch.context() as m:
+        m.setattr(block_sweep, "_renamed", lambda ours, theirs: None)
+        torch.manual_seed(0)
+        walking = tv.autodiff(tv.trace(fn, *args, fake=fake))
     with monkeypatch.context() as m:
         m.setattr(block_sweep, "_block_path", lambda path: None)
         torch.manual_seed(0)
         full = tv.autodiff(tv.trace(fn, *args, fake=fake))
     assert described(fast) == described(full)
+    assert described(walking) == described(full)
+    if walks is not None:
+        assert len(walked) == walks, walked
     return written, fast, full
 
 
@@ -75,7 +91,9 @@ def test_our_gpt(monkeypatch, fake, training, dropout):
         GPTConfig(vocab_size=100, block_size=16, n_layer=6, n_head=4, d_model=32, dropout=dropout)
     ).train(training)
     idx = ids()
-    written, _, _ = stamped_and_swept(monkeypatch, model, idx, idx, fake=fake)
+    # capture recorded blocks 0 and 1 and wrote 2 to 5 out from block 1; only the records
+    # (blocks 5 and 4) and block 0 are walked
+    written, _, _ = stamped_and_swept(monkeypatch, model, idx, idx, fake=fake, walks=3)
     assert len(written) == 4  # blocks 5 and 4 swept (the second proves the first)
 
 
@@ -159,3 +177,30 @@ def test_gradients_match_autograd(monkeypatch):
     torch.testing.assert_close(loss, model(idx, idx))
     for got, ref in zip(grads[2:], want, strict=True):
         torch.testing.assert_close(got, ref)
+
+
+def test_a_stale_word_from_capture_matches_nothing(monkeypatch):
+    # a pass that replaced a written-out block's bound symbol leaves capture's word on it
+    # stale: that block is walked, with the same result as ever
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=100, block_size=16, n_layer=6, n_head=4, d_model=32))
+    idx = ids()
+
+    def passed():  # a trace of its own each time: autodiff draws names from it
+        trace = tv.trace(model, idx, idx)
+        stamped = {id(b) for w in trace.meta["written_out"] for b in w.bsyms}
+        bsyms = trace.bound_symbols
+        i = next(i for i, b in enumerate(bsyms) if b.module_path.startswith("blocks.3"))
+        assert id(bsyms[i]) in stamped
+        bsyms[i] = bsyms[i].with_changes()
+        return trace
+
+    walked: list[str] = []
+    shape = block_sweep._shape
+    monkeypatch.setattr(
+        block_sweep, "_shape", lambda units, path: walked.append(path) or shape(units, path)
+    )
+    fast = tv.autodiff(passed())
+    assert walked == ["blocks.5", "blocks.4", "blocks.3", "blocks.0"]
+    monkeypatch.setattr(block_sweep, "_block_path", lambda path: None)
+    assert described(fast) == described(tv.autodiff(passed()))

@@ -16,18 +16,23 @@ As in capture's block stamping, a record is used only after it proved itself: th
 swept after it, for real, must equal the record written out for it, bound symbol for bound
 symbol. Anything else (another block, the step recorder of the debugger running, a name
 claimed rather than drawn) is swept unit by unit.
+
+Whether a block is the same bound symbols as a record on other proxies takes a walk of
+every bound symbol in it (`_shape`), except where capture wrote both out from one recording
+(`WrittenOut`): then capture's renamings say which proxy is which, and the walk is skipped.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
 from thunderviz.capture.rewriting import (
+    WrittenOut,
     drawn_since,
     fingerprints,
     map_proxies,
@@ -75,6 +80,7 @@ class _Record:
     bwd: list[BoundSymbol]
     ct_log: list[tuple[str, Proxy]]
     apps: list[RuleApplication]
+    written: WrittenOut | None  # what capture says its block is (`_written_out`)
 
     @cached_property
     def made(self) -> dict[str, Proxy]:
@@ -85,9 +91,16 @@ class _Record:
 SweepUnit = Callable[[SweepState, list[Any], int], None]
 
 
-def sweep_blocks(units: list[Any], state: SweepState, sweep_unit: SweepUnit) -> None:
+def sweep_blocks(
+    units: list[Any],
+    state: SweepState,
+    sweep_unit: SweepUnit,
+    written_out: Sequence[WrittenOut] = (),
+) -> None:
     """Run `sweep_unit(state, units, i)` for every unit, last first, writing out repeated
-    blocks from a proven record instead where one applies."""
+    blocks from a proven record instead where one applies. `written_out`: the trace's
+    blocks capture wrote out (`trace.meta["written_out"]`)."""
+    first_of = {id(w.bsyms[0]): w for w in written_out if w.bsyms}
     candidates: dict[Any, _Record] = {}  # the last block swept for real, per op sequence
     proven: dict[Any, list[_Record]] = {}
     blocks = [
@@ -104,14 +117,15 @@ def sweep_blocks(units: list[Any], state: SweepState, sweep_unit: SweepUnit) -> 
                 sweep_unit(state, units, i)
             continue
         block = units[start:end]
-        if _stamped(proven.get(key, ()), block, start, path, state):
+        written = _written_out(block, path, first_of)
+        if _stamped(proven.get(key, ()), block, start, path, state, written):
             continue
-        new = _recorded(units, start, end, path, state, sweep_unit)
+        new = _recorded(units, start, end, path, state, sweep_unit, written)
         candidate = candidates.pop(key, None)
         if new is None:
             continue
         if candidate is not None:
-            mapping = _mapping(candidate, block, path, new.start_cts, state.needs)
+            mapping = _mapping(candidate, block, path, new.start_cts, state.needs, written)
             if (
                 mapping is not None
                 and _counts(candidate.drawn) == _counts(new.drawn)
@@ -130,10 +144,17 @@ def _key(block: list[Any]) -> Any:
     )
 
 
-def _stamped(records: Any, block: list[Any], start: int, path: str, state: SweepState) -> bool:
+def _stamped(
+    records: Any,
+    block: list[Any],
+    start: int,
+    path: str,
+    state: SweepState,
+    written: WrittenOut | None,
+) -> bool:
     """Write the block out from the first proven record that applies to it, if any."""
     for record in records:
-        mapping = _mapping(record, block, path, state.cts, state.needs)
+        mapping = _mapping(record, block, path, state.cts, state.needs, written)
         if mapping is not None:  # names are drawn only now: a refusal draws none
             drawn = {p: [state.names.fresh(p) for _ in v] for p, v in record.drawn.items()}
             _apply(_written(record, block, path, mapping, drawn), start, state)
@@ -151,6 +172,22 @@ def _blocks(units: list[Any]) -> list[tuple[int, int, str | None]]:
         else:
             out.append((i, i + 1, path))
     return out
+
+
+def _written_out(
+    block: list[Any], path: str, first_of: Mapping[int, WrittenOut]
+) -> WrittenOut | None:
+    """The write-out whose bound symbols are exactly the block's top-level ones, if any."""
+    tops = list({id(u.top): u.top for u in block}.values())
+    written = first_of.get(id(tops[0]))
+    if (
+        written is None
+        or written.path != path
+        or len(written.bsyms) != len(tops)
+        or any(a is not b for a, b in zip(written.bsyms, tops, strict=True))
+    ):
+        return None
+    return written
 
 
 def _block_path(module_path: str) -> str | None:
@@ -193,7 +230,13 @@ def _masked(x: Any, proxies: list[Proxy]) -> Any:
 
 
 def _recorded(
-    units: list[Any], start: int, end: int, path: str, state: SweepState, sweep_unit: SweepUnit
+    units: list[Any],
+    start: int,
+    end: int,
+    path: str,
+    state: SweepState,
+    sweep_unit: SweepUnit,
+    written: WrittenOut | None,
 ) -> _Record | None:
     """Sweep units[start:end] for real; their record, or None where it cannot be reused."""
     names = state.names
@@ -218,6 +261,7 @@ def _recorded(
         state.bwd[n_bwd:],
         state.ct_log[n_log:],
         state.applications[n_apps:],
+        written,
     )
     inside = (path, path + ".")
     made = [b for seg in record.fwd for x in seg for b in x.walk()]
@@ -228,20 +272,29 @@ def _recorded(
 
 
 def _mapping(
-    record: _Record, block: list[Any], path: str, cts: Mapping[str, Proxy | None], needs: set[str]
+    record: _Record,
+    block: list[Any],
+    path: str,
+    cts: Mapping[str, Proxy | None],
+    needs: set[str],
+    written: WrittenOut | None,
 ) -> dict[str, Proxy] | None:
     """Record's names -> this block's proxies: its units' proxies by position and their
-    cotangents at the start; None where the blocks' ops or their boundaries differ."""
+    cotangents at the start; None where the blocks' ops or their boundaries differ.
+    `written`: what capture says the block is (`_written_out`)."""
     if [u.joint for u in block] != [u.joint for u in record.units] or _tops(block) != _tops(
         record.units
     ):
         return None
-    theirs, skeleton = _shape(block, path)
-    if skeleton != record.skeleton:
-        return None  # other ops, shapes, dtypes, arguments, tags or sources
+    pairs = _renamed(record.written, written)
+    if pairs is None:
+        theirs, skeleton = _shape(block, path)
+        if skeleton != record.skeleton:
+            return None  # other ops, shapes, dtypes, arguments, tags or sources
+        pairs = zip(record.proxies, theirs, strict=True)
     mapping: dict[str, Proxy] = {}
     back: dict[str, str] = {}
-    for old, new in zip(record.proxies, theirs, strict=True):
+    for old, new in pairs:
         if mapping.setdefault(old.name, new).name != new.name:
             return None
         if back.setdefault(new.name, old.name) != old.name:
@@ -249,6 +302,8 @@ def _mapping(
         if (old.name in needs) != (new.name in needs):
             return None
     for old_name, old_ct in record.start_cts.items():
+        if old_name not in mapping:
+            return None
         new_ct = cts.get(mapping[old_name].name)
         if (old_ct is None) != (new_ct is None):
             return None
@@ -259,6 +314,19 @@ def _mapping(
         ):
             return None
     return mapping
+
+
+def _renamed(
+    ours: WrittenOut | None, theirs: WrittenOut | None
+) -> Iterable[tuple[Proxy, Proxy]] | None:
+    """(our proxy, theirs) for every proxy of two write-outs of one recording: the same
+    bound symbols as each other on these proxies, with no walk. None where capture does not
+    say so (then `_shape` compares the blocks)."""
+    if ours is None or theirs is None or ours.recording is not theirs.recording:
+        return None
+    if ours.renaming.keys() != theirs.renaming.keys():
+        return None
+    return [(p, theirs.renaming[name]) for name, p in ours.renaming.items()]
 
 
 def _counts(drawn: dict[str, list[str]]) -> dict[str, int]:

@@ -197,7 +197,7 @@ def _sweep(
             cts[p.name] = seed
             seeds.append((p, seed))
     state = SweepState(names, needs, cts, [[] for _ in units], [], applications, recorder)
-    sweep_blocks(units, state, _sweep_unit)
+    sweep_blocks(units, state, _sweep_unit, trace.meta.get("written_out", ()))
     return state.fwd_segments, state.bwd, cts, seeds
 
 

@@ -19,6 +19,7 @@ from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
+from thunderviz.capture.rewriting import WrittenOut
 from thunderviz.capture.stamped_values import replaying
 from thunderviz.capture.stamping import stamping_blocks
 from thunderviz.core.collection import collection_paused
@@ -154,7 +155,9 @@ def _trace(
         before = dict(run_state)
         writes = AttributeWrites(module)
         try:
-            out = _run(fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake)
+            out, written_out = _run(
+                fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake
+            )
             output = recorder.proxify(out)
             written = writes.collect(recorder)
         finally:
@@ -188,6 +191,8 @@ def _trace(
             "function": getattr(fn, "__name__", type(fn).__name__),
             # (module path, attribute, proxy): tensors the forward assigned to attributes
             "attribute_writes": written,
+            # repeated blocks written out from one recording (capture/rewriting.WrittenOut)
+            "written_out": written_out,
         },
     )
     return trace, recorded
@@ -202,22 +207,25 @@ def _run(
     recorder: Recorder,
     own_hooks: bool = True,
     fake: bool = False,
-) -> Any:
+) -> tuple[Any, tuple[WrittenOut, ...]]:
+    """The program's output, and the blocks stamping wrote out."""
     with (
         _module_hooks(recorder),
         recorder.function_mode,
         recorder.dispatch_mode,
         intercepting_function_apply(recorder),
-        stamping_blocks(recorder, module, fake),
+        stamping_blocks(recorder, module, fake) as written_out,
     ):
         if module is None:
-            return fn(*args, **kwargs)
-        if not own_hooks:  # forward itself: the module's own hooks are the caller's
+            out = fn(*args, **kwargs)
+        elif not own_hooks:  # forward itself: the module's own hooks are the caller's
             with _reparametrize_module(module, state, tie_weights=True, strict=False):
-                return module.forward(*args, **kwargs)
-        return torch.func.functional_call(
-            module, state, tuple(args), kwargs, tie_weights=True, strict=False
-        )
+                out = module.forward(*args, **kwargs)
+        else:
+            out = torch.func.functional_call(
+                module, state, tuple(args), kwargs, tie_weights=True, strict=False
+            )
+    return out, tuple(written_out)
 
 
 @contextlib.contextmanager

@@ -3,12 +3,15 @@
 Renaming walks the containers torch passes (tuples, lists, dicts) by hand and hands anything
 else to pytree (`core/proxies.map_proxies`, which `BoundSymbol.rename` uses too); `relocated`
 also gives each bound symbol another origin, and `rewritten` moves module paths from a
-recorded block to the one it is stamped for.
+recorded block to the one it is stamped for. A trace says which of its blocks were written
+out so (`WrittenOut`, in `trace.meta["written_out"]`): autodiff's block sweep takes from it
+what it would otherwise find by walking each block.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from torch.utils import _pytree as pytree
@@ -17,6 +20,7 @@ from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, map_proxi
 from thunderviz.core.symbol import BoundSymbol, Origin
 
 __all__ = [
+    "WrittenOut",
     "rewritten",
     "relocated",
     "swap",
@@ -26,6 +30,22 @@ __all__ = [
     "proxy_meta",
     "map_proxies",
 ]
+
+
+@dataclass(frozen=True, eq=False)
+class WrittenOut:
+    """Top-level bound symbols of a trace that are one recording of a repeated block written
+    out (capture/stamping.py): the recording's bound symbols, each proxy renamed by
+    `renaming` (the recorded proxy's name -> this block's proxy, for every proxy they
+    mention) and module paths moved to `path`. The recording itself, once proven, counts as
+    written out with its own names. Two write-outs of one recording are the same code on
+    other proxies; `bsyms` are compared by identity, so a pass that replaced any of them
+    leaves a stale entry that matches nothing."""
+
+    recording: object  # compared by identity
+    path: str
+    bsyms: tuple[BoundSymbol, ...]
+    renaming: Mapping[str, Proxy]
 
 
 def rewritten(b: BoundSymbol, mapping: dict[str, Proxy], cut: int, path: str) -> BoundSymbol:

@@ -49,7 +49,7 @@ from thunderviz.capture.attribute_reads import (
     reading_attributes,
 )
 from thunderviz.capture.repeated_blocks import repeated_blocks
-from thunderviz.capture.rewriting import drawn_since, fingerprints, rewritten
+from thunderviz.capture.rewriting import WrittenOut, drawn_since, fingerprints, rewritten
 from thunderviz.capture.stamped_values import AtenOps, replayed
 from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
@@ -103,10 +103,12 @@ _MISMATCH = object()  # a replay whose outputs are not shaped as the recording's
 
 
 @contextlib.contextmanager
-def stamping_blocks(recorder: Any, module: torch.nn.Module | None, fake: bool) -> Iterator[None]:
+def stamping_blocks(
+    recorder: Any, module: torch.nn.Module | None, fake: bool
+) -> Iterator[list[WrittenOut]]:
     """While tracing `module`, write repeated blocks out from a proven recording instead of
     recording them. Blocks' `forward` is shadowed on the instance for the duration, and
-    restored after."""
+    restored after. Yields the list of blocks written out, filled as the trace runs."""
     blocks = repeated_blocks(module) if module is not None else []
     stamper = _Stamper(recorder, fake)
     patched = []
@@ -114,7 +116,7 @@ def stamping_blocks(recorder: Any, module: torch.nn.Module | None, fake: bool) -
         for block in blocks:
             block.forward = stamper.forward_of(block)
             patched.append(block)
-        yield
+        yield stamper.written_out
     finally:
         for block in patched:
             del block.forward
@@ -128,6 +130,7 @@ class _Stamper:
         self.proven: dict[Any, list[_Recording]] = {}
         self.refused: set[Any] = set()
         self.owner = threading.get_ident()
+        self.written_out: list[WrittenOut] = []  # proven recordings and their write-outs
 
     def forward_of(self, block: torch.nn.Module) -> Any:
         original = type(block).forward
@@ -261,6 +264,9 @@ class _Stamper:
             and _outputs_agree(candidate, recording)
         ):
             self.proven.setdefault(key, []).append(recording)
+            self.written_out.append(
+                WrittenOut(recording, recording.path, tuple(recording.bsyms), _own(recording))
+            )
         self.candidates[key] = recording
         return out
 
@@ -283,7 +289,9 @@ class _Stamper:
             values, inside = ran
         fresh = [rec.names.fresh(_prefix(n)) for n in recording.generated]
         mapping = _renaming(recording, call, fresh)
-        rec.top.bsyms.extend(_write_out(recording, call, mapping))
+        written = _write_out(recording, call, mapping)
+        rec.top.bsyms.extend(written)
+        self.written_out.append(WrittenOut(recording, call.path, tuple(written), mapping))
         for made in inside:  # the values inside, for the call's first run, as they came
             if made.written:
                 rec.holds_after_write(made.tensor, mapping[made.name])
@@ -395,6 +403,12 @@ def _renaming(recording: _Recording, call: _Call, fresh: list[str]) -> dict[str,
         if old is not None:
             mapping[old_name] = old.renamed(new_name)
     return mapping
+
+
+def _own(recording: _Recording) -> dict[str, Proxy]:
+    """The recording's proxies by name, each to itself: its renaming as written out."""
+    own = [*recording.inputs, *recording.state.values(), *recording.proxies.values()]
+    return {p.name: p for p in own}
 
 
 def _write_out(recording: _Recording, call: _Call, mapping: dict[str, Proxy]) -> list[BoundSymbol]:
