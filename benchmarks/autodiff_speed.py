@@ -4,9 +4,10 @@ forward and backward of `torch.compile(model, backend="aot_eager")`, on the prog
 benchmarks/programs.py. Both sides are warmed the same way first (one first call each on a
 throwaway small model: imports and torch's tables are loaded, nothing of the measured
 models is cached), then each model is measured `rounds` times on fresh copies,
-interleaved; medians with min and max. The trace and the autodiff parts alone (real and fake
-tensors) are printed for the GPT: the rest of the first call is compiling the generated code
-and running it once.
+interleaved; medians with min and max. Garbage is collected before each side's call, so
+neither pays for collecting what the other left (its own collections it pays for). The
+trace and the autodiff parts alone (real and fake tensors) are printed for the GPT: the
+rest of the first call is compiling the generated code and running it once.
 
 Then the same first call in fresh processes (`cold`), as a script meets it: each side in its
 own subprocess, timed from after `import torch` and building the model to the end of the first
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import compileall
 import copy
+import gc
 import json
 import pathlib
 import statistics
@@ -45,6 +47,7 @@ from benchmarks.programs import PROGRAMS, gpt, small
 
 def first_call_ours(model, args, loss_of) -> tuple[float, float]:
     """(wall-clock, process CPU) seconds of the first call."""
+    gc.collect()  # neither side collects what the one before it left (both do this)
     t0, c0 = time.perf_counter(), time.process_time()
     loss_of(tv.jit(model)(*args)).backward()
     return time.perf_counter() - t0, time.process_time() - c0
@@ -52,6 +55,7 @@ def first_call_ours(model, args, loss_of) -> tuple[float, float]:
 
 def first_call_aot_eager(model, args, loss_of) -> tuple[float, float]:
     torch._dynamo.reset()  # nothing compiled before counts
+    gc.collect()
     t0, c0 = time.perf_counter(), time.process_time()
     loss_of(torch.compile(model, backend="aot_eager")(*args)).backward()
     return time.perf_counter() - t0, time.process_time() - c0
