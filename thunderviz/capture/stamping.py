@@ -147,7 +147,10 @@ class _Stamper:
             globals_now = module_globals(block) if proven_here else None
             for proven in proven_here:
                 if proven.module_globals == globals_now and current_values(block, proven.reads):
-                    out = self._stamp(proven, call, lambda: original(block, *args, **kwargs))
+                    # every tensor read in there is ours, not the program's: under the
+                    # recorder's function mode each would cost a handler call (~1-8 µs)
+                    with torch._C.DisableTorchFunction():
+                        out = self._stamp(proven, call, lambda: original(block, *args, **kwargs))
                     if out is not _MISMATCH:
                         return out
                     break
@@ -243,9 +246,10 @@ class _Stamper:
             drawn = drawn_since(names, taken, counters)
             generated = drawn.get("t", []) if drawn is not None and set(drawn) <= {"t"} else None
             if generated is not None:
-                recording = _recording(
-                    rec, rec.top.bsyms[start:], call, generated, out, reads, self.fake
-                )
+                with torch._C.DisableTorchFunction():  # metadata reads: not the program's
+                    recording = _recording(
+                        rec, rec.top.bsyms[start:], call, generated, out, reads, self.fake
+                    )
         if recording is not None:
             recording.module_globals = attributes[2]
         if recording is None:
