@@ -155,7 +155,8 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
             wants = differentiable and id(o) not in non_diff and p.is_float
             if p.requires_grad != wants:
                 renames[p.name] = TensorProxy(p.name, p.shape, p.dtype, p.device, wants)
-                recorder.bind(o, renames[p.name])
+                with torch._C.DisableTorchFunction():  # (reads its version: not the program's)
+                    recorder.bind(o, renames[p.name])
     subsymbols = [b.rename(renames) for b in frame.bsyms]
     p_args = tuple(_printable(recorder, a) for a in p_args)
     p_kwargs = {k: _printable(recorder, v) for k, v in p_kwargs.items()}
@@ -248,7 +249,7 @@ def _alias(recorder: Any, t: Any, requires_grad: bool) -> Any:
         _python_dispatch._disable_current_modes(),
     ):
         alias = (t.detach().clone() if users else t.detach()).requires_grad_(requires_grad)
-    recorder.bind(alias, recorder.proxy_of(t))
+        recorder.bind(alias, recorder.proxy_of(t))  # (reads its version: not the program's)
     return alias
 
 
