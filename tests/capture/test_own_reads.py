@@ -53,8 +53,9 @@ def _calls_from_our_frames(monkeypatch, fn, *args) -> list[tuple[str, int, str]]
 
 def _gpt(dropout: float) -> torch.nn.Module:
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=100, block_size=16, n_layer=5, n_head=4, d_model=32)
-    config.dropout = dropout
+    config = GPTConfig(
+        vocab_size=100, block_size=16, n_layer=5, n_head=4, d_model=32, dropout=dropout
+    )
     return GPT(config).train(dropout > 0)
 
 
