@@ -98,6 +98,23 @@ def _trace(
         for path, m in module.named_modules(remove_duplicate=False):
             module_names.setdefault(id(m), path)
     recorder = Recorder(names, module_names)
+    try:
+        return _record(fn, module, args, kwargs, fake, own_hooks, keep, recorder, names)
+    finally:
+        recorder.close()
+
+
+def _record(
+    fn: Callable[..., Any],
+    module: torch.nn.Module | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    fake: bool,
+    own_hooks: bool,
+    keep: bool,
+    recorder: Recorder,
+    names: NameGenerator,
+) -> tuple[Trace, RecordedValues | None]:
     if keep:
         recorder.keep_values()
     state = (
