@@ -34,7 +34,7 @@ class TraceBuilder:
         if sym.meta is None:
             raise TypeError(f"{sym.id} cannot be recorded: it has no meta function")
         meta_out, device = sym.meta(args, kwargs)
-        output = pytree.tree_map(lambda x: self._proxy_for(x, device), meta_out)
+        output = self._proxies_for(meta_out, device)
         self.bound_symbols.append(
             BoundSymbol(
                 sym=sym,
@@ -45,6 +45,19 @@ class TraceBuilder:
             )
         )
         return output
+
+    def _proxies_for(self, out: Any, device: torch.device) -> Any:
+        """`pytree.tree_map(_proxy_for)` over a meta output, walking the tensor, tuple or
+        list nearly every meta returns by hand: this runs for every symbol autodiff's grad
+        rules call, and pytree's flatten leaves a reference cycle behind on each call (a
+        nested recursive function), for the next garbage collection to find."""
+        kind = type(out)
+        if kind is tuple or kind is list:
+            mapped = [self._proxies_for(x, device) for x in out]
+            return mapped if kind is list else tuple(mapped)
+        if isinstance(out, (tuple, list, dict)) or kind in pytree.SUPPORTED_NODES:
+            return pytree.tree_map(lambda x: self._proxy_for(x, device), out)
+        return self._proxy_for(out, device)
 
     def _proxy_for(self, x: Any, device: torch.device) -> Any:
         if isinstance(x, torch.Tensor):
