@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import thunderviz as tv
+from thunderviz.executor.bridge import not_compiled
 
 
 class ConvBN(nn.Module):
@@ -395,6 +396,8 @@ def test_the_first_call_is_eager_s(name: str) -> None:
         torch.testing.assert_close(got[key], expected[key], msg=f"{name}: {key}")
     torch.testing.assert_close(_state(jitted_model), _state(eager), msg=name)
     assert jitted.last.first_run_from_trace is program.from_trace
+    # a first run the recording could not give compiled the augmented forward to run it
+    assert (jitted.last.run_augmented is not_compiled) is program.from_trace
 
 
 @pytest.mark.parametrize("name", [n for n, p in PROGRAMS.items() if p.from_trace])
@@ -406,12 +409,15 @@ def test_the_first_call_is_bit_for_bit_what_the_compiled_run_gives(name: str) ->
     start = copy.deepcopy(model.state_dict())
     jitted = tv.jit(model)
     first = _run(jitted, program)
+    # compiled where first needed: not by the call that traced, which ran from the recording
+    assert jitted.last.run_augmented is not_compiled
     first_state = copy.deepcopy(_state(model))
     model.load_state_dict(start)  # in place: the cache entry still applies
     for p in model.parameters():
         p.grad = None
     second = _run(jitted, program)
     assert jitted.cache_misses == 1 and jitted.last.first_run_from_trace
+    assert jitted.last.run_augmented is not not_compiled
     for key in ("loss", "next draw", "input grads", "inputs after"):
         torch.testing.assert_close(second[key], first[key], rtol=0, atol=0, msg=key)
     torch.testing.assert_close(_state(model), first_state, rtol=0, atol=0)

@@ -54,6 +54,8 @@ class CompiledEntry:
     run_forward: Callable[..., Any]  # what runs when nothing requires grad
     run_augmented: Callable[..., Any] = not_compiled  # these two: when something does
     run_backward: Callable[..., Any] = not_compiled
+    # compiles `run_augmented` where it is first needed (`augmented`)
+    compile_augmented: Callable[[], Callable[..., Any]] | None = None
     differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
     guards: list[Guard] = field(default_factory=list)
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
@@ -91,6 +93,16 @@ class CompiledEntry:
             for i, p in enumerate(pytree.tree_leaves(self.forward.output))
             if isinstance(p, TensorProxy) and i not in self.differentiable_outputs
         ]
+
+    def augmented(self) -> Callable[..., Any]:
+        """`run_augmented`, compiled on first use: the call that traced this entry usually
+        takes its first run from the recording (executor/first_run.py), so printing and
+        compiling the augmented forward (7 ms of a 12-layer GPT's first call) waits for the
+        first call that runs it."""
+        if self.compile_augmented is not None:
+            self.run_augmented = self.compile_augmented()
+            self.compile_augmented = None
+        return self.run_augmented
 
     def call(self, fn: Callable[..., Any], flat: Any) -> Any:
         """`fn` (one of this entry's compiled traces) on the call's flat inputs: the
@@ -130,9 +142,7 @@ class _TraceFunction(torch.autograd.Function):
             ctx.inputs_before = [flat[i].clone() for i in entry.inputs_written]
         # the call just traced: its trace computed the values (executor/first_run.py)
         ran = entry.from_trace(recorded, flat)
-        out, saved = (
-            running(entry, entry.call, entry.run_augmented, flat) if ran is None else ran[0]
-        )
+        out, saved = running(entry, entry.call, entry.augmented(), flat) if ran is None else ran[0]
         ctx.entry = entry
         ctx.set_materialize_grads(False)  # an output the loss does not use: None (see backward)
         # Every saved tensor goes through save_for_backward, intermediates included, as

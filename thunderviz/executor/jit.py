@@ -369,7 +369,9 @@ class JittedFunction:
             result,
             not_compiled,  # the forward alone never runs here
             # autograd.Function.forward already runs without grad: skip the trace's no_grad
-            run_augmented=without_no_grad(augmented.python_callable(GUARD_NAMES, free_dead=True)),
+            compile_augmented=lambda: without_no_grad(
+                augmented.python_callable(GUARD_NAMES, free_dead=True)
+            ),
             run_backward=backward.python_callable(free_dead=True),
             differentiable_outputs=positions,
             guards=guards,
