@@ -28,7 +28,15 @@ from thunderviz.core.quoting import (
 )
 from thunderviz.core.symbol import BoundSymbol
 
-__all__ = ["Trace", "TraceTag", "Provenance", "PrintedLine", "timed_provenance", "source_comment"]
+__all__ = [
+    "Trace",
+    "TraceTag",
+    "Provenance",
+    "PrintedLine",
+    "timed_provenance",
+    "source_comment",
+    "forget_compiled_code",
+]
 
 
 class TraceTag(enum.Enum):
@@ -365,6 +373,15 @@ def _bound(ns: str, packet_name: str, overload: str | None) -> tuple[str, Any] |
     return key, _PYTHON_BINDINGS.get((ns, packet_name, overload)) or op._op
 
 
+def forget_compiled_code() -> None:
+    """Drop the compiled code kept per generated source (`_compile`): the next trace of a
+    program seen before compiles again, as a new program's does. For benchmarks, which
+    time first calls of the same program over and over (torch's side: `dynamo.reset()`)."""
+    _compile.cache_clear()
+
+
+# Per generated source: a program traced again (a notebook cell run again, a new instance of
+# the same model) is not compiled again.
 @functools.lru_cache(maxsize=256)
 def _compile(source: str, name: str, names: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
     namespace: dict[str, Any] = {
