@@ -98,23 +98,6 @@ def _trace(
         for path, m in module.named_modules(remove_duplicate=False):
             module_names.setdefault(id(m), path)
     recorder = Recorder(names, module_names)
-    try:
-        return _record(fn, module, args, kwargs, fake, own_hooks, keep, recorder, names)
-    finally:
-        recorder.close()
-
-
-def _record(
-    fn: Callable[..., Any],
-    module: torch.nn.Module | None,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    fake: bool,
-    own_hooks: bool,
-    keep: bool,
-    recorder: Recorder,
-    names: NameGenerator,
-) -> tuple[Trace, RecordedValues | None]:
     if keep:
         recorder.keep_values()
     state = (
@@ -125,7 +108,8 @@ def _record(
             *((path, t, InputKind.BUFFER) for path, t in module.named_buffers()),
         ]
     )
-    with preserved_rng(), _fake_mode(fake) as fake_mode:
+    # closed at the end: the values it bound die with it, not at the next collection
+    with contextlib.closing(recorder), preserved_rng(), _fake_mode(fake) as fake_mode:
         convert = _converter(
             fake_mode, [*pytree.tree_leaves((args, kwargs)), *(t for _, t, _ in state)]
         )
