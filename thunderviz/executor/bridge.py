@@ -52,9 +52,8 @@ class CompiledEntry:
     forward: Trace
     result: AutodiffResult | None  # None when nothing requires grad
     run_forward: Callable[..., Any]  # what runs when nothing requires grad
-    run_augmented: Callable[..., Any] = not_compiled  # these two: when something does
-    run_backward: Callable[..., Any] = not_compiled
-    # compiles `run_augmented` where it is first needed (`augmented`)
+    run_backward: Callable[..., Any] = not_compiled  # these two: when something requires grad
+    # compiles the augmented forward where it is first needed (`augmented`)
     compile_augmented: Callable[[], Callable[..., Any]] | None = None
     differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
     guards: list[Guard] = field(default_factory=list)
@@ -68,6 +67,8 @@ class CompiledEntry:
     first_run_from_trace: bool = False
 
     def __post_init__(self) -> None:
+        # the compiled augmented forward, once `augmented` has made it
+        self.run_augmented: Callable[..., Any] = not_compiled
         # worked out once, not on every call
         self.kwarg_names = tuple(self.forward.kwargs)
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
