@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
 from thunderviz.core.context import pop_builder, push_builder
-from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy, map_leaves
 from thunderviz.core.symbol import NO_ORIGIN, BoundSymbol, Origin, Symbol
 
 __all__ = ["TraceBuilder"]
@@ -34,7 +33,7 @@ class TraceBuilder:
         if sym.meta is None:
             raise TypeError(f"{sym.id} cannot be recorded: it has no meta function")
         meta_out, device = sym.meta(args, kwargs)
-        output = self._proxies_for(meta_out, device)
+        output = map_leaves(meta_out, lambda x: self._proxy_for(x, device))
         self.bound_symbols.append(
             BoundSymbol(
                 sym=sym,
@@ -45,19 +44,6 @@ class TraceBuilder:
             )
         )
         return output
-
-    def _proxies_for(self, out: Any, device: torch.device) -> Any:
-        """`pytree.tree_map(_proxy_for)` over a meta output, walking the tensor, tuple or
-        list nearly every meta returns by hand: this runs for every symbol autodiff's grad
-        rules call, and pytree's flatten leaves a reference cycle behind on each call (a
-        nested recursive function), for the next garbage collection to find."""
-        kind = type(out)
-        if kind is tuple or kind is list:
-            mapped = [self._proxies_for(x, device) for x in out]
-            return mapped if kind is list else tuple(mapped)
-        if isinstance(out, (tuple, list, dict)) or kind in pytree.SUPPORTED_NODES:
-            return pytree.tree_map(lambda x: self._proxy_for(x, device), out)
-        return self._proxy_for(out, device)
 
     def _proxy_for(self, x: Any, device: torch.device) -> Any:
         if isinstance(x, torch.Tensor):

@@ -25,6 +25,7 @@ __all__ = [
     "NameGenerator",
     "dtype_short",
     "leaves",
+    "map_leaves",
     "proxies_in",
     "sanitize_name",
 ]
@@ -188,6 +189,22 @@ def map_proxies(x: Any, fn: Callable[[Proxy], Any]) -> Any:
     if isinstance(x, (tuple, list, dict)) or kind in pytree.SUPPORTED_NODES:  # as `leaves`
         return pytree.tree_map(lambda y: fn(y) if isinstance(y, Proxy) else y, x)
     return x
+
+
+def map_leaves(x: Any, fn: Callable[[Any], Any]) -> Any:
+    """`pytree.tree_map(fn, x)`, walking plain tuples, lists and dicts by hand as `leaves`
+    does: for trees of other leaves than proxies (a meta kernel's output, mapped to proxies
+    for every symbol a grad rule calls). pytree's flatten also leaves a reference cycle
+    behind on each call, for the next garbage collection to find."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        mapped = [map_leaves(v, fn) for v in x]
+        return mapped if kind is list else tuple(mapped)
+    if kind is dict:
+        return {k: map_leaves(v, fn) for k, v in x.items()}
+    if isinstance(x, (tuple, list, dict)) or kind in pytree.SUPPORTED_NODES:  # as `leaves`
+        return pytree.tree_map(fn, x)
+    return fn(x)
 
 
 def proxies_in(x: Any, out: list[Proxy]) -> list[Proxy]:
