@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol
 
-__all__ = ["source_freeing_dead"]
+__all__ = ["dying_names", "source_freeing_dead"]
 
 
 def _reads(bsym: BoundSymbol) -> list[str]:
@@ -36,8 +36,9 @@ def _reads(bsym: BoundSymbol) -> list[str]:
     return names
 
 
-def _dying(bsyms: list[BoundSymbol], output: Any) -> dict[int, list[str]]:
-    """Per top-level statement, the names read last there (in first-read order)."""
+def dying_names(bsyms: list[BoundSymbol], output: Any) -> dict[int, list[str]]:
+    """Per top-level statement, the names read last there (in first-read order): what the
+    compiled twin deletes after it, and the interpreted run too (executor/interpreted.py)."""
     kept = {p.name for p in pytree.tree_leaves(output) if isinstance(p, Proxy)}
     last: dict[str, int] = {}
     for i, bsym in enumerate(bsyms):
@@ -72,7 +73,7 @@ def source_freeing_dead(
     """The source of printed `lines` (text and bound-symbol path each, `print_depth=0`) with
     each top-level statement followed by `del` of the values it reads last. `commented=False`:
     lines printed `code_only` (a comment is an empty line, a statement has no comment)."""
-    dying = _dying(bsyms, output)
+    dying = dying_names(bsyms, output)
     out = []
     for line in lines:
         text, path = line.text, line.path

@@ -15,7 +15,7 @@ from typing import Any
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace
 
-__all__ = ["attribute_error", "bsym_at_line", "run_attributed"]
+__all__ = ["attribute_error", "attribute_statement", "bsym_at_line", "run_attributed"]
 
 _PREFIX = "<thunderviz trace "
 _NOTE_MARK = "thunderviz: raised while running"
@@ -58,6 +58,17 @@ def attribute_error(error: BaseException, traces: list[Trace]) -> None:
         error.add_note(f"{_NOTE_MARK} the thunderviz {name} trace, line {lineno}")
         return
     error.add_note(f"{_NOTE_MARK} the {name} trace, line {lineno}: {describe(bsym)}")
+
+
+def attribute_statement(error: BaseException, trace: Trace, index: int) -> None:
+    """`attribute_error` for an error raised by `trace`'s top-level statement `index` run
+    outside compiled code (executor/interpreted.py): the same note, the same line number."""
+    if any(_NOTE_MARK in n for n in getattr(error, "__notes__", ())):
+        return
+    lines = trace.printed_lines(print_depth=0)
+    lineno = 1 + max(i for i, line in enumerate(lines) if line.path == (index,))
+    bsym = trace.bound_symbols[index]
+    error.add_note(f"{_NOTE_MARK} the {trace.name} trace, line {lineno}: {describe(bsym)}")
 
 
 def run_attributed(trace: Trace, *args: Any, **kwargs: Any) -> Any:

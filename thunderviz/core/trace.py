@@ -36,6 +36,7 @@ __all__ = [
     "timed_provenance",
     "source_comment",
     "forget_compiled_code",
+    "compiled_op",
 ]
 
 
@@ -369,8 +370,14 @@ def _bound(ns: str, packet_name: str, overload: str | None) -> tuple[str, Any] |
     op = getattr(packet, overload, None)
     if not isinstance(op, torch._ops.OpOverload):
         return None
-    key = f"_op_{ns}_{packet_name}_{overload}"
-    return key, _PYTHON_BINDINGS.get((ns, packet_name, overload)) or op._op
+    return f"_op_{ns}_{packet_name}_{overload}", compiled_op(op)
+
+
+def compiled_op(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """What compiled code calls for `op`: torch's Python binding of it where
+    `_PYTHON_BINDINGS` lists one, else the overload's C++ entry point (`_bind_ops`)."""
+    key = (op.namespace, op._schema.name.split("::", 1)[1], op._overloadname)
+    return _PYTHON_BINDINGS.get(key) or op._op
 
 
 def forget_compiled_code() -> None:

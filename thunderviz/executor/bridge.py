@@ -27,6 +27,7 @@ from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_outpu
 from thunderviz.executor.double_backward import differentiable_backward, inputs_written
 from thunderviz.executor.first_run import first_run
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
+from thunderviz.executor.interpreted import interpreted
 from thunderviz.executor.runnable import without_no_grad
 from thunderviz.prims.randomness import draws_random
 
@@ -52,9 +53,10 @@ class CompiledEntry:
     forward: Trace
     result: AutodiffResult | None  # None when nothing requires grad
     run_forward: Callable[..., Any]  # what runs when nothing requires grad
-    run_backward: Callable[..., Any] = not_compiled  # these two: when something requires grad
-    # compiles the augmented forward where it is first needed (`augmented`)
+    # these two when something requires grad: they compile the augmented forward and the
+    # backward where each is first needed (`augmented`, `backward_in_no_grad`)
     compile_augmented: Callable[[], Callable[..., Any]] | None = None
+    compile_backward: Callable[[], Callable[..., Any]] | None = None
     differentiable_outputs: list[int] = field(default_factory=list)  # flat output positions
     guards: list[Guard] = field(default_factory=list)
     executed: list[Trace] = field(default_factory=list)  # what runs, as compiled (with guards)
@@ -67,8 +69,11 @@ class CompiledEntry:
     first_run_from_trace: bool = False
 
     def __post_init__(self) -> None:
-        # the compiled augmented forward, once `augmented` has made it
+        # the compiled augmented forward and backward, once `augmented` and
+        # `backward_in_no_grad` have made them
         self.run_augmented: Callable[..., Any] = not_compiled
+        self.run_backward_in_no_grad: Callable[..., Any] = not_compiled
+        self._backward_ran = False
         # worked out once, not on every call
         self.kwarg_names = tuple(self.forward.kwargs)
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
@@ -76,11 +81,6 @@ class CompiledEntry:
         self.draws_random = any(draws_random(b) for b in self.forward.bound_symbols)
         self.inputs_written = (
             inputs_written(self.result.augmented_forward) if self.result is not None else ()
-        )
-        self.run_backward_in_no_grad = (
-            without_no_grad(self.run_backward)
-            if self.run_backward is not not_compiled
-            else not_compiled
         )
         # positions of the saved values that are tensors; None: all of them (the common case)
         saved = self.result.augmented_forward.output[1] if self.result is not None else ()
@@ -104,6 +104,22 @@ class CompiledEntry:
             self.run_augmented = self.compile_augmented()
             self.compile_augmented = None
         return self.run_augmented
+
+    def backward_in_no_grad(self) -> Callable[..., Any]:
+        """The backward trace, without its `@torch.no_grad()` (the engine runs a backward
+        without grad already). Its first run interprets it where it can
+        (executor/interpreted.py): compiling it is ~7% of a model's first call, and waits for
+        the second backward."""
+        if self.compile_backward is None:
+            return self.run_backward_in_no_grad
+        if not self._backward_ran:
+            self._backward_ran = True
+            run = interpreted(self.executed[-1])  # executed: [augmented forward, backward]
+            if run is not None:
+                return run
+        self.run_backward_in_no_grad = without_no_grad(self.compile_backward())
+        self.compile_backward = None
+        return self.run_backward_in_no_grad
 
     def call(self, fn: Callable[..., Any], flat: Any) -> Any:
         """`fn` (one of this entry's compiled traces) on the call's flat inputs: the
@@ -198,7 +214,7 @@ class _TraceFunction(torch.autograd.Function):
         if torch.is_grad_enabled():
             grads = running(entry, differentiable_backward, ctx, entry, cotangents)
         else:
-            grads = running(entry, entry.run_backward_in_no_grad, saved, cotangents)
+            grads = running(entry, entry.backward_in_no_grad(), saved, cotangents)
         if unreached:  # inputs only unused outputs read: None, as eager gives them
             grads = [None if i in unreached else g for i, g in enumerate(grads)]
         return (None, None, *grads)

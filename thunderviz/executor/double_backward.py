@@ -98,7 +98,7 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
             drawn.restore()  # the draws the forward made (a dropout mask)
         with torch.enable_grad():
             _, saved = entry.call(run, inputs)
-            return entry.run_backward_in_no_grad(saved, cotangents)
+            return entry.backward_in_no_grad()(saved, cotangents)
     finally:
         if now is not None:
             now.restore()

@@ -372,7 +372,7 @@ class JittedFunction:
             compile_augmented=lambda: without_no_grad(
                 augmented.python_callable(GUARD_NAMES, free_dead=True)
             ),
-            run_backward=backward.python_callable(free_dead=True),
+            compile_backward=lambda: backward.python_callable(free_dead=True),
             differentiable_outputs=positions,
             guards=guards,
             executed=[augmented, backward],
