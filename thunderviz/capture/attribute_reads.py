@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,11 @@ __all__ = [
 ]
 
 _PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
+# What most of a file's globals are (`module_globals` signs every one): signed by identity,
+# as the checks below would sign them, without making them
+_BY_IDENTITY = frozenset(
+    (types.FunctionType, types.ModuleType, type, types.BuiltinFunctionType, types.MethodType)
+)
 # nn.Module's own bookkeeping (parameter/buffer/module and hook tables; hooks are checked
 # apart): not values a forward branches on
 MODULE_INTERNALS = frozenset(set(torch.nn.Module().__dict__) - {"training"})
@@ -84,6 +90,8 @@ def value_signature(value: Any) -> Any:
     each attention such a module in a dict, `_kernel_funcs`, which its forward reads. A
     flat dict is signed by its items, so a flag dict the model changes between blocks is
     seen as the change it is."""
+    if type(value) in _BY_IDENTITY:
+        return ("object", id(value))
     if type(value) in _PRIMITIVES:
         return (type(value), repr(value))
     if type(value) in (tuple, list) and all(type(v) in _PRIMITIVES for v in value):

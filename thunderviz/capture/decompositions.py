@@ -245,17 +245,19 @@ class DecomposingRecorder(RecorderState):
         flat = leaves((args, kwargs), [])
         signature = _signature(flat)
         key = (func, signature)
-        pkey = _process_key(func, decomp, signature, flat, bsym)
+        # the process's key: where the trace's cache misses or a recording logs this lookup
+        # (most calls are a repeat in the trace, where building it was a third of the cost)
+        process_key = lambda: _process_key(func, decomp, signature, flat, bsym)  # noqa: E731
         outer = self.names
         if isinstance(outer, _LoggedNames):
             # inside another decomposition's recording: its log holds this lookup, and what
             # the lookup draws is drawn again by replaying it, not from the log
-            outer.log.append(_Lookup(key, pkey))
+            outer.log.append(_Lookup(key, process_key()))
             self.names = outer.names
         try:
             template = self._decompositions.get(key)
             if template is None:
-                template = self._first_in_trace(pkey, bsym, decomp, args, kwargs)
+                template = self._first_in_trace(process_key(), bsym, decomp, args, kwargs)
                 self._decompositions[key] = template
             if template is _NO_DECOMPOSITION:
                 bsym.tags.add(BsymTag.NON_CORE)
