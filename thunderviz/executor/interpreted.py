@@ -12,10 +12,11 @@ backward for its second (`CompiledEntry.backward_in_no_grad`): the cost moves to
 has its kernels warm and the user's attention elsewhere, and a trace run once (a notebook
 cell's one step, a debugging session's) never pays it.
 
-Only traces this can run as the compiled twin does are run so: every statement an ATen or
-prims overload printed as its own call (`aten_symbol`), or the unpacking of an input; the
-arguments constants the printer writes out as they are, or values by name. Anything else is
-compiled as before (`interpreted` returns None).
+Only traces made of statements this runs as the compiled twin does are run so: each an
+ATen or prims overload printed as its own call (`aten_symbol`), or the unpacking of an input
+(a backward's are; anything else, a collective of DDP's gradient sync, is compiled at once:
+`interpreted` returns None). An argument is a value by name, a literal the printer writes
+out as it is, a tuple or list of those, or else whatever its printed text evaluates to.
 """
 
 from __future__ import annotations
