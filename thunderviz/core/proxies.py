@@ -222,10 +222,11 @@ class NameGenerator:
 
     def fresh(self, prefix: str = "t") -> str:
         n = self._counters.get(prefix, 0)
-        while f"{prefix}{n}" in self.taken:
-            n += 1
-        self._counters[prefix] = n + 1
         name = f"{prefix}{n}"
+        while name in self.taken:
+            n += 1
+            name = f"{prefix}{n}"
+        self._counters[prefix] = n + 1
         self.taken.add(name)
         return name
 
