@@ -166,12 +166,17 @@ def _inputs(backward: tv.Trace) -> list[Any]:
     ]
 
 
-def test_interpreted_and_compiled_backward_agree_bit_for_bit_on_any_values():
+def _both_runs() -> tuple[tv.Trace, Callable[..., Any], Callable[..., Any], list[Any]]:
+    """A backward trace, its interpreted run, its compiled twin (compiled afresh) and inputs."""
     backward = _backward_trace()
     run = interpreted(backward)
     assert run is not None
-    compiled = backward.python_callable(free_dead=True)
-    inputs = _inputs(backward)
+    forget_compiled_code()
+    return backward, run, backward.python_callable(free_dead=True), _inputs(backward)
+
+
+def test_interpreted_and_compiled_backward_agree_bit_for_bit_on_any_values():
+    _, run, compiled, inputs = _both_runs()
     with torch.no_grad():
         ours, theirs = run(*inputs), compiled(*inputs)
     assert len(ours) == len(theirs)
@@ -206,23 +211,14 @@ def _alive_counts(run: Callable[..., Any], inputs: list[Any]) -> list[int]:
 
 
 def test_the_interpreted_run_frees_each_value_where_the_compiled_one_does():
-    backward = _backward_trace()
-    run = interpreted(backward)
-    assert run is not None
-    forget_compiled_code()
-    compiled = backward.python_callable(free_dead=True)
-    inputs = _inputs(backward)
+    backward, run, compiled, inputs = _both_runs()
     ours, theirs = _alive_counts(run, inputs), _alive_counts(compiled, inputs)
     assert ours == theirs
     assert max(ours) < len(backward.bound_symbols) // 2  # values do die on the way
 
 
 def test_an_error_gets_the_note_the_compiled_trace_gives_it():
-    backward = _backward_trace()
-    run = interpreted(backward)
-    assert run is not None
-    compiled = backward.python_callable(free_dead=True)
-    inputs = _inputs(backward)
+    backward, run, compiled, inputs = _both_runs()
     saved = list(inputs[0])
     saved[-1] = torch.randn(3, 3, **F64)  # a wrong shape: some statement must fail on it
     bad = [tuple(saved), *inputs[1:]]
