@@ -43,6 +43,7 @@ from thunderviz.executor.bridge import (
     not_compiled,
     running,
 )
+from thunderviz.executor.buffer_reuse import reusing_dead_inputs
 from thunderviz.executor.closure import (
     FunctionModules,
     function_modules,
@@ -370,9 +371,9 @@ class JittedFunction:
             not_compiled,  # the forward alone never runs here
             # autograd.Function.forward already runs without grad: skip the trace's no_grad
             compile_augmented=lambda: without_no_grad(
-                augmented.python_callable(GUARD_NAMES, free_dead=True)
+                reusing_dead_inputs(augmented).python_callable(GUARD_NAMES, free_dead=True)
             ),
-            compile_backward=lambda: backward.python_callable(free_dead=True),
+            compile_backward=lambda: reusing_dead_inputs(backward).python_callable(free_dead=True),
             differentiable_outputs=positions,
             guards=guards,
             executed=[augmented, backward],
