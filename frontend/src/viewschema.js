@@ -352,6 +352,9 @@ export const VIEW_SCHEMA = {
        "type": "null"
       }
      ]
+    },
+    "object": {
+     "type": "string"
     }
    }
   },

@@ -17,6 +17,7 @@ from thunderviz.capture.attribute_writes import AttributeWrites
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
+from thunderviz.capture.generators import reseeds_recorded
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.rewriting import WrittenOut
@@ -167,6 +168,7 @@ def _trace(
         epilogue = _write_backs(recorder, [*originals, *replaced])
         # here, where the program's draws are done and the generators not yet restored
         recorded = recorder.recorded(originals) if keep else None
+        prelude = recorder.generators.finish(recorder.constants, recorder.proxy_of)
     flat, spec = pytree.tree_flatten(output)
     dropped = [type(x).__name__ for x in flat if not _printable_leaf(x)]
     if dropped:
@@ -179,7 +181,7 @@ def _trace(
         args=trace_args,
         kwargs=trace_kwargs,
         inputs=inputs + keyword_inputs,
-        bound_symbols=[*recorder.top.bsyms, *epilogue],
+        bound_symbols=[*prelude, *recorder.top.bsyms, *epilogue],
         output=output if native else tuple(flat),
         output_spec=None if native else spec,
         tags={TraceTag.FORWARD},
@@ -216,6 +218,7 @@ def _run(
         recorder.dispatch_mode,
         intercepting_function_apply(recorder),
         stamping_blocks(recorder, module, fake) as written_out,
+        reseeds_recorded(recorder._append, lambda: recorder.module_path),
     ):
         if module is None:
             out = fn(*args, **kwargs)

@@ -103,11 +103,12 @@ class ValueTracker:
         proxies: dict[int, Proxy],
         tensors: list[torch.Tensor],
         inputs: list[tuple[torch.Tensor, Proxy]],
+        generators: list[torch.Generator],
     ) -> RecordedValues:
         """`RecordedValues` of a recording: `proxies` maps a tensor's id to its latest proxy,
         `tensors` holds every tensor bound, `inputs` the copies the program ran on with their
-        input proxies. Call it where the program has just ended, so that `rng_after` is the
-        state it left."""
+        input proxies, `generators` those of the program's own that outlive it. Call it where
+        the program has just ended, so that `rng_after` is the state it left."""
         values: dict[str, torch.Tensor] = {}
         for t in {id(t): t for t in tensors}.values():
             proxy, bound = proxies.get(id(t)), self._bound.get(id(t))
@@ -122,7 +123,7 @@ class ValueTracker:
         storages = frozenset(_storage(t) for t, _ in inputs)
         after = {p.name: t for t, p in inputs if proxies.get(id(t)) is p}
         copies = {id(t): t for t, _ in inputs}
-        return RecordedValues(values, storages, after, copies, RngState())
+        return RecordedValues(values, storages, after, copies, RngState(generators))
 
 
 def _storage(t: torch.Tensor) -> int | None:

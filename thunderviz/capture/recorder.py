@@ -145,6 +145,7 @@ class Recorder(FunctionalizingRecorder):
         no_grad_targets = (
             grad_requiring_args(self, (*args, *kwargs.values())) if not grad_enabled else []
         )
+        self.generators.enter_call()
         try:
             with self._collecting(frame):
                 out = func(*args, **kwargs)
@@ -170,6 +171,7 @@ class Recorder(FunctionalizingRecorder):
             ) from e
         finally:
             self._source = outer_source
+            self.generators.exit_call()
         reads = reads_values(func)  # `.tolist()`, `torch.equal`: no ATen op to see
         if not frame.bsyms and not reads:
             self._alias_unknown_outputs(out, args)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.capture.generators import GeneratorUse, is_default_generator
 from thunderviz.capture.recorded_values import RecordedValues, ValueTracker
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation
@@ -89,6 +90,7 @@ class RecorderState:
         self._module_stack: list[str] = []
         self._source: SourceLocation | None = None
         self._device_override: torch.device | None = None
+        self.generators = GeneratorUse(names.claim)  # those the program draws from
 
     # --- the tensor -> proxy map ------------------------------------------------------
     def bind(self, t: Any, proxy: Proxy) -> None:
@@ -137,7 +139,9 @@ class RecorderState:
         """The values the program computed that their tensors still hold (`keep_values`
         was called first); `inputs`: the copies it ran on, with their input proxies."""
         assert self._tracker is not None, "keep_values() was not called"
-        return self._tracker.recorded(self._proxies, self._keepalive, inputs)
+        return self._tracker.recorded(
+            self._proxies, self._keepalive, inputs, self.generators.persistent()
+        )
 
     def proxy_of(self, t: torch.Tensor) -> Proxy:
         key = id(t)
@@ -175,6 +179,8 @@ class RecorderState:
             return self.proxy_of(tree)
         if isinstance(tree, (tuple, list, dict)):  # namedtuples, ModelOutputs, return types
             return pytree.tree_map_only(torch.Tensor, self.proxy_of, tree)
+        if kind is torch.Generator and not is_default_generator(tree):
+            return self.generators.proxy(tree)  # capture/generators.py
         return tree
 
     def _fresh_proxy(self, t: torch.Tensor, requires_grad: bool) -> TensorProxy:

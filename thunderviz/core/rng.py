@@ -10,7 +10,7 @@ user's next random draw is.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -18,19 +18,25 @@ __all__ = ["RngState", "preserved_rng"]
 
 
 class RngState:
-    """The CPU generator's state and, when CUDA is in use, every CUDA device's."""
+    """The CPU generator's state and, when CUDA is in use, every CUDA device's; and those of
+    `generators`, generators of the program's own (capture/generators.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, generators: Sequence[torch.Generator] = ()) -> None:
         self.cpu = torch.random.get_rng_state()
         self.cuda = (
             torch.cuda.get_rng_state_all()
             if torch.cuda.is_available() and torch.cuda.is_initialized()
             else None
         )
+        self.own = [(g, g.get_state()) for g in generators]
 
     def same_as(self, other: RngState) -> bool:
         """Whether the generators were in the same state in both (nothing drew in between)."""
         if not torch.equal(self.cpu, other.cpu):
+            return False
+        if len(self.own) != len(other.own) or not all(
+            g is h and torch.equal(a, b) for (g, a), (h, b) in zip(self.own, other.own, strict=True)
+        ):
             return False
         if self.cuda is None or other.cuda is None:
             return self.cuda is other.cuda
@@ -40,6 +46,8 @@ class RngState:
         torch.random.set_rng_state(self.cpu)
         if self.cuda is not None:
             torch.cuda.set_rng_state_all(self.cuda)
+        for g, state in self.own:
+            g.set_state(state)
 
 
 @contextlib.contextmanager

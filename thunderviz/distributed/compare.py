@@ -171,7 +171,11 @@ class _Walk:
         other_op = next((r for r, o in enumerate(ops) if o.get("sym_id") != sym), None)
         if other_op is not None:
             return self._different_calls(kind, ops, other_op)
-        tensor_inputs = [n for n in first.get("inputs", []) if n in self._known(kind)]
+        known = self._known(kind)
+        read = [n for n in first.get("inputs", []) if n in known]
+        # an object read (a generator the op draws from) has no values to compare
+        tensor_inputs = [n for n in read if "object" not in known[n]]
+        draws = any(known[n].get("object") == "Generator" for n in read)
         if sym in _REPLICATING:
             self.replicas.update(first.get("outputs", []))
             return None  # read only after its wait: the value is in flight until then
@@ -185,7 +189,11 @@ class _Walk:
             expected = all(n in self.agreed for n in tensor_inputs) and not (sym or "").startswith(
                 "_c10d_functional."
             )
-            reason = "computed from values that agree on every rank"
+            reason = (
+                "drawn from a generator in another state on each rank, from values that agree"
+                if draws
+                else "computed from values that agree on every rank"
+            )
         # Arguments may differ with the data (a batch size); on agreeing inputs they may not.
         other_args = next(
             (r for r, o in enumerate(ops) if o.get("args_repr") != first.get("args_repr")), None

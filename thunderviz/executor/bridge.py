@@ -79,6 +79,10 @@ class CompiledEntry:
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
         self.single_output = isinstance(self.forward.output, TensorProxy)
         self.draws_random = any(draws_random(b) for b in self.forward.bound_symbols)
+        # the program's own generators (capture/generators.py), restored with torch's
+        self.generators = [
+            g for g in self.forward.constants.values() if isinstance(g, torch.Generator)
+        ]
         self.inputs_written = (
             inputs_written(self.result.augmented_forward) if self.result is not None else ()
         )
@@ -154,7 +158,7 @@ class _TraceFunction(torch.autograd.Function):
         # for a backward with create_graph=True, which recomputes the call (double_backward.py)
         ctx.inputs = flat
         if entry.draws_random:
-            ctx.rng = RngState()
+            ctx.rng = RngState(entry.generators)
         if entry.inputs_written:
             ctx.inputs_before = [flat[i].clone() for i in entry.inputs_written]
         # the call just traced: its trace computed the values (executor/first_run.py)

@@ -92,7 +92,7 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
         inputs[i] = value.clone()  # the value the first run read; its writes land here
     run = _recompute(entry)
     drawn: RngState | None = getattr(ctx, "rng", None)  # set when the forward draws
-    now = RngState() if drawn is not None else None
+    now = RngState(entry.generators) if drawn is not None else None
     try:
         if drawn is not None:
             drawn.restore()  # the draws the forward made (a dropout mask)

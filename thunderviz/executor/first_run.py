@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.capture.generators import GeneratorProxy
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.rng import RngState
@@ -195,7 +196,8 @@ def _replayable(bsym: BoundSymbol) -> bool:
     fn = bsym.sym.fn
     if isinstance(fn, torch._ops.OpOverload):
         return not fn._schema.is_mutable and not any(
-            isinstance(a, torch.Generator) for a in pytree.tree_leaves((bsym.args, bsym.kwargs))
+            isinstance(a, torch.Generator | GeneratorProxy)
+            for a in pytree.tree_leaves((bsym.args, bsym.kwargs))
         )
     inner = list(islice(bsym.walk_outline(), 1, None))
     return bool(inner) and all(

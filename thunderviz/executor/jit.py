@@ -178,7 +178,7 @@ class JittedFunction:
                         entries.remove(entry)
                         entries.append(entry)
                     self.last = entry
-                    rng = RngState() if entry.guards else None
+                    rng = RngState(entry.generators) if entry.guards else None
                     return self._run(entry, flat_inputs, recorded)
             except GuardFailure as failure:
                 assert entry is not None

@@ -39,7 +39,8 @@ _ATOMS = (
     range,
 )
 # Keyed by identity (held in the key, so the id cannot be reused while the entry lives):
-# code, whose behaviour is not a value the trace could have copied.
+# code, whose behaviour is not a value the trace could have copied, and a random generator,
+# which the trace draws from as the object it is (capture/generators.py).
 _BY_IDENTITY = (
     types.FunctionType,
     types.BuiltinFunctionType,
@@ -47,6 +48,7 @@ _BY_IDENTITY = (
     type,
     types.ModuleType,
     torch.nn.Module,
+    torch.Generator,
 )
 _MAX_DEPTH = 6
 

@@ -236,6 +236,8 @@ class ViewBuilder:
             )
             entry = self._tensor(captured, "buffer", producer.get(name), consumers.get(name))
             entry["constant"] = True
+            if not isinstance(t, torch.Tensor):  # a Function, a generator: what it is
+                entry["object"] = type(t).__qualname__
             tensors[name] = entry
         return {
             "kind": self.kind if self.kind in KIND_ORDER else "other",

@@ -1,0 +1,157 @@
+"""A jitted program draws what eager draws, call after call, whatever generator it uses and
+however it reseeds (capture/generators.py).
+
+Each program runs side by side with eager from the same generator states; every call's
+output and gradients, and every generator's state after it (the global one, the module's,
+one passed in), must be eager's. Before this, a module's own generator was replaced by the
+global one from the second call on, a generator made inside `forward` kept drawing where
+the trace left it, and `torch.manual_seed` inside the program ran only while tracing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import thunderviz as tv
+
+F64 = dict(dtype=torch.float64)
+
+
+def _same_calls(
+    eager: Callable[..., torch.Tensor],
+    jitted: Callable[..., torch.Tensor],
+    args: Callable[[], tuple[Any, ...]],
+    generators: Callable[[], list[tuple[torch.Generator, torch.Generator]]] = list,
+    calls: int = 4,
+) -> None:
+    """Calls `eager` and `jitted` in turn from the same global generator state; each call's
+    output, the gradient of its inputs, and after it the global generator and each pair of
+    `generators` (eager's, ours) must agree."""
+    for call in range(calls):
+        torch.manual_seed(100 + call)
+        ours_in = args()
+        out = jitted(*ours_in)
+        out.sum().backward()
+        after = torch.get_rng_state()
+        torch.manual_seed(100 + call)
+        eager_in = args()
+        want = eager(*eager_in)
+        want.sum().backward()
+        assert torch.equal(out, want), f"call {call}"
+        for a, b in zip(ours_in, eager_in, strict=True):
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                assert torch.equal(a.grad, b.grad), f"call {call}"
+        assert torch.equal(after, torch.get_rng_state()), f"call {call}: the global generator"
+        for ours, theirs in generators():
+            assert torch.equal(ours.get_state(), theirs.get_state()), f"call {call}"
+
+
+def _x() -> tuple[torch.Tensor]:
+    return (torch.randn(6, 5, **F64, requires_grad=True),)
+
+
+def test_manual_seed_inside_the_program_reseeds_on_every_call():
+    def program(x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(42)  # as a test, or a deterministic augmentation, does
+        return F.dropout(x * 2, 0.5) + torch.rand(5, **F64)
+
+    _same_calls(program, tv.jit(program), _x)
+    assert "torch.manual_seed(42)" in str(tv.trace(program, *_x()))
+
+
+def test_torch_seed_inside_the_program_reseeds_on_every_call():
+    def program(x: torch.Tensor) -> torch.Tensor:
+        torch.seed()  # a fresh nondeterministic seed, each call
+        return F.dropout(x, 0.5)
+
+    jitted = tv.jit(program)
+    seeds = set()
+    for _ in range(3):
+        jitted(*_x())
+        seeds.add(torch.initial_seed())
+    assert len(seeds) == 3  # replayed: eager would reseed each call too
+
+
+class Noisy(nn.Module):
+    """Noise from a generator of the module's own (noise injection, a seeded augmentation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 5)
+        self.gen = torch.Generator().manual_seed(7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        noise = torch.randn(x.shape, generator=self.gen, **F64)
+        return F.dropout(self.fc(x) + noise, 0.3)  # and the global generator's dropout
+
+
+def test_a_modules_own_generator_goes_on_drawing_as_in_eager():
+    torch.manual_seed(0)
+    eager = Noisy().double()
+    ours = copy.deepcopy(eager)
+    _same_calls(eager, tv.jit(ours), _x, lambda: [(ours.gen, eager.gen)])
+
+
+def test_a_generator_made_inside_the_program_draws_the_same_numbers_every_call():
+    def program(x: torch.Tensor) -> torch.Tensor:
+        g = torch.Generator().manual_seed(3)
+        mask = torch.rand(x.shape, generator=g, **F64) > 0.5
+        return torch.where(mask, x, -x) * torch.rand(1, generator=g, **F64)
+
+    jitted = tv.jit(program)
+    _same_calls(program, jitted, _x)
+    # the trace sets a generator of its own to the state the program's had
+    assert ".set_state(" in str(jitted.last.executed[0])
+
+
+def test_a_generator_passed_in_is_the_one_drawn_from():
+    def program(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        return x * torch.rand(x.shape, generator=g, **F64)
+
+    ours, theirs = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
+    jitted = tv.jit(program)
+    _same_calls(
+        lambda x: program(x, theirs), lambda x: jitted(x, ours), _x, lambda: [(ours, theirs)]
+    )
+    other_ours, other_theirs = torch.Generator().manual_seed(12), torch.Generator().manual_seed(12)
+    _same_calls(
+        lambda x: program(x, other_theirs),
+        lambda x: jitted(x, other_ours),
+        _x,
+        lambda: [(other_ours, other_theirs), (ours, theirs)],
+    )
+
+
+def test_a_gradient_penalty_recomputes_with_the_modules_generator_where_it_was():
+    """create_graph=True recomputes the forward (executor/double_backward.py): its draws
+    must be the first run's, from every generator, and leave each where eager leaves it."""
+    torch.manual_seed(0)
+    eager = Noisy().double()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    for fn in (jitted, eager):
+        torch.manual_seed(5)
+        x = torch.randn(6, 5, **F64, requires_grad=True)
+        (dx,) = torch.autograd.grad(fn(x).sum(), x, create_graph=True)
+        dx.square().sum().backward()
+    for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-12, atol=1e-12, msg=name)
+    assert torch.equal(ours.gen.get_state(), eager.gen.get_state())
+
+
+def test_a_reseed_the_trace_cannot_see_is_refused_and_torch_is_left_as_it_was():
+    def program(x: torch.Tensor) -> torch.Tensor:
+        torch.default_generator.manual_seed(torch.initial_seed() + 1)
+        return F.dropout(x, 0.5)
+
+    originals = torch.manual_seed, torch.random.manual_seed, torch.seed
+    with pytest.raises(tv.CaptureError, match="reseeded torch's default generator"):
+        tv.jit(program)(*_x())
+    assert (torch.manual_seed, torch.random.manual_seed, torch.seed) == originals
