@@ -79,6 +79,31 @@ def test_torch_seed_inside_the_program_reseeds_on_every_call():
     assert len(seeds) == 3  # replayed: eager would reseed each call too
 
 
+def test_fork_rng_inside_the_program_restores_the_state_on_every_call():
+    """`fork_rng` saves the generator's state and restores it: the draws after it are the
+    ones before it would have been, and the caller's stream goes on as if nothing drew."""
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            fixed = torch.rand(5, **F64)
+        return x * fixed + F.dropout(x, 0.5)
+
+    _same_calls(program, tv.jit(program), _x)
+
+
+def test_a_state_read_and_set_back_inside_the_program_is_a_value_of_each_call():
+    def program(x: torch.Tensor) -> torch.Tensor:
+        state = torch.get_rng_state()
+        first = F.dropout(x, 0.5)
+        torch.set_rng_state(state)  # the same mask again, as eager draws it this call
+        return first * F.dropout(x, 0.5)
+
+    jitted = tv.jit(program)
+    _same_calls(program, jitted, _x)
+    assert "torch.get_rng_state()" in str(jitted.last.executed[0])
+
+
 class Noisy(nn.Module):
     """Noise from a generator of the module's own (noise injection, a seeded augmentation)."""
 
@@ -151,7 +176,10 @@ def test_a_reseed_the_trace_cannot_see_is_refused_and_torch_is_left_as_it_was():
         torch.default_generator.manual_seed(torch.initial_seed() + 1)
         return F.dropout(x, 0.5)
 
-    originals = torch.manual_seed, torch.random.manual_seed, torch.seed
+    names = ("manual_seed", "seed", "get_rng_state", "set_rng_state")
+    originals = [getattr(space, n) for space in (torch, torch.random, torch.cuda) for n in names]
     with pytest.raises(tv.CaptureError, match="reseeded torch's default generator"):
         tv.jit(program)(*_x())
-    assert (torch.manual_seed, torch.random.manual_seed, torch.seed) == originals
+    assert [getattr(space, n) for space in (torch, torch.random, torch.cuda) for n in names] == (
+        originals
+    )

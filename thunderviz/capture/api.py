@@ -17,7 +17,7 @@ from thunderviz.capture.attribute_writes import AttributeWrites
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
-from thunderviz.capture.generators import reseeds_recorded
+from thunderviz.capture.generators import state_calls_recorded
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.rewriting import WrittenOut
@@ -218,7 +218,7 @@ def _run(
         recorder.dispatch_mode,
         intercepting_function_apply(recorder),
         stamping_blocks(recorder, module, fake) as written_out,
-        reseeds_recorded(recorder._append, lambda: recorder.module_path),
+        state_calls_recorded(recorder),
     ):
         if module is None:
             out = fn(*args, **kwargs)

@@ -13,12 +13,15 @@ Eager code draws from three kinds of generator, and a trace run again must draw 
 Which of the last two a generator is shows once the program has returned: only a generator
 the call made and dropped is gone by then (the recording holds it weakly until then).
 
-`torch.manual_seed(s)` and `torch.seed()` inside the program are statements of the trace,
-where the program called them: each run reseeds there, as eager does. They are looked up as
-`torch.manual_seed` when called, so the recording puts its own in their place while the
-program runs in the thread that traces (and puts torch's back after). A reseed it cannot
-see (a `manual_seed` imported by name before tracing, `torch.default_generator.manual_seed`)
-changes `torch.initial_seed()`, and is refused: the trace could not replay it.
+`torch.manual_seed(s)`, `torch.seed()`, `torch.get_rng_state()` and
+`torch.set_rng_state(state)` inside the program (and their `torch.random` and `torch.cuda`
+twins; `fork_rng` is made of them) are statements of the trace, where the program called
+them: each run reseeds, saves and restores there, as eager does, and a state the program
+read is a value of the trace. They are looked up by name on `torch` when called, so the
+recording puts its own in their place while the program runs in the thread that traces
+(and puts torch's back after). A reseed it cannot see (a `manual_seed` imported by name
+before tracing, `torch.default_generator.manual_seed`) changes `torch.initial_seed()`, and
+is refused: the trace could not replay it.
 
 Tracing leaves every generator as it found it (`core/rng.py` for the default ones, `finish`
 here for the others) and reports their state after the program, for a first run that takes
@@ -28,11 +31,13 @@ the recording's values (`executor/first_run.py`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -42,7 +47,13 @@ from thunderviz.capture.source import user_source
 from thunderviz.capture.stamped_values import replaying
 from thunderviz.core.symbol import BoundSymbol, Origin, Symbol, SymbolKind
 
-__all__ = ["GeneratorProxy", "GeneratorUse", "reseeds_recorded", "is_default_generator"]
+__all__ = [
+    "GeneratorProxy",
+    "GeneratorUse",
+    "StateCalls",
+    "is_default_generator",
+    "state_calls_recorded",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,46 +154,71 @@ class GeneratorUse:
         return prelude
 
 
-_SEEDING = ("manual_seed", "seed")
+# Where a program reads or sets the state of torch's own generators: looked up by name on
+# these namespaces when called (`fork_rng` calls `torch.get_rng_state` and
+# `torch.set_rng_state`; a program calls `torch.manual_seed`)
+_STATE_CALLS = (
+    *((torch, name) for name in ("manual_seed", "seed", "get_rng_state", "set_rng_state")),
+    *((torch.random, name) for name in ("manual_seed", "seed", "get_rng_state", "set_rng_state")),
+    *(
+        (torch.cuda, name)
+        for name in (
+            "manual_seed", "manual_seed_all", "seed", "seed_all", "get_rng_state",
+            "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+        )
+    ),
+)  # fmt: skip
+
+
+class StateCalls(Protocol):
+    """What `state_calls_recorded` needs of the recorder."""
+
+    @property
+    def module_path(self) -> str: ...
+
+    def record_state_call(
+        self, sym: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, origin: Origin
+    ) -> None: ...
 
 
 @contextlib.contextmanager
-def reseeds_recorded(
-    record: Callable[[BoundSymbol], None], module_path: Callable[[], str]
-) -> Iterator[None]:
-    """While the program runs: its `torch.manual_seed(s)` and `torch.seed()` calls (in the
-    thread that traces) are recorded by `record` as statements, and run. A reseed made some
-    other way is refused when the program ends (the module docstring)."""
+def state_calls_recorded(recorder: StateCalls) -> Iterator[None]:
+    """While the program runs: its calls that reseed torch's generators or read or set their
+    state (`torch.manual_seed`, `torch.get_rng_state`, ... in the thread that traces) are
+    statements of the trace, and run. A reseed made some other way is refused when the
+    program ends (the module docstring)."""
     owner = threading.get_ident()
-    originals = {name: getattr(torch.random, name) for name in _SEEDING}
-    seen = [0]
+    originals = [(space, name, getattr(space, name)) for space, name in _STATE_CALLS]
+    recorded = [0]
 
-    def recording(name: str) -> Callable[..., Any]:
-        original = originals[name]
+    def recording(space: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        sym = Symbol(name=f"{space.__name__}.{name}", id=f"{space.__name__}.{name}", fn=original)
 
-        def reseed(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() != owner or replaying():  # a stamped block: its copy
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if (
+                threading.get_ident() != owner
+                or replaying()  # a stamped block: its copy records
+                or sys._getframe(1).f_globals.get("__name__", "").startswith("thunderviz.")
+            ):  # not the program's call
                 return original(*args, **kwargs)
-            seen[0] += 1
-            sym = Symbol(name=f"torch.{name}", id=f"torch.{name}", fn=original)
-            origin = Origin(user_source(skip=2), module_path())
-            record(BoundSymbol(sym=sym, args=args, kwargs=kwargs, output=None, origin=origin))
-            return original(*args, **kwargs)
+            recorded[0] += 1
+            origin = Origin(user_source(skip=2), recorder.module_path)
+            out = original(*args, **kwargs)
+            recorder.record_state_call(sym, args, kwargs, out, origin)
+            return out
 
-        return reseed
+        functools.update_wrapper(call, original)
+        return call
 
     initial = torch.initial_seed()
-    patched = {name: recording(name) for name in _SEEDING}
-    for name, fn in patched.items():
-        setattr(torch.random, name, fn)
-        setattr(torch, name, fn)
+    for space, name, original in originals:
+        setattr(space, name, recording(space, name, original))
     try:
         yield
     finally:
-        for name, fn in originals.items():
-            setattr(torch.random, name, fn)
-            setattr(torch, name, fn)
-    if not seen[0] and torch.initial_seed() != initial:
+        for space, name, original in originals:
+            setattr(space, name, original)
+    if not recorded[0] and torch.initial_seed() != initial:
         raise CaptureError(
             f"the program reseeded torch's default generator (its seed went from {initial} to "
             f"{torch.initial_seed()}) other than through `torch.manual_seed(...)` or "
@@ -190,6 +226,5 @@ def reseeds_recorded(
             "`torch.default_generator.manual_seed`): its replay would not reseed. Call "
             "`torch.manual_seed(...)` inside the program, or seed before calling it.",
             op="manual_seed",
-            source=None,
-            module_path=module_path(),
+            module_path=recorder.module_path,
         )

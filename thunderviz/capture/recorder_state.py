@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 from thunderviz.capture.generators import GeneratorUse, is_default_generator
 from thunderviz.capture.recorded_values import RecordedValues, ValueTracker
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
-from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation
+from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation, Symbol
 from thunderviz.prims.aten import aten_symbol
 
 __all__ = ["Frame", "RecorderState", "tensor_proxy"]
@@ -237,6 +237,22 @@ class RecorderState:
             kwargs=dict(p_kwargs),
             output=output,
             origin=Origin(self._source, self.module_path),
+        )
+
+    def record_state_call(
+        self, sym: Symbol, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, origin: Origin
+    ) -> None:
+        """A call that reseeds torch's generators or reads or sets their state, as a
+        statement of the trace (capture/generators.py): a state it returned is a new value."""
+        p_args, p_kwargs = self.proxify((args, kwargs))
+        states = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        output = (
+            pytree.tree_map_only(torch.Tensor, lambda t: self._new_proxy(t, False), out)
+            if states
+            else None  # a seed, the default generator: the program's, not a trace value
+        )
+        self._append(
+            BoundSymbol(sym=sym, args=p_args, kwargs=p_kwargs, output=output, origin=origin)
         )
 
     def _record_only(self, op: Any, call_args: tuple[Any, ...], like: torch.Tensor) -> TensorProxy:
