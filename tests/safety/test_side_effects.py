@@ -15,16 +15,19 @@ import thunderviz as tv
 
 
 class Net(nn.Module):
-    """BatchNorm (running statistics, a counter) and dropout (draws from the global RNG)."""
+    """BatchNorm (running statistics, a counter), dropout (draws from the global RNG) and
+    noise from a generator of the module's own."""
 
     def __init__(self) -> None:
         super().__init__()
         self.body = nn.Sequential(
             nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.3), nn.Tanh(), nn.Linear(8, 1)
         )
+        self.gen = torch.Generator().manual_seed(5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x).sum()
+        noise = torch.randn(x.shape[0], 1, generator=self.gen)
+        return (self.body(x) + 1e-3 * noise).sum()
 
 
 def _global_state() -> dict[str, Any]:
@@ -81,6 +84,7 @@ def _snapshot(model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
         ],
         "input": (_tensor(x), _tensor(x.grad)),
         "rng": torch.random.get_rng_state(),
+        "own_rng": model.gen.get_state() if isinstance(model, Net) else None,
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "global": _global_state(),
     }

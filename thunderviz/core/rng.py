@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
-__all__ = ["RngState", "preserved_rng"]
+__all__ = ["RngState", "generators_of", "preserved_rng"]
 
 
 class RngState:
@@ -51,10 +52,17 @@ class RngState:
 
 
 @contextlib.contextmanager
-def preserved_rng() -> Iterator[None]:
-    """Restore the generators' states when the block ends."""
-    state = RngState()
+def preserved_rng(generators: Sequence[torch.Generator] = ()) -> Iterator[None]:
+    """Restore the generators' states when the block ends: torch's, and `generators` (a
+    trace's own, `generators_of`)."""
+    state = RngState(generators)
     try:
         yield
     finally:
         state.restore()
+
+
+def generators_of(constants: dict[str, Any]) -> list[torch.Generator]:
+    """The generators among a trace's captured objects: those the program draws from
+    (capture/generators.py), which a run of the trace advances."""
+    return [g for g in constants.values() if isinstance(g, torch.Generator)]

@@ -14,7 +14,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.core.proxies import Proxy
-from thunderviz.core.rng import preserved_rng
+from thunderviz.core.rng import generators_of, preserved_rng
 from thunderviz.core.symbol import BsymTag
 from thunderviz.debug.interpret import MISSING, StepError, number_default, run_bsym, where_of
 from thunderviz.debug.stats import TensorStats, tensor_stats
@@ -78,9 +78,10 @@ def run_forward(
     result: AutodiffResult, forward_inputs: Sequence[Any], record: bool = False
 ) -> ForwardRun:
     """Run the augmented forward on `forward_inputs` (one per forward argument) under the
-    caller's RNG state, which it leaves as it was (dropout draws what eager would). With
-    `record` it is interpreted bound symbol by bound symbol, keeping every value's stats."""
-    with preserved_rng():
+    caller's RNG state, which it leaves as it was (dropout draws what eager would), and the
+    program's own generators' (a module's `self.gen`), left as they were too. With `record`
+    it is interpreted bound symbol by bound symbol, keeping every value's stats."""
+    with preserved_rng(generators_of(result.augmented_forward.constants)):
         return _run_recorded(result, forward_inputs) if record else _run(result, forward_inputs)
 
 

@@ -16,7 +16,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.inputs import input_values
-from thunderviz.core.rng import preserved_rng
+from thunderviz.core.rng import generators_of, preserved_rng
 from thunderviz.core.trace import Trace
 
 __all__ = ["autograd_grads", "trace_arg_values", "GradComparison", "compare_grad"]
@@ -67,7 +67,7 @@ def autograd_grads(
 
     # The user's RNG is left as it was (the run draws from it as eager would, then it is
     # restored), and buffers the program updates in place are the copies in `state`.
-    with preserved_rng(), torch.enable_grad():
+    with preserved_rng(generators_of(forward.constants)), torch.enable_grad():
         if module is not None:
             out = torch.func.functional_call(
                 module, state, tuple(run_args), run_kwargs, tie_weights=True, strict=False

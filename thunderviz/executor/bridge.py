@@ -20,7 +20,7 @@ from torch.utils import _pytree as pytree
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.proxies import TensorProxy
-from thunderviz.core.rng import RngState
+from thunderviz.core.rng import RngState, generators_of
 from thunderviz.core.run_errors import attribute_error
 from thunderviz.core.trace import Trace
 from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
@@ -80,9 +80,7 @@ class CompiledEntry:
         self.single_output = isinstance(self.forward.output, TensorProxy)
         self.draws_random = any(draws_random(b) for b in self.forward.bound_symbols)
         # the program's own generators (capture/generators.py), restored with torch's
-        self.generators = [
-            g for g in self.forward.constants.values() if isinstance(g, torch.Generator)
-        ]
+        self.generators = generators_of(self.forward.constants)
         self.inputs_written = (
             inputs_written(self.result.augmented_forward) if self.result is not None else ()
         )
