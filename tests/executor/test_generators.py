@@ -183,3 +183,71 @@ def test_a_reseed_the_trace_cannot_see_is_refused_and_torch_is_left_as_it_was():
     assert [getattr(space, n) for space in (torch, torch.random, torch.cuda) for n in names] == (
         originals
     )
+
+
+def _state_functions() -> list[Any]:
+    names = ("manual_seed", "seed", "get_rng_state", "set_rng_state")
+    return [getattr(space, n) for space in (torch, torch.random, torch.cuda) for n in names]
+
+
+def test_a_reseed_is_one_statement_of_the_trace():
+    """`torch.manual_seed` seeds CUDA through `torch.cuda.manual_seed_all`: that call is the
+    reseed's own, not a second statement."""
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(42)
+        return x * torch.rand(5, **F64)
+
+    text = str(tv.trace(program, *_x()))
+    statements = [line.strip() for line in text.splitlines() if "manual_seed" in line]
+    assert [s for s in statements if not s.startswith("#")] == ["torch.manual_seed(42)"], text
+
+
+def test_two_threads_tracing_at_once_each_record_their_own_reseeds():
+    """The stand-ins for torch's functions are shared while any thread traces; each thread's
+    calls land in its own trace, and torch's functions are torch's once both are done."""
+    import threading
+
+    before = _state_functions()
+    barrier = threading.Barrier(2)
+    traces: dict[int, str] = {}
+
+    def program(seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        def run(x: torch.Tensor) -> torch.Tensor:
+            barrier.wait(timeout=30)  # both traces are recording here
+            torch.manual_seed(seed)
+            barrier.wait(timeout=30)
+            return x * torch.rand(5, **F64)
+
+        return run
+
+    def trace(seed: int) -> None:
+        traces[seed] = str(tv.trace(program(seed), torch.randn(6, 5, **F64)))
+
+    threads = [threading.Thread(target=trace, args=(s,)) for s in (1001, 2002)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert "torch.manual_seed(1001)" in traces[1001] and "2002" not in traces[1001]
+    assert "torch.manual_seed(2002)" in traces[2002] and "1001" not in traces[2002]
+    assert _state_functions() == before
+
+
+def test_a_users_own_wrapper_of_manual_seed_stays_in_place(monkeypatch):
+    calls = []
+    original = torch.manual_seed
+
+    def wrapped(seed: int) -> Any:
+        calls.append(seed)
+        return original(seed)
+
+    monkeypatch.setattr(torch, "manual_seed", wrapped)
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(9)
+        return F.dropout(x, 0.5)
+
+    _same_calls(program, tv.jit(program), _x, calls=2)
+    assert torch.manual_seed is wrapped
+    assert calls  # the wrapper ran, in the trace's replays as in eager

@@ -181,44 +181,99 @@ class StateCalls(Protocol):
     ) -> None: ...
 
 
+@dataclass
+class _Recording:
+    recorder: StateCalls
+    calls: int = 0  # state calls recorded
+    inside: bool = False  # in one: the state calls it makes (`manual_seed`'s CUDA one) are its
+
+
+# Torch's functions are replaced while any thread traces, and put back when the last one is
+# done: a count under a lock, not each trace's own swap, which two threads tracing at once
+# would interleave (the second keeping the first's stand-ins as "torch's", and putting them
+# back for good). What is put back is what was there when the first began (a function the
+# user wrapped stays wrapped), unless something else replaced a stand-in meanwhile. Each
+# thread records into the innermost trace it runs.
+_LOCK = threading.Lock()
+_tracing = 0
+_installed: list[tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = []
+_local = threading.local()
+
+
+def _recordings() -> list[_Recording]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def _recording(space: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """What stands in for torch's `space.name` while something traces."""
+    sym = Symbol(name=f"{space.__name__}.{name}", id=f"{space.__name__}.{name}", fn=original)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        stack = getattr(_local, "stack", None)
+        if (
+            not stack  # this thread traces nothing
+            or stack[-1].inside
+            or replaying()  # a stamped block: its copy records
+            or sys._getframe(1).f_globals.get("__name__", "").startswith("thunderviz.")
+        ):  # not the program's call
+            return original(*args, **kwargs)
+        recording = stack[-1]
+        recording.calls += 1
+        origin = Origin(user_source(skip=2), recording.recorder.module_path)
+        recording.inside = True
+        try:
+            out = original(*args, **kwargs)
+        finally:
+            recording.inside = False
+        recording.recorder.record_state_call(sym, args, kwargs, out, origin)
+        return out
+
+    functools.update_wrapper(call, original)
+    return call
+
+
+def _install() -> None:
+    for space, name in _STATE_CALLS:
+        original = getattr(space, name)
+        stand_in = _recording(space, name, original)
+        _installed.append((space, name, original, stand_in))
+        setattr(space, name, stand_in)
+
+
+def _uninstall() -> None:
+    for space, name, original, stand_in in _installed:
+        if getattr(space, name) is stand_in:
+            setattr(space, name, original)
+    _installed.clear()
+
+
 @contextlib.contextmanager
 def state_calls_recorded(recorder: StateCalls) -> Iterator[None]:
     """While the program runs: its calls that reseed torch's generators or read or set their
     state (`torch.manual_seed`, `torch.get_rng_state`, ... in the thread that traces) are
     statements of the trace, and run. A reseed made some other way is refused when the
     program ends (the module docstring)."""
-    owner = threading.get_ident()
-    originals = [(space, name, getattr(space, name)) for space, name in _STATE_CALLS]
-    recorded = [0]
-
-    def recording(space: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        sym = Symbol(name=f"{space.__name__}.{name}", id=f"{space.__name__}.{name}", fn=original)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if (
-                threading.get_ident() != owner
-                or replaying()  # a stamped block: its copy records
-                or sys._getframe(1).f_globals.get("__name__", "").startswith("thunderviz.")
-            ):  # not the program's call
-                return original(*args, **kwargs)
-            recorded[0] += 1
-            origin = Origin(user_source(skip=2), recorder.module_path)
-            out = original(*args, **kwargs)
-            recorder.record_state_call(sym, args, kwargs, out, origin)
-            return out
-
-        functools.update_wrapper(call, original)
-        return call
-
+    global _tracing
+    with _LOCK:
+        if _tracing == 0:
+            _install()
+        _tracing += 1
+    recording = _Recording(recorder)
+    stack = _recordings()
+    stack.append(recording)
     initial = torch.initial_seed()
-    for space, name, original in originals:
-        setattr(space, name, recording(space, name, original))
     try:
         yield
     finally:
-        for space, name, original in originals:
-            setattr(space, name, original)
-    if not recorded[0] and torch.initial_seed() != initial:
+        stack.pop()
+        with _LOCK:
+            _tracing -= 1
+            if _tracing == 0:
+                _uninstall()
+    if not recording.calls and torch.initial_seed() != initial:
         raise CaptureError(
             f"the program reseeded torch's default generator (its seed went from {initial} to "
             f"{torch.initial_seed()}) other than through `torch.manual_seed(...)` or "
