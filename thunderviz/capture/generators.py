@@ -17,9 +17,9 @@ the call made and dropped is gone by then (the recording holds it weakly until t
 `torch.set_rng_state(state)` inside the program (and their `torch.random` and `torch.cuda`
 twins; `fork_rng` is made of them) are statements of the trace, where the program called
 them: each run reseeds, saves and restores there, as eager does, and a state the program
-read is a value of the trace. They are looked up by name on `torch` when called, so the
-recording puts its own in their place while the program runs in the thread that traces
-(and puts torch's back after). A reseed it cannot see (a `manual_seed` imported by name
+read is a value of the trace. They are looked up by name on `torch` when called, so
+stand-ins of the recording's are in their place while any thread traces (torch's are put
+back after), each recording the calls of its own thread's program. A reseed it cannot see (a `manual_seed` imported by name
 before tracing, `torch.default_generator.manual_seed`) changes `torch.initial_seed()`, and
 is refused: the trace could not replay it.
 
