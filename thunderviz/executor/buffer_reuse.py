@@ -9,7 +9,7 @@ nothing can see its buffer again, and the op's in-place overload (`aten.relu_` f
 
 The buffer may be reused only when no other tensor shares it, which the ops' schemas say:
 - its producer is an ATen op whose schema returns it fresh (no alias annotation: not a
-  view, not an input handed back);
+  view, not an input handed back), and not laid out by strides the program gave;
 - every statement that reads it is an ATen op whose schema neither views nor writes that
   argument (no alias annotation on it), so no view of it can be alive elsewhere;
 - the reading op is the last one (`core/liveness.py`), and the value is not an output (the
@@ -106,6 +106,8 @@ def _fresh(bsym: BoundSymbol | None, index: int) -> bool:
     if len(returns) != len(bsym.flat_outs):  # a list return: no one-to-one reading
         return False
     ret = returns[index]
+    if any(a.name == "stride" for a in op._schema.arguments):
+        return False  # `empty_strided` may be asked for overlapping memory (a 0 stride)
     return ret.alias_info is None and isinstance(ret.type, torch.TensorType)
 
 
