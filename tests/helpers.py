@@ -178,3 +178,23 @@ def assert_same_state(ours: torch.nn.Module, eager: torch.nn.Module, tol: float 
             torch.testing.assert_close(q.grad, p.grad, **close, msg=name)
     for (name, b), c in zip(eager.named_buffers(), ours.buffers(), strict=True):
         torch.testing.assert_close(c, b, **close, msg=name)
+
+
+def tiny_hf_gpt2(dropout: float = 0.0) -> torch.nn.Module:
+    """Hugging Face GPT-2 from a tiny config (2 layers, width 16, vocabulary 64), float64,
+    built under seed 0; skips the test where transformers is not installed."""
+    import pytest
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        vocab_size=64, n_positions=16, n_embd=16, n_layer=2, n_head=2, resid_pdrop=dropout,
+        embd_pdrop=dropout, attn_pdrop=dropout,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config).double()
+
+
+def tiny_gpt2_loss(model: torch.nn.Module) -> torch.Tensor:
+    """The language-model loss of `tiny_hf_gpt2` on a fixed batch of 2 sequences of 8."""
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(3))
+    return model(ids, labels=ids, use_cache=False).loss

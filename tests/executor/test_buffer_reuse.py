@@ -22,7 +22,7 @@ from torch import nn
 
 import thunderviz as tv
 from tests.autodiff.opinfo_samples import op_db
-from tests.helpers import assert_same_state
+from tests.helpers import assert_same_state, tiny_gpt2_loss, tiny_hf_gpt2
 from thunderviz.executor.buffer_reuse import reusing_dead_inputs
 
 F64 = dict(dtype=torch.float64)
@@ -76,25 +76,10 @@ def _block_loss(model: nn.Module) -> torch.Tensor:
     return model(x).square().mean()
 
 
-def _hf_gpt2() -> nn.Module:
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(
-        vocab_size=64, n_positions=16, n_embd=16, n_layer=2, n_head=2, resid_pdrop=0.1,
-        embd_pdrop=0.1, attn_pdrop=0.1,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    return transformers.GPT2LMHeadModel(config).double()
-
-
-def _gpt2_loss(model: nn.Module) -> torch.Tensor:
-    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(3))
-    return model(ids, labels=ids, use_cache=False).loss
-
-
 PROGRAMS = {
     "basic_block": (lambda: BasicBlock(4).double(), _block_loss, "aten.relu_"),
     # dropout on: the masks are drawn in the same order either way
-    "hf_gpt2": (_hf_gpt2, _gpt2_loss, "aten.tanh_"),
+    "hf_gpt2": (lambda: tiny_hf_gpt2(dropout=0.1), tiny_gpt2_loss, "aten.tanh_"),
 }
 
 

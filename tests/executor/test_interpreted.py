@@ -23,6 +23,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import thunderviz as tv
+from tests.helpers import tiny_gpt2_loss, tiny_hf_gpt2
 from thunderviz.autodiff.saved import UNPACK
 from thunderviz.core.run_errors import attribute_error
 from thunderviz.core.trace import forget_compiled_code
@@ -58,21 +59,6 @@ class ConvBN(nn.Module):
         )
 
 
-def _hf_gpt2() -> nn.Module:
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(
-        vocab_size=64, n_positions=16, n_embd=16, n_layer=2, n_head=2, resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    return transformers.GPT2LMHeadModel(config).double()
-
-
-def _gpt2_loss(model: nn.Module) -> torch.Tensor:
-    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(3))
-    return model(ids, labels=ids, use_cache=False).loss
-
-
 PROGRAMS: dict[str, tuple[Callable[[], nn.Module], Callable[[nn.Module], torch.Tensor]]] = {
     "splits": (
         lambda: nn.Sequential(Splits()).double(),
@@ -82,7 +68,7 @@ PROGRAMS: dict[str, tuple[Callable[[], nn.Module], Callable[[nn.Module], torch.T
         lambda: ConvBN().double(),
         lambda m: m(torch.randn(2, 3, 5, 5, generator=torch.Generator().manual_seed(1), **F64)),
     ),
-    "hf_gpt2": (_hf_gpt2, _gpt2_loss),
+    "hf_gpt2": (tiny_hf_gpt2, tiny_gpt2_loss),
 }
 
 
