@@ -11,6 +11,7 @@ the trace left it, and `torch.manual_seed` inside the program ran only while tra
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -124,6 +125,39 @@ def test_a_modules_own_generator_goes_on_drawing_as_in_eager():
     _same_calls(eager, tv.jit(ours), _x, lambda: [(ours.gen, eager.gen)])
 
 
+class ManyDraws(nn.Module):
+    """One generator drawn from by several kinds of op, some whose ATen kernel is handed the
+    generator anew (randperm, multinomial, in-place draws), and a local one beside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.gen = torch.Generator().manual_seed(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, g = self.fc(x), self.gen
+        out = h[:, torch.randperm(6, generator=g)] * torch.empty(6, **F64).normal_(generator=g)
+        out = out * torch.empty(6, **F64).bernoulli_(0.5, generator=g)
+        out = out + torch.empty(6, **F64).exponential_(generator=g)
+        picked = h[:, torch.multinomial(torch.ones(6, **F64), 3, generator=g)]
+        local = torch.Generator().manual_seed(1)
+        return out.sum(-1) + picked.sum(-1) + torch.randint(0, 6, (1,), generator=local)
+
+
+def test_one_generator_drawn_from_by_many_kinds_of_op_goes_on_as_in_eager():
+    torch.manual_seed(0)
+    eager = ManyDraws().double()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    _same_calls(eager, jitted, _x6, lambda: [(ours.gen, eager.gen)])
+    # the module's and the local one: a generator each, however many ops draw from it
+    assert str(jitted.last.executed[0]).count("captured Generator object") == 2
+
+
+def _x6() -> tuple[torch.Tensor]:
+    return (torch.randn(3, 6, **F64, requires_grad=True),)
+
+
 def test_a_generator_made_inside_the_program_draws_the_same_numbers_every_call():
     def program(x: torch.Tensor) -> torch.Tensor:
         g = torch.Generator().manual_seed(3)
@@ -134,6 +168,19 @@ def test_a_generator_made_inside_the_program_draws_the_same_numbers_every_call()
     _same_calls(program, jitted, _x)
     # the trace sets a generator of its own to the state the program's had
     assert ".set_state(" in str(jitted.last.executed[0])
+
+
+def test_a_generator_made_in_a_frame_a_reference_cycle_keeps_is_still_the_calls_own():
+    """The frame outlives the call (it refers to itself, as `torch.fx.wrap`'s does when a
+    lazy import runs mid-trace, and collection is paused while tracing), and with it the
+    generator: being alive after the call does not make it the program's for good."""
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        me = sys._getframe()  # noqa: F841 - the frame holds itself: only a collection frees it
+        g = torch.Generator().manual_seed(3)
+        return x * torch.rand(x.shape, generator=g, **F64)
+
+    _same_calls(program, tv.jit(program), _x)
 
 
 def test_a_generator_passed_in_is_the_one_drawn_from():

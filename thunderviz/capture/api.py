@@ -167,6 +167,7 @@ def _trace(
         replaced = _reassigned(before, run_state, state_proxies)
         epilogue = _write_backs(recorder, [*originals, *replaced])
         # here, where the program's draws are done and the generators not yet restored
+        recorder.generators.settle()
         recorded = recorder.recorded(originals) if keep else None
         prelude = recorder.generators.finish(recorder.constants, recorder.proxy_of)
     flat, spec = pytree.tree_flatten(output)

@@ -10,8 +10,9 @@ Eager code draws from three kinds of generator, and a trace run again must draw 
   `forward`): eager makes it afresh on every call, so every call draws the same numbers. The
   trace holds a generator of its own and, first thing, sets it to the state the program's
   had when it first drew (a statement `generator.set_state(c0)`).
-Which of the last two a generator is shows once the program has returned: only a generator
-the call made and dropped is gone by then (the recording holds it weakly until then).
+Which of the last two a generator is shows once the program has returned: one the call made
+and dropped is gone once the program's returned frames let go of their locals (the recording
+holds it weakly; `settle`).
 
 `torch.manual_seed(s)`, `torch.seed()`, `torch.get_rng_state()` and
 `torch.set_rng_state(state)` inside the program (and their `torch.random` and `torch.cuda`
@@ -19,9 +20,9 @@ twins; `fork_rng` is made of them) are statements of the trace, where the progra
 them: each run reseeds, saves and restores there, as eager does, and a state the program
 read is a value of the trace. They are looked up by name on `torch` when called, so
 stand-ins of the recording's are in their place while any thread traces (torch's are put
-back after), each recording the calls of its own thread's program. A reseed it cannot see (a `manual_seed` imported by name
-before tracing, `torch.default_generator.manual_seed`) changes `torch.initial_seed()`, and
-is refused: the trace could not replay it.
+back after), each recording the calls of its own thread's program. A reseed it cannot see
+(a `manual_seed` imported by name before tracing, `torch.default_generator.manual_seed`)
+changes `torch.initial_seed()`, and is refused: the trace could not replay it.
 
 Tracing leaves every generator as it found it (`core/rng.py` for the default ones, `finish`
 here for the others) and reports their state after the program, for a first run that takes
@@ -32,11 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Protocol
 
 import torch
@@ -84,6 +87,31 @@ class _Seen:
     proxy: GeneratorProxy
     before: torch.Tensor  # its state when first seen, before it drew
     device: torch.device
+    # the program's frames when it was first seen (returned once the program has), which
+    # may hold it as a local (`settle`); none for a dispatcher's object
+    frames: list[FrameType] | None = None
+
+
+def _gone() -> None:
+    return None
+
+
+def _holding(g: torch.Generator) -> Callable[[], torch.Generator]:
+    return lambda: g  # (made here: a closure in `proxy` would hold every `g` it is given)
+
+
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _program_frames() -> list[FrameType]:
+    """The frames of the program's call running now, innermost first, up to the
+    recording's own entry (capture/api.py runs the program)."""
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") != "thunderviz.capture.api":
+        frames.append(frame)
+        frame = frame.f_back
+    return frames
 
 
 class GeneratorUse:
@@ -104,6 +132,7 @@ class GeneratorUse:
         """`g`'s proxy; its state is kept the first time it is seen, before it draws."""
         seen = self._seen.get(id(g))
         if seen is not None and seen.generator() is g:
+            self._pending.append(seen)  # an argument of the coming call again
             return seen.proxy
         reference: Callable[[], torch.Generator | None] = weakref.ref(g)
         if self._calls:
@@ -112,8 +141,10 @@ class GeneratorUse:
                 held = owner.generator()
                 if held is not None and torch.equal(held.get_state(), state):
                     return owner.proxy
-            reference = lambda: g  # noqa: E731 - no call's: held (the class docstring)
-        seen = _Seen(reference, GeneratorProxy(self._claim("generator")), g.get_state(), g.device)
+            reference = _holding(g)  # no call's: held (the class docstring)
+        frames = _program_frames() if isinstance(reference, weakref.ref) else None
+        proxy = GeneratorProxy(self._claim("generator"))
+        seen = _Seen(reference, proxy, g.get_state(), g.device, frames)
         self._seen[id(g)] = seen
         self._pending.append(seen)
         return seen.proxy
@@ -125,6 +156,22 @@ class GeneratorUse:
 
     def exit_call(self) -> None:
         self._calls.pop()
+
+    def settle(self) -> None:
+        """The program has returned: a generator it made for the call is one nothing holds
+        now. Its frames may not be gone yet: they are kept until here (the first time each
+        generator was seen), and a reference cycle may keep them longer (one frame caught in
+        a cycle, as `torch.fx.wrap`'s own is on an import mid-trace, keeps every frame below it,
+        and collection is paused while tracing). So the returned frames let go of their locals
+        here (`frame.clear()`; a generator function's frame, which may only be suspended, is
+        left as it is)."""
+        frames = {id(f): f for s in self._seen.values() for f in s.frames or ()}
+        for seen in self._seen.values():
+            seen.frames = None
+        for frame in frames.values():
+            if not frame.f_code.co_flags & _SUSPENDABLE:
+                with contextlib.suppress(RuntimeError):  # (one still running: none should be)
+                    frame.clear()
 
     def persistent(self) -> list[torch.Generator]:
         """The generators seen that are still alive (the program did not make them for the
@@ -140,7 +187,9 @@ class GeneratorUse:
         is replaced by the trace's own, set to its first state by the statements returned
         (for the trace's beginning). `make_state` binds a state tensor as a constant."""
         prelude = []
-        for seen in self._seen.values():
+        # last seen first: should two objects stand for one generator (a dispatcher's wrapper
+        # no call claimed), the state it is left in is the earlier one's, from before any draw
+        for seen in reversed(self._seen.values()):
             g = seen.generator()
             if g is not None:
                 g.set_state(seen.before)
@@ -151,7 +200,7 @@ class GeneratorUse:
             prelude.append(
                 BoundSymbol(sym=_SET_STATE, args=(seen.proxy, state), kwargs={}, output=None)
             )
-        return prelude
+        return prelude[::-1]
 
 
 # Where a program reads or sets the state of torch's own generators: looked up by name on
