@@ -11,10 +11,12 @@ the trace left it, and `torch.manual_seed` inside the program ran only while tra
 from __future__ import annotations
 
 import copy
+import random
 import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -298,3 +300,52 @@ def test_a_users_own_wrapper_of_manual_seed_stays_in_place(monkeypatch):
     _same_calls(program, tv.jit(program), _x, calls=2)
     assert torch.manual_seed is wrapped
     assert calls  # the wrapper ran, in the trace's replays as in eager
+
+
+class StochasticDepth(nn.Module):
+    """A residual branch skipped at random with Python's own generator, and scaled by a draw
+    from numpy's global one: values a trace can only bake in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if random.random() < 0.5:
+            return x * 1.0
+        return x + self.fc(x) * float(np.random.rand())
+
+
+def test_a_program_drawing_from_pythons_random_is_traced_on_every_call():
+    torch.manual_seed(0)
+    eager = StochasticDepth().double()
+    jitted = tv.jit(copy.deepcopy(eager))
+    taken = set()
+    with pytest.warns(UserWarning, match="draws from Python's `random` module") as warned:
+        for call in range(6):
+            for fn in (jitted, eager):
+                random.seed(call)
+                np.random.seed(call)
+                torch.manual_seed(call)
+                x = torch.randn(6, 5, **F64, requires_grad=True)
+                out = fn(x)
+                out.sum().backward()
+                drawn_after = (random.random(), float(np.random.rand()))
+                if fn is jitted:
+                    ours = (out.detach(), x.grad, drawn_after)
+            assert torch.equal(ours[0], out.detach()) and torch.equal(ours[1], x.grad), call
+            assert ours[2] == drawn_after, call  # both generators left where eager leaves them
+            random.seed(call)
+            taken.add(random.random() < 0.5)
+    assert taken == {True, False}  # both branches were taken over the calls
+    assert jitted.cache_misses == 6
+    assert len([w for w in warned if "Python's `random`" in str(w.message)]) == 1
+
+
+def test_a_program_that_draws_only_with_torch_is_traced_once():
+    torch.manual_seed(0)
+    jitted = tv.jit(Noisy().double())
+    for _ in range(3):
+        random.random()  # the caller's own draws between calls are not the program's
+        jitted(*_x()).sum().backward()
+    assert jitted.cache_misses == 1

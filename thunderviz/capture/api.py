@@ -17,7 +17,7 @@ from thunderviz.capture.attribute_writes import AttributeWrites
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
-from thunderviz.capture.generators import state_calls_recorded
+from thunderviz.capture.generators import PythonDraws, state_calls_recorded
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.rewriting import WrittenOut
@@ -156,6 +156,7 @@ def _trace(
             originals.append((copy, proxy))
         before = dict(run_state)
         writes = AttributeWrites(module)
+        python_draws = PythonDraws()
         try:
             out, written_out = _run(
                 fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake
@@ -197,6 +198,8 @@ def _trace(
             "attribute_writes": written,
             # repeated blocks written out from one recording (capture/rewriting.WrittenOut)
             "written_out": written_out,
+            # drew from Python's or numpy's global generator (capture/generators.py)
+            "python_random": python_draws.drawn(),
         },
     )
     return trace, recorded

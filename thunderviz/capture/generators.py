@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import random
 import sys
 import threading
 import weakref
@@ -53,6 +54,7 @@ from thunderviz.core.symbol import BoundSymbol, Origin, Symbol, SymbolKind
 __all__ = [
     "GeneratorProxy",
     "GeneratorUse",
+    "PythonDraws",
     "StateCalls",
     "is_default_generator",
     "state_calls_recorded",
@@ -332,3 +334,36 @@ def state_calls_recorded(recorder: StateCalls) -> Iterator[None]:
             op="manual_seed",
             module_path=recorder.module_path,
         )
+
+
+class PythonDraws:
+    """Whether the program drew from Python's `random` or numpy's global generator: state a
+    trace cannot replay (`random.random() < p` picks a branch, or a value baked in as a
+    constant), so `jit` traces such a program on every call (executor/jit.py). Read as the
+    generators' states before and after the program, so a draw through a name imported
+    before tracing counts too."""
+
+    def __init__(self) -> None:
+        self._before = _python_states()
+
+    def drawn(self) -> bool:
+        python, numpy = _python_states()
+        if python != self._before[0]:
+            return True
+        if self._before[1] is None:  # numpy.random loaded by the program (or torch) just now:
+            # as loaded, its generator is seeded and has drawn nothing
+            return numpy is not None and (numpy[0] != _MT_FRESH_POS or bool(numpy[2]))
+        return numpy != self._before[1]
+
+
+_MT_FRESH_POS = 624  # numpy's legacy MT19937 position right after seeding
+
+
+def _python_states() -> tuple[Any, Any]:
+    np_random = sys.modules.get("numpy.random")
+    numpy = None
+    if np_random is not None:
+        state = np_random.get_state(legacy=False)
+        numpy = (state["state"]["pos"], state["state"]["key"].tobytes(), state["has_gauss"],
+                 state["gauss"])  # fmt: skip
+    return random.getstate(), numpy

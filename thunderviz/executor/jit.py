@@ -115,6 +115,7 @@ class JittedFunction:
         self.guard_failures = 0
         self.last_retrace_reason = ""
         self._warned = False
+        self._warned_python_random = False
         functools.update_wrapper(
             self, fn if not self.module else type(self.module).forward, updated=()
         )
@@ -296,6 +297,9 @@ class JittedFunction:
     def _store(self, key: Any, entry: CompiledEntry, reason: str) -> list[CompiledEntry]:
         self.cache_misses += 1
         self.last_retrace_reason = reason
+        if entry.forward.meta.get("python_random"):
+            self._warn_python_random()
+            return []  # a trace of this call alone: the next one traces again
         entries = self._cache.setdefault(key, [])
         entries.append(entry)
         self._cache.move_to_end(key)
@@ -317,6 +321,19 @@ class JittedFunction:
                 stacklevel=4,
             )
         return entries
+
+    def _warn_python_random(self) -> None:
+        if self._warned_python_random:
+            return
+        self._warned_python_random = True
+        warnings.warn(
+            f"thunderviz.jit({self._name()}): the program draws from Python's `random` module "
+            "or numpy's global generator, which a trace cannot replay (a branch taken on "
+            "`random.random() < p`, a value baked in): it is traced again on every call, "
+            "correct but as slow as a first call. Draw with torch instead (`torch.rand`, "
+            "replayed from the generator's state), or pass the drawn value in as an argument.",
+            stacklevel=5,  # the caller of the jitted function
+        )
 
     def _compile(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
