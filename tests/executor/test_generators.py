@@ -349,3 +349,28 @@ def test_a_program_that_draws_only_with_torch_is_traced_once():
         random.random()  # the caller's own draws between calls are not the program's
         jitted(*_x()).sum().backward()
     assert jitted.cache_misses == 1
+
+
+class Rescaled(nn.Module):
+    """Values taken to numpy and back as a number: the trace bakes the number in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        return h / float(np.abs(h.detach().numpy()).max())
+
+
+def test_values_handed_to_numpy_are_traced_on_every_call():
+    torch.manual_seed(0)
+    eager = Rescaled().double()
+    jitted = tv.jit(copy.deepcopy(eager))
+    with pytest.warns(UserWarning, match=r"hands tensor values to numpy \(torch.Tensor.numpy\)"):
+        for call in range(3):
+            torch.manual_seed(call)
+            x = torch.randn(6, 5, **F64)
+            assert torch.equal(jitted(x), eager(x)), call
+    assert jitted.cache_misses == 3
+    assert "test_generators.py" in jitted.last_retrace_reason  # the line that did it

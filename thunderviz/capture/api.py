@@ -198,8 +198,9 @@ def _trace(
             "attribute_writes": written,
             # repeated blocks written out from one recording (capture/rewriting.WrittenOut)
             "written_out": written_out,
-            # drew from Python's or numpy's global generator (capture/generators.py)
-            "python_random": python_draws.drawn(),
+            # why a run of the trace is not this program's run on other inputs ("": it is):
+            # Python or numpy random draws (capture/generators.py), values handed to numpy
+            "unreplayable": python_draws.drawn() or recorder.unreplayable,
         },
     )
     return trace, recorded

@@ -339,21 +339,24 @@ def state_calls_recorded(recorder: StateCalls) -> Iterator[None]:
 class PythonDraws:
     """Whether the program drew from Python's `random` or numpy's global generator: state a
     trace cannot replay (`random.random() < p` picks a branch, or a value baked in as a
-    constant), so `jit` traces such a program on every call (executor/jit.py). Read as the
-    generators' states before and after the program, so a draw through a name imported
-    before tracing counts too."""
+    constant), so `jit` traces such a program on every call (executor/jit.py, the trace's
+    `unreplayable`). Read as the generators' states before and after the program, so a draw
+    through a name imported before tracing counts too."""
 
     def __init__(self) -> None:
         self._before = _python_states()
 
-    def drawn(self) -> bool:
+    def drawn(self) -> str:
+        """Why the trace cannot replay the program's draws ("" when it drew none)."""
         python, numpy = _python_states()
         if python != self._before[0]:
-            return True
+            return "draws from Python's `random` module"
         if self._before[1] is None:  # numpy.random loaded by the program (or torch) just now:
             # as loaded, its generator is seeded and has drawn nothing
-            return numpy is not None and (numpy[0] != _MT_FRESH_POS or bool(numpy[2]))
-        return numpy != self._before[1]
+            moved = numpy is not None and (numpy[0] != _MT_FRESH_POS or bool(numpy[2]))
+        else:
+            moved = numpy != self._before[1]
+        return "draws from numpy's global generator" if moved else ""
 
 
 _MT_FRESH_POS = 624  # numpy's legacy MT19937 position right after seeding

@@ -77,6 +77,7 @@ def _is_data_dependent(e: BaseException) -> bool:
 
 _REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
 _REGISTER_HOOK = torch.Tensor.register_hook
+_TO_NUMPY = (torch.Tensor.numpy, torch.Tensor.__array__)
 _INNER_AUTOGRAD = (torch.autograd.grad, torch.autograd.backward, torch.Tensor.backward)
 
 
@@ -88,6 +89,9 @@ class Recorder(FunctionalizingRecorder):
         self.data_dependent: list[BoundSymbol] = []
         self.function_mode = _FunctionMode(self)
         self.dispatch_mode = _DispatchMode(self)
+        # why a run of the trace would not be this program's run on other values, if it
+        # would not be (a jitted program traced so is traced on every call)
+        self.unreplayable = ""
 
     def close(self) -> None:
         """The recording is over: the recorder stops referring to its modes, which refer to
@@ -132,6 +136,12 @@ class Recorder(FunctionalizingRecorder):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
         if func in _INNER_AUTOGRAD:
             self._refuse_inner_autograd(func)
+        if func in _TO_NUMPY and not self.unreplayable:
+            # values the trace cannot follow: what the program does with them is baked in
+            source = user_source(skip=3)
+            self.unreplayable = f"hands tensor values to numpy ({_call_name(func)}) at " + where(
+                source, self.module_path
+            )
         if func is F.embedding and (call := max_norm_embedding(args, kwargs)) is not None:
             return embedding_renorm_apart(self, call)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py

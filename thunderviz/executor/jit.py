@@ -115,7 +115,7 @@ class JittedFunction:
         self.guard_failures = 0
         self.last_retrace_reason = ""
         self._warned = False
-        self._warned_python_random = False
+        self._warned_unreplayable = False
         functools.update_wrapper(
             self, fn if not self.module else type(self.module).forward, updated=()
         )
@@ -297,8 +297,9 @@ class JittedFunction:
     def _store(self, key: Any, entry: CompiledEntry, reason: str) -> list[CompiledEntry]:
         self.cache_misses += 1
         self.last_retrace_reason = reason
-        if entry.forward.meta.get("python_random"):
-            self._warn_python_random()
+        unreplayable = entry.forward.meta.get("unreplayable")
+        if unreplayable:
+            self._warn_unreplayable(unreplayable)
             return []  # a trace of this call alone: the next one traces again
         entries = self._cache.setdefault(key, [])
         entries.append(entry)
@@ -322,16 +323,17 @@ class JittedFunction:
             )
         return entries
 
-    def _warn_python_random(self) -> None:
-        if self._warned_python_random:
+    def _warn_unreplayable(self, why: str) -> None:
+        self.last_retrace_reason = f"the program {why}"
+        if self._warned_unreplayable:
             return
-        self._warned_python_random = True
+        self._warned_unreplayable = True
         warnings.warn(
-            f"thunderviz.jit({self._name()}): the program draws from Python's `random` module "
-            "or numpy's global generator, which a trace cannot replay (a branch taken on "
-            "`random.random() < p`, a value baked in): it is traced again on every call, "
-            "correct but as slow as a first call. Draw with torch instead (`torch.rand`, "
-            "replayed from the generator's state), or pass the drawn value in as an argument.",
+            f"thunderviz.jit({self._name()}): the program {why}, which a trace cannot replay "
+            "(a branch taken on the value, the value baked in): it is traced again on every "
+            "call, correct but as slow as a first call. Keep the computation in torch (draw "
+            "with `torch.rand`, which the trace replays; read values with `.item()` or "
+            "`.tolist()`, which it checks), or pass the value in as an argument.",
             stacklevel=5,  # the caller of the jitted function
         )
 
