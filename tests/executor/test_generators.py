@@ -374,3 +374,74 @@ def test_values_handed_to_numpy_are_traced_on_every_call():
             assert torch.equal(jitted(x), eager(x)), call
     assert jitted.cache_misses == 3
     assert "test_generators.py" in jitted.last_retrace_reason  # the line that did it
+
+
+class Printing(nn.Module):
+    """A `print` left in a forward while debugging: eager prints on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        print(f"mean {h.mean():.6f}", h.detach()[0])
+        return h.tanh()
+
+
+def test_a_print_of_tensor_values_prints_on_every_call(capsys):
+    torch.manual_seed(0)
+    eager = Printing().double()
+    jitted = tv.jit(copy.deepcopy(eager))
+    with pytest.warns(UserWarning, match="formats tensor values into a string"):
+        for call in range(3):
+            torch.manual_seed(call)
+            x = torch.randn(6, 5, **F64)
+            out = jitted(x)
+            ours = capsys.readouterr().out
+            assert torch.equal(out, eager(x)), call
+            assert ours and ours == capsys.readouterr().out, call  # what eager printed
+    assert jitted.cache_misses == 3
+
+
+_FRESH_PROCESS = """
+import sys, warnings
+import torch
+import thunderviz as tv
+assert "numpy.random" not in sys.modules
+warnings.simplefilter("error")
+
+
+def loads(x):
+    import numpy.random  # noqa: F401 - loaded mid-trace, as torch's own imports do
+    return x * 2
+
+
+def draws(x):
+    import numpy.random
+    return x * float(numpy.random.rand())
+
+
+jitted = tv.jit(loads)
+for _ in range(3):
+    jitted(torch.ones(3))
+assert jitted.cache_misses == 1, jitted.cache_misses
+jitted = tv.jit(draws)
+warnings.simplefilter("ignore")
+for _ in range(3):
+    jitted(torch.ones(3))
+assert jitted.cache_misses == 3, jitted.cache_misses
+print("ok")
+"""
+
+
+def test_numpys_generator_loaded_mid_trace_counts_as_drawn_only_if_it_drew():
+    """In a fresh process numpy.random is not loaded: a trace that loads it (torch imports it
+    on a first decomposition) has no state from before to compare with, and the generator's
+    state as loaded stands in for it."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -352,14 +352,18 @@ class PythonDraws:
         if python != self._before[0]:
             return "draws from Python's `random` module"
         if self._before[1] is None:  # numpy.random loaded by the program (or torch) just now:
-            # as loaded, its generator is seeded and has drawn nothing
-            moved = numpy is not None and (numpy[0] != _MT_FRESH_POS or bool(numpy[2]))
+            # as loaded, its generator is as a new one is, and has drawn nothing
+            moved = numpy is not None and (numpy[0] != _fresh_position() or bool(numpy[2]))
         else:
             moved = numpy != self._before[1]
         return "draws from numpy's global generator" if moved else ""
 
 
-_MT_FRESH_POS = 624  # numpy's legacy MT19937 position right after seeding
+@functools.cache
+def _fresh_position() -> int:
+    """Where in its state a new numpy RandomState's MT19937 is (as the global one is when
+    numpy.random is first imported)."""
+    return sys.modules["numpy.random"].RandomState().get_state(legacy=False)["state"]["pos"]
 
 
 def _python_states() -> tuple[Any, Any]:

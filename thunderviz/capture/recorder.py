@@ -77,7 +77,15 @@ def _is_data_dependent(e: BaseException) -> bool:
 
 _REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
 _REGISTER_HOOK = torch.Tensor.register_hook
-_TO_NUMPY = (torch.Tensor.numpy, torch.Tensor.__array__)
+# Calls that take tensor values out of torch where the trace cannot follow them: what the
+# program does with them (a number computed in numpy, a line printed) happens once, when
+# it is traced, and a run of the trace would not do it again
+_VALUES_LEAVE_TORCH = {
+    torch.Tensor.numpy: "hands tensor values to numpy",
+    torch.Tensor.__array__: "hands tensor values to numpy",
+    torch.Tensor.__repr__: "prints tensor values",
+    torch.Tensor.__format__: "formats tensor values into a string",
+}
 _INNER_AUTOGRAD = (torch.autograd.grad, torch.autograd.backward, torch.Tensor.backward)
 
 
@@ -136,12 +144,10 @@ class Recorder(FunctionalizingRecorder):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
         if func in _INNER_AUTOGRAD:
             self._refuse_inner_autograd(func)
-        if func in _TO_NUMPY and not self.unreplayable:
-            # values the trace cannot follow: what the program does with them is baked in
-            source = user_source(skip=3)
-            self.unreplayable = f"hands tensor values to numpy ({_call_name(func)}) at " + where(
-                source, self.module_path
-            )
+        leaves = _VALUES_LEAVE_TORCH.get(func)
+        if leaves is not None and not self.unreplayable:
+            where_ = where(user_source(skip=3), self.module_path)
+            self.unreplayable = f"{leaves} ({_call_name(func)}) at {where_}"
         if func is F.embedding and (call := max_norm_embedding(args, kwargs)) is not None:
             return embedding_renorm_apart(self, call)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py

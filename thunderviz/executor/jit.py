@@ -330,10 +330,12 @@ class JittedFunction:
         self._warned_unreplayable = True
         warnings.warn(
             f"thunderviz.jit({self._name()}): the program {why}, which a trace cannot replay "
-            "(a branch taken on the value, the value baked in): it is traced again on every "
-            "call, correct but as slow as a first call. Keep the computation in torch (draw "
-            "with `torch.rand`, which the trace replays; read values with `.item()` or "
-            "`.tolist()`, which it checks), or pass the value in as an argument.",
+            "(it happens while tracing, and a branch taken on it or a number made of it is "
+            "baked in): it is traced again on every call, correct but as slow as a first "
+            "call. To trace once: draw with torch (`torch.rand`, which the trace replays), "
+            "read values with `.item()` or `.tolist()` (which jit checks), print outside the "
+            "jitted call (`thunderviz.Session` shows every value), or pass the value in as an "
+            "argument.",
             stacklevel=5,  # the caller of the jitted function
         )
 
