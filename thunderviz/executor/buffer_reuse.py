@@ -45,32 +45,34 @@ def reusing_dead_inputs(trace: Trace) -> Trace:
     it, where nothing else can hold that buffer (the module docstring); `trace` itself when
     no statement qualifies."""
     bsyms = trace.bound_symbols
-    producer: dict[str, tuple[BoundSymbol, int]] = {}  # name -> (statement, output index)
+    ops = [_aten_op(b) for b in bsyms]
+    producer: dict[str, tuple[int, int]] = {}  # name -> (statement, output index)
     unshared: dict[str, bool] = {}  # name -> no statement so far may view or write it
-    for bsym in bsyms:
-        op = _aten_op(bsym)
+    for i, bsym in enumerate(bsyms):
         for name in {p.name for p in bsym.flat_proxy_args}:
-            unshared[name] = unshared.get(name, True) and _reads_unaliased(op, bsym, name)
+            unshared[name] = unshared.get(name, True) and _reads_unaliased(ops[i], bsym, name)
         for k, p in enumerate(bsym.flat_outs):
             if isinstance(p, Proxy):
-                producer[p.name] = (bsym, k)
+                producer[p.name] = (i, k)
     dying = dying_names(bsyms, trace.output)
     changed = list(bsyms)
     for i, bsym in enumerate(bsyms):
-        inplace = _inplace_variant(_aten_op(bsym))
+        inplace = _inplace_variant(ops[i])
         if inplace is None or not bsym.args or not isinstance(bsym.args[0], TensorProxy):
             continue
         x, out = bsym.args[0], bsym.output
+        made = producer.get(x.name)  # None: an input of the trace
         if (
-            x.name in dying.get(i, ())
+            made is not None
+            and x.name in dying.get(i, ())
             and unshared.get(x.name, False)
-            and _fresh(*producer.get(x.name, (None, 0)))
+            and _fresh(ops[made[0]], bsyms[made[0]], made[1])
             and isinstance(out, TensorProxy)
             and (out.shape, out.dtype, out.device) == (x.shape, x.dtype, x.device)
             and [p.name for p in bsym.flat_tensor_args] == [x.name]
         ):
             changed[i] = bsym.with_changes(sym=aten_symbol(inplace))
-    if changed == bsyms:
+    if all(a is b for a, b in zip(changed, bsyms, strict=True)):
         return trace
     return trace.from_trace(bound_symbols=changed)
 
@@ -95,11 +97,9 @@ def _schema_tells_aliasing(op: _OpOverload) -> bool:
     )
 
 
-def _fresh(bsym: BoundSymbol | None, index: int) -> bool:
-    """Output `index` of `bsym` is a new tensor of its own, by the op's schema."""
-    if bsym is None:  # an input of the trace
-        return False
-    op = _aten_op(bsym)
+def _fresh(op: _OpOverload | None, bsym: BoundSymbol, index: int) -> bool:
+    """Output `index` of `bsym` (which calls `op`, `_aten_op`'s) is a new tensor of its own,
+    by the op's schema."""
     if op is None:
         return False
     returns = op._schema.returns
