@@ -302,13 +302,17 @@ def test_a_users_own_wrapper_of_manual_seed_stays_in_place(monkeypatch):
     assert calls  # the wrapper ran, in the trace's replays as in eager
 
 
-class StochasticDepth(nn.Module):
-    """A residual branch skipped at random with Python's own generator, and scaled by a draw
-    from numpy's global one: values a trace can only bake in."""
+class OneLinear(nn.Module):
+    """A module of one 5 -> 5 linear layer; the programs below differ in their forward."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(5, 5)
+
+
+class StochasticDepth(OneLinear):
+    """A residual branch skipped at random with Python's own generator, and scaled by a draw
+    from numpy's global one: values a trace can only bake in."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if random.random() < 0.5:
@@ -351,12 +355,8 @@ def test_a_program_that_draws_only_with_torch_is_traced_once():
     assert jitted.cache_misses == 1
 
 
-class Rescaled(nn.Module):
+class Rescaled(OneLinear):
     """Values taken to numpy and back as a number: the trace bakes the number in."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(5, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc(x)
@@ -376,12 +376,8 @@ def test_values_handed_to_numpy_are_traced_on_every_call():
     assert "test_generators.py" in jitted.last_retrace_reason  # the line that did it
 
 
-class Printing(nn.Module):
+class Printing(OneLinear):
     """A `print` left in a forward while debugging: eager prints on every call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(5, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc(x)
