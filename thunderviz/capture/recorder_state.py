@@ -245,10 +245,10 @@ class RecorderState:
         """A call that reseeds torch's generators or reads or sets their state, as a
         statement of the trace (capture/generators.py): a state it returned is a new value."""
         p_args, p_kwargs = self.proxify((args, kwargs))
-        states = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        returns_state = any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(out))
         output = (
             pytree.tree_map_only(torch.Tensor, lambda t: self._new_proxy(t, False), out)
-            if states
+            if returns_state
             else None  # a seed, the default generator: the program's, not a trace value
         )
         self._append(
