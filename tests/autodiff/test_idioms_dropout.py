@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import thunderviz as tv
 from tests.autodiff.idioms_training import train_like_eager
+from thunderviz.capture.rng import _draws_in_place
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.proxies import NameGenerator, TensorProxy
 from thunderviz.core.trace import Trace
@@ -77,6 +78,23 @@ def test_in_place_draws_into_a_transposed_tensor_equal_eager(draw, shape):
     (grad_e,) = torch.autograd.grad(eager, x, g)
     (grad_j,) = torch.autograd.grad(out, x, g)
     assert torch.equal(grad_j, grad_e)
+
+
+@pytest.mark.skipif(not hasattr(torch.Tag, "inplace"), reason="torch has no Tag.inplace")
+def test_the_in_place_draws_are_those_torch_tags_in_place():
+    """Which random ops draw in place is read off their schemas (torch 2.11 has no
+    `Tag.inplace`); where torch has the tag, the two readings agree on every random op."""
+    random_ops = [
+        getattr(packet, name)
+        for packet in (getattr(torch.ops.aten, n, None) for n in dir(torch.ops.aten))
+        if isinstance(packet, torch._ops.OpOverloadPacket)
+        for name in packet.overloads()
+        if torch.Tag.nondeterministic_seeded in getattr(packet, name).tags
+    ]
+    assert len(random_ops) > 40
+    in_place = [op for op in random_ops if torch.Tag.inplace in op.tags]
+    assert {str(op) for op in random_ops if _draws_in_place(op)} == {str(op) for op in in_place}
+    assert "aten.bernoulli_.float" in {str(op) for op in in_place}
 
 
 def test_draws_happen_in_eager_order_across_layers():

@@ -25,8 +25,13 @@ __all__ = ["draw_order", "inverse"]
 
 
 def _draws_in_place(op: Any) -> bool:
-    """An in-place ATen op that draws random numbers (`bernoulli_.float`, `uniform_`)."""
-    return is_random_op(op) and torch.Tag.inplace in op.tags
+    """An in-place ATen op that draws random numbers (`bernoulli_.float`, `uniform_`). Read
+    off the schema (`aten::bernoulli_`, writing into its first argument): torch's own
+    `Tag.inplace` is newer than torch 2.11, which has none."""
+    if not is_random_op(op) or not op._schema.arguments:
+        return False
+    first = op._schema.arguments[0].alias_info
+    return op._schema.name.endswith("_") and first is not None and first.is_write
 
 
 def _memory_order(t: torch.Tensor) -> list[int] | None:
