@@ -11,6 +11,10 @@ from torch.utils import _pytree as pytree
 import thunderviz as tv
 from thunderviz.core.proxies import sanitize_name
 
+# Where device-parametrized tests run: the CPU always, a GPU where torch sees one (make
+# test-cuda selects the "cuda" cases).
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
 
 def autograd_reference(
     module: torch.nn.Module, *args: Any, cotangent: torch.Tensor | None = None

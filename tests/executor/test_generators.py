@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import random
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import thunderviz as tv
+from tests.helpers import DEVICES
+from thunderviz.capture import generators
 
 F64 = dict(dtype=torch.float64)
 
@@ -42,7 +45,7 @@ def _same_calls(
         ours_in = args()
         out = jitted(*ours_in)
         out.sum().backward()
-        after = torch.get_rng_state()
+        after = _global_states()
         torch.manual_seed(100 + call)
         eager_in = args()
         want = eager(*eager_in)
@@ -51,22 +54,30 @@ def _same_calls(
         for a, b in zip(ours_in, eager_in, strict=True):
             if isinstance(a, torch.Tensor) and a.requires_grad:
                 assert torch.equal(a.grad, b.grad), f"call {call}"
-        assert torch.equal(after, torch.get_rng_state()), f"call {call}: the global generator"
+        for a, b in zip(after, _global_states(), strict=True):
+            assert torch.equal(a, b), f"call {call}: the global generators"
         for ours, theirs in generators():
             assert torch.equal(ours.get_state(), theirs.get_state()), f"call {call}"
 
 
-def _x() -> tuple[torch.Tensor]:
-    return (torch.randn(6, 5, **F64, requires_grad=True),)
+def _global_states() -> list[torch.Tensor]:
+    """torch's own generators' states: the CPU's, and each GPU's where there is one."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return [torch.get_rng_state(), *cuda]
 
 
-def test_manual_seed_inside_the_program_reseeds_on_every_call():
+def _x(device: str = "cpu") -> tuple[torch.Tensor]:
+    return (torch.randn(6, 5, **F64, device=device, requires_grad=True),)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_manual_seed_inside_the_program_reseeds_on_every_call(device):
     def program(x: torch.Tensor) -> torch.Tensor:
         torch.manual_seed(42)  # as a test, or a deterministic augmentation, does
-        return F.dropout(x * 2, 0.5) + torch.rand(5, **F64)
+        return F.dropout(x * 2, 0.5) + torch.rand(5, **F64, device=x.device)
 
-    _same_calls(program, tv.jit(program), _x)
-    assert "torch.manual_seed(42)" in str(tv.trace(program, *_x()))
+    _same_calls(program, tv.jit(program), lambda: _x(device))
+    assert "torch.manual_seed(42)" in str(tv.trace(program, *_x(device)))
 
 
 def test_torch_seed_inside_the_program_reseeds_on_every_call():
@@ -82,17 +93,19 @@ def test_torch_seed_inside_the_program_reseeds_on_every_call():
     assert len(seeds) == 3  # replayed: eager would reseed each call too
 
 
-def test_fork_rng_inside_the_program_restores_the_state_on_every_call():
-    """`fork_rng` saves the generator's state and restores it: the draws after it are the
-    ones before it would have been, and the caller's stream goes on as if nothing drew."""
+@pytest.mark.parametrize("device", DEVICES)
+def test_fork_rng_inside_the_program_restores_the_state_on_every_call(device):
+    """`fork_rng` saves the generator's state and restores it (on a GPU, through
+    torch.cuda's state calls): the draws after it are the ones before it would have been,
+    and the caller's stream goes on as if nothing drew."""
 
     def program(x: torch.Tensor) -> torch.Tensor:
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            fixed = torch.rand(5, **F64)
+            fixed = torch.rand(5, **F64, device=x.device)
         return x * fixed + F.dropout(x, 0.5)
 
-    _same_calls(program, tv.jit(program), _x)
+    _same_calls(program, tv.jit(program), lambda: _x(device))
 
 
 def test_a_state_read_and_set_back_inside_the_program_is_a_value_of_each_call():
@@ -110,21 +123,22 @@ def test_a_state_read_and_set_back_inside_the_program_is_a_value_of_each_call():
 class Noisy(nn.Module):
     """Noise from a generator of the module's own (noise injection, a seeded augmentation)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         super().__init__()
         self.fc = nn.Linear(5, 5)
-        self.gen = torch.Generator().manual_seed(7)
+        self.gen = torch.Generator(device).manual_seed(7)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        noise = torch.randn(x.shape, generator=self.gen, **F64)
+        noise = torch.randn(x.shape, generator=self.gen, **F64, device=x.device)
         return F.dropout(self.fc(x) + noise, 0.3)  # and the global generator's dropout
 
 
-def test_a_modules_own_generator_goes_on_drawing_as_in_eager():
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_modules_own_generator_goes_on_drawing_as_in_eager(device):
     torch.manual_seed(0)
-    eager = Noisy().double()
+    eager = Noisy(device).double().to(device)
     ours = copy.deepcopy(eager)
-    _same_calls(eager, tv.jit(ours), _x, lambda: [(ours.gen, eager.gen)])
+    _same_calls(eager, tv.jit(ours), lambda: _x(device), lambda: [(ours.gen, eager.gen)])
 
 
 class ManyDraws(nn.Module):
@@ -160,14 +174,15 @@ def _x6() -> tuple[torch.Tensor]:
     return (torch.randn(3, 6, **F64, requires_grad=True),)
 
 
-def test_a_generator_made_inside_the_program_draws_the_same_numbers_every_call():
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_generator_made_inside_the_program_draws_the_same_numbers_every_call(device):
     def program(x: torch.Tensor) -> torch.Tensor:
-        g = torch.Generator().manual_seed(3)
-        mask = torch.rand(x.shape, generator=g, **F64) > 0.5
-        return torch.where(mask, x, -x) * torch.rand(1, generator=g, **F64)
+        g = torch.Generator(x.device).manual_seed(3)
+        mask = torch.rand(x.shape, generator=g, **F64, device=x.device) > 0.5
+        return torch.where(mask, x, -x) * torch.rand(1, generator=g, **F64, device=x.device)
 
     jitted = tv.jit(program)
-    _same_calls(program, jitted, _x)
+    _same_calls(program, jitted, lambda: _x(device))
     # the trace sets a generator of its own to the state the program's had
     assert ".set_state(" in str(jitted.last.executed[0])
 
@@ -441,3 +456,26 @@ def test_numpys_generator_loaded_mid_trace_counts_as_drawn_only_if_it_drew():
         [sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_generators_that_take_no_weak_reference_are_told_kept_or_dropped(monkeypatch):
+    """torch 2.11's generators take no weak reference (seen on a GPU machine): whether the
+    program kept one or dropped it is then read off its reference count. A module's own
+    generator goes on drawing; one made and dropped inside starts again each call."""
+
+    def no_weak_references(obj: object) -> None:
+        raise TypeError(f"cannot create weak reference to {type(obj).__name__!r} object")
+
+    monkeypatch.setattr(generators, "weakref", types.SimpleNamespace(ref=no_weak_references))
+    torch.manual_seed(0)
+    eager = Noisy().double()
+    ours = copy.deepcopy(eager)
+    _same_calls(eager, tv.jit(ours), _x, lambda: [(ours.gen, eager.gen)])
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        g = torch.Generator().manual_seed(3)
+        return x * torch.rand(x.shape, generator=g, **F64)
+
+    jitted = tv.jit(program)
+    _same_calls(program, jitted, _x)
+    assert ".set_state(" in str(jitted.last.executed[0])  # the trace's own generator

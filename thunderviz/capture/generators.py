@@ -69,7 +69,7 @@ class GeneratorProxy(ObjectProxy):
 def is_default_generator(g: torch.Generator) -> bool:
     """One of torch's own: the CPU one, or a CUDA device's (which `generator=None` means)."""
     if g is torch.default_generator:
-        return True
+        return self._count() > _ONLY_COUNTED
     if g.device.type == "cuda" and torch.cuda.is_initialized():
         return any(g is d for d in torch.cuda.default_generators)
     return False
@@ -93,6 +93,12 @@ class _Seen:
     # may hold it as a local (`settle`); none for a dispatcher's object
     frames: list[FrameType] | None = None
 
+    def alive(self) -> torch.Generator | None:
+        """The generator, if anything beyond this recording still holds it."""
+        if isinstance(self.generator, _Counted) and not self.generator.held_elsewhere():
+            return None
+        return self.generator()
+
 
 def _gone() -> None:
     return None
@@ -100,6 +106,38 @@ def _gone() -> None:
 
 def _holding(g: torch.Generator) -> Callable[[], torch.Generator]:
     return lambda: g  # (made here: a closure in `proxy` would hold every `g` it is given)
+
+
+class _Counted:
+    """A strong reference to a generator that takes no weak one (torch 2.11's do not), which
+    tells whether anything else holds it by its reference count: the count `held_elsewhere`
+    reads for an object only this holds is measured once, the same way (below), so whatever
+    the interpreter adds to a count read there is in both."""
+
+    __slots__ = ("_g",)
+
+    def __init__(self, g: Any) -> None:
+        self._g = g
+
+    def __call__(self) -> Any:
+        return self._g
+
+    def _count(self) -> int:
+        return sys.getrefcount(self._g)
+
+    def held_elsewhere(self) -> bool:
+        return self._count() > _ONLY_COUNTED
+
+
+_ONLY_COUNTED = _Counted(object())._count()
+
+
+def _reference(g: torch.Generator) -> Callable[[], torch.Generator | None]:
+    """A weak reference to `g`, where torch's generators take one."""
+    try:
+        return weakref.ref(g)
+    except TypeError:
+        return _Counted(g)
 
 
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
@@ -136,15 +174,15 @@ class GeneratorUse:
         if seen is not None and seen.generator() is g:
             self._pending.append(seen)  # an argument of the coming call again
             return seen.proxy
-        reference: Callable[[], torch.Generator | None] = weakref.ref(g)
         if self._calls:
             state = g.get_state()
             for owner in (s for call in reversed(self._calls) for s in call):
                 held = owner.generator()
                 if held is not None and torch.equal(held.get_state(), state):
                     return owner.proxy
-            reference = _holding(g)  # no call's: held (the class docstring)
-        frames = _program_frames() if isinstance(reference, weakref.ref) else None
+            reference, frames = _holding(g), None  # no call's: held (the class docstring)
+        else:
+            reference, frames = _reference(g), _program_frames()
         proxy = GeneratorProxy(self._claim("generator"))
         seen = _Seen(reference, proxy, g.get_state(), g.device, frames)
         self._seen[id(g)] = seen
@@ -178,7 +216,7 @@ class GeneratorUse:
     def persistent(self) -> list[torch.Generator]:
         """The generators seen that are still alive (the program did not make them for the
         call alone): an after-state for a first run from the recording is theirs."""
-        alive = (s.generator() for s in self._seen.values())
+        alive = (s.alive() for s in self._seen.values())
         return [g for g in alive if g is not None]
 
     def finish(
@@ -192,7 +230,7 @@ class GeneratorUse:
         # last seen first: should two objects stand for one generator (a dispatcher's wrapper
         # no call claimed), the state it is left in is the earlier one's, from before any draw
         for seen in reversed(self._seen.values()):
-            g = seen.generator()
+            g = seen.alive()
             if g is not None:
                 g.set_state(seen.before)
                 constants[seen.proxy.name] = g
