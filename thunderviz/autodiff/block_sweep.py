@@ -59,6 +59,8 @@ class SweepState:
     applications: list[RuleApplication]
     recorder: Any
     ct_log: list[tuple[str, Proxy]] = field(default_factory=list)  # cts[name] = proxy, in order
+    # op outputs a grad rule made differently, by name: their op (vjp._place)
+    unmade: dict[str, BoundSymbol] = field(default_factory=dict)
 
 
 def tagged(bsym: BoundSymbol, unit: Any) -> BoundSymbol:

@@ -198,7 +198,24 @@ def _sweep(
             seeds.append((p, seed))
     state = SweepState(names, needs, cts, [[] for _ in units], [], applications, recorder)
     sweep_blocks(units, state, _sweep_unit, trace.meta.get("written_out", ()))
+    _check_unread(state.unmade, state.fwd_segments, trace)
     return state.fwd_segments, state.bwd, cts, seeds
+
+
+def _check_unread(
+    unmade: dict[str, BoundSymbol], segments: list[list[BoundSymbol]], trace: Trace
+) -> None:
+    """An op output a grad rule made differently (`_place`) must be read by nothing."""
+    if not unmade:
+        return
+    read = {p.name for seg in segments for x in seg for p in x.flat_proxy_args}
+    read |= {p.name for p in trace.flat_outputs if isinstance(p, Proxy)}
+    for name in unmade.keys() & read:
+        raise AutodiffError(
+            f"the grad rule for {unmade[name].sym.id} returns another value for the op's "
+            f"output {name}, which the program reads: a rule must return the op's outputs.",
+            bsym=unmade[name],
+        )
 
 
 def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
@@ -218,7 +235,7 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
         lambda p: p.name in needs,
         b.origin,
     )
-    forward, backward = _place(run, b, out_cts, names)
+    forward, backward = _place(run, b, out_cts, names, state.unmade)
     state.fwd_segments[i] = [tagged(x, unit) for x in forward]
     emitted = [tagged(x, unit) for x in backward]
     accumulate = TraceBuilder(names, b.origin)
@@ -250,12 +267,27 @@ def _out_names(bsym: BoundSymbol) -> list[str]:
     return [p.name for p in bsym.flat_proxy_outs]
 
 
+def _another_value(rule_out: Any, op_out: Any) -> bool:
+    """Whether a rule's output is not the op's output: a tensor of another shape or kind."""
+    return (
+        isinstance(rule_out, TensorProxy)
+        and isinstance(op_out, TensorProxy)
+        and (rule_out.shape, rule_out.dtype, rule_out.device)
+        != (op_out.shape, op_out.dtype, op_out.device)
+    )
+
+
 def _place(
-    run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None], names: Any
+    run: JointRun,
+    b: BoundSymbol,
+    out_cts: dict[str, Proxy | None],
+    names: Any,
+    unmade: dict[str, BoundSymbol],
 ) -> tuple[list[BoundSymbol], list[BoundSymbol]]:
     """Give the rule's outputs the forward op's names, connect its cotangent placeholders to
     the accumulated cotangents (zeros where none flows), and keep the original bound symbol
-    (with its subsymbols) when the rule's forward code is just that op again."""
+    (with its subsymbols) when the rule's forward code is just that op again. An output the
+    rule makes differently from the op goes into `unmade` (by the op's output's name)."""
     rule_outs = proxies_in(run.result, [])
     orig_outs = b.flat_proxy_outs
     if len(rule_outs) != len(orig_outs):
@@ -264,9 +296,23 @@ def _place(
             f"{len(orig_outs)}. A joint rule must return the op's outputs.",
             bsym=b,
         )
-    renames: dict[str, Proxy] = {
-        r.name: o for r, o in zip(rule_outs, orig_outs, strict=True) if r.name != o.name
-    }
+    renames: dict[str, Proxy] = {}
+    for r, o in zip(rule_outs, orig_outs, strict=True):
+        if r.name == o.name:
+            continue
+        if _another_value(r, o):
+            # the rule asked the op for more than the program did (an attention kernel's
+            # log-sum-exp, which the program's call left empty): the value is the rule's,
+            # under its own name, and the program's output is made by nothing
+            if out_cts.get(o.name) is not None:
+                raise AutodiffError(
+                    f"the grad rule for {b.sym.id} returns {r} for the op's output {o}, "
+                    "which a gradient flows into: a rule must return the op's outputs.",
+                    bsym=b,
+                )
+            unmade[o.name] = b
+            continue
+        renames[r.name] = o
     zeros: list[BoundSymbol] = []
     for rule_out_name, ph in run.placeholders.items():
         orig = renames.get(rule_out_name)

@@ -230,7 +230,7 @@ class Trace:
                 if free_dead
                 else "\n".join(line.text for line in lines)
             )
-            fn = _compile(source, self.name, names)
+            fn = _compile(source, self.name, (*names, *self._op_namespaces()))
         if self.constants:
             fn = functools.partial(fn, **self.constants)
         spec = self.output_spec
@@ -243,6 +243,17 @@ class Trace:
 
         run.__name__ = self.name
         return run
+
+
+    def _op_namespaces(self) -> list[tuple[str, Any]]:
+        """The `torch.ops` namespaces of the ops the statements call beyond aten and prims
+        (a `torch.library` custom op, called by a user's grad rule), by their printed name."""
+        found = {
+            b.sym.fn.namespace
+            for b in self.bound_symbols
+            if isinstance(b.sym.fn, torch._ops.OpOverload)
+        }
+        return [(ns, getattr(torch.ops, ns)) for ns in sorted(found - {"aten", "prims"})]
 
 
 def source_comment(src: Any, module_path: str) -> str:
