@@ -69,7 +69,7 @@ class GeneratorProxy(ObjectProxy):
 def is_default_generator(g: torch.Generator) -> bool:
     """One of torch's own: the CPU one, or a CUDA device's (which `generator=None` means)."""
     if g is torch.default_generator:
-        return self._count() > _ONLY_COUNTED
+        return True
     if g.device.type == "cuda" and torch.cuda.is_initialized():
         return any(g is d for d in torch.cuda.default_generators)
     return False
