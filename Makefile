@@ -60,10 +60,13 @@ test: setup lint
 test-fast: setup
 	$(PY) -m pytest -q -ra -m "not browser and not slow"
 
-# On a machine with a GPU: the CUDA variants of the capture, rule and model tests (they skip
-# where torch.cuda.is_available() is false).
+# On a machine with a GPU: the CUDA variants of the tests (a "cuda" case of a test
+# parametrized by tests.helpers.DEVICES, or a test named for CUDA; they skip where
+# torch.cuda.is_available() is false), then the OpInfo census on CUDA.
 test-cuda: $(STAMP)
-	$(PY) -m pytest -q -ra -k cuda tests/capture tests/autodiff tests/distributed
+	$(PY) -m pytest -q -ra -k cuda tests/capture tests/autodiff tests/distributed \
+		tests/executor tests/safety tests/debug
+	$(PY) -m benchmarks.opinfo_census --device cuda
 
 bench: setup
 	$(PY) benchmarks/trace_speed.py

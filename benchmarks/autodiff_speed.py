@@ -29,7 +29,10 @@ script pays that inside the first call; a training script has paid it already, o
 thunderviz's modules are compiled to bytecode first, as pip does when it installs a package
 (torch's came so): this machine sets PYTHONDONTWRITEBYTECODE, and without the cache
 `import thunderviz` compiles every module from source, 0.17 s instead of 0.06 s.
-Run: `.venv/bin/python -m benchmarks.autodiff_speed [rounds] [torch threads]`."""
+On a GPU (`--device cuda`) the models and inputs are made there, and each side's clock stops
+after `torch.cuda.synchronize()`; `--no-cold` leaves the fresh processes out.
+Run: `.venv/bin/python -m benchmarks.autodiff_speed [rounds] [torch threads] [--device cuda]
+[--no-cold]`."""
 
 from __future__ import annotations
 
@@ -42,29 +45,43 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 import torch._dynamo
 
 import thunderviz as tv
+from benchmarks.common import command_line
 from benchmarks.programs import PROGRAMS, gpt, small
 from thunderviz.core.trace import forget_compiled_code
+
+
+def _synchronizer(args: tuple) -> Callable[[], None]:
+    """What waits for the queued GPU work of a program with these arguments to finish."""
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    return torch.cuda.synchronize if on_gpu else (lambda: None)
 
 
 def first_call_ours(model, args, loss_of) -> tuple[float, float]:
     """(wall-clock, process CPU) seconds of the first call."""
     forget_compiled_code()  # the program's code is compiled again, as a new program's is
     gc.collect()  # neither side collects what the one before it left (both do this)
+    sync = _synchronizer(args)
+    sync()
     t0, c0 = time.perf_counter(), time.process_time()
     loss_of(tv.jit(model)(*args)).backward()
+    sync()
     return time.perf_counter() - t0, time.process_time() - c0
 
 
 def first_call_aot_eager(model, args, loss_of) -> tuple[float, float]:
     torch._dynamo.reset()  # nothing compiled before counts
     gc.collect()
+    sync = _synchronizer(args)
+    sync()
     t0, c0 = time.perf_counter(), time.process_time()
     loss_of(torch.compile(model, backend="aot_eager")(*args)).backward()
+    sync()
     return time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -90,21 +107,26 @@ if {ours}:
     import thunderviz as tv
 imported = time.perf_counter() - t[0], time.process_time() - t[1]
 from benchmarks.programs import PROGRAMS
-model, args, loss_of = dict(PROGRAMS)[{title!r}]()
+model, args, loss_of = dict(PROGRAMS)[{title!r}]({device!r})
 if {training}:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+sync = torch.cuda.synchronize if {device!r} != "cpu" else (lambda: None)
+sync()
 t = time.perf_counter(), time.process_time()
 if {ours}:
     loss_of(tv.jit(model)(*args)).backward()
 else:
     loss_of(torch.compile(model, backend="aot_eager")(*args)).backward()
+sync()
 wall, cpu = time.perf_counter() - t[0], time.process_time() - t[1]
 print(json.dumps([wall + imported[0], cpu + imported[1]]))
 """
 
 
-def cold_first_call(title: str, ours: bool, training: bool) -> tuple[float, float]:
-    code = _COLD.format(threads=torch.get_num_threads(), ours=ours, title=title, training=training)
+def cold_first_call(title: str, ours: bool, training: bool, device: str) -> tuple[float, float]:
+    code = _COLD.format(
+        threads=torch.get_num_threads(), ours=ours, title=title, training=training, device=device
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=_ROOT
     )
@@ -112,7 +134,7 @@ def cold_first_call(title: str, ours: bool, training: bool) -> tuple[float, floa
     return wall, cpu
 
 
-def cold(rounds: int, training: bool) -> None:
+def cold(rounds: int, training: bool, device: str) -> None:
     compileall.compile_dir(_ROOT / "thunderviz", quiet=1)
     compileall.compile_dir(_ROOT / "benchmarks", quiet=1)
     print(
@@ -124,8 +146,8 @@ def cold(rounds: int, training: bool) -> None:
     for title, _ in PROGRAMS:
         ours, theirs = [], []
         for _ in range(rounds):
-            ours.append(cold_first_call(title, True, training))
-            theirs.append(cold_first_call(title, False, training))
+            ours.append(cold_first_call(title, True, training, device))
+            theirs.append(cold_first_call(title, False, training, device))
         report(title, {"thunderviz.jit": ours, "torch.compile aot_eager": theirs})
 
 
@@ -143,17 +165,18 @@ def report(title: str, times: dict[str, list[tuple[float, float]]]) -> None:
         )
 
 
-def main(rounds: int = 3) -> None:
-    model, args, loss_of = small()
+def main(rounds: int = 3, device: str = "cpu", fresh_processes: bool = True) -> None:
+    model, args, loss_of = small(device)
     first_call_ours(copy.deepcopy(model), args, loss_of)  # the same warm-up for both sides
     first_call_aot_eager(copy.deepcopy(model), args, loss_of)
     print(
-        f"First call (forward + backward included), median [min, max] of {rounds} "
+        f"First call on {torch.cuda.get_device_name() if device != 'cpu' else 'CPU'} "
+        f"(forward + backward included), median [min, max] of {rounds} "
         f"interleaved runs, {torch.get_num_threads()} torch thread(s); wall clock, and the "
         "process's CPU time (steadier on a loaded machine) in brackets"
     )
     for title, make in PROGRAMS:
-        model, args, loss_of = make()
+        model, args, loss_of = make(device)
         times: dict[str, list[tuple[float, float]]] = {
             "thunderviz.jit": [],
             "torch.compile aot_eager": [],
@@ -173,12 +196,16 @@ def main(rounds: int = 3) -> None:
             f"(trace {statistics.median(a for a, _ in parts):.3f} s, "
             f"autodiff {statistics.median(b for _, b in parts):.3f} s)"
         )
-    cold(rounds, training=False)
-    cold(rounds, training=True)
+    if fresh_processes:
+        cold(rounds, training=False, device=device)
+        cold(rounds, training=True, device=device)
     print("\ntarget: thunderviz's first call at least 20x faster than aot_eager's")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2:
-        torch.set_num_threads(int(sys.argv[2]))
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    ns = command_line(
+        __doc__,
+        rounds=3,
+        more=lambda p: p.add_argument("--no-cold", action="store_true", help="no fresh processes"),
+    )
+    main(ns.rounds, ns.device, fresh_processes=not ns.no_cold)

@@ -1,9 +1,10 @@
 """OpInfo census: thunderviz's gradients against torch.autograd on torch's own op database.
 
 For every OpInfo of `torch.testing._internal.common_methods_invocations.op_db` that supports
-autograd on the CPU in a dtype, the first few samples run through `thunderviz.vjp` and
-through torch.autograd with the same random cotangents; outputs and every floating input's
-gradient are compared. An OpInfo passes when all its samples do. Otherwise it is:
+autograd on the device (the CPU unless `--device cuda`) in a dtype, the first few samples run
+through `thunderviz.vjp` and through torch.autograd with the same random cotangents; outputs
+and every floating input's gradient are compared. An OpInfo passes when all its samples do.
+Otherwise it is:
 
 * wrong: a value or gradient differs (the worst: a silently wrong gradient);
 * no-rule: thunderviz refuses an op it has no grad rule for (the op is named and counted);
@@ -18,6 +19,8 @@ Samples torch.autograd itself rejects are left out. Run:
     .venv/bin/python -m benchmarks.opinfo_census                  # float64 and float32
     .venv/bin/python -m benchmarks.opinfo_census --dtype complex128
     .venv/bin/python -m benchmarks.opinfo_census --dtype float64 --ops sin,nn.functional.conv2d -v
+    .venv/bin/python -m benchmarks.opinfo_census --device cuda     # torch's CUDA samples
+    .venv/bin/python -m benchmarks.opinfo_census --shard 2/4       # every 4th OpInfo from the 2nd
 """
 
 from __future__ import annotations
@@ -153,8 +156,9 @@ def check_sample(
             torch.manual_seed(0)
             eager = fn(*args, **kwargs)
         outs = pytree.tree_leaves(eager)
+        # drawn on the CPU whatever the device, so every device compares the same cotangents
         cts = [
-            torch.randn(o.shape, generator=gen, dtype=o.dtype)
+            torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device)
             if isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())
             else None
             for o in outs
@@ -163,7 +167,12 @@ def check_sample(
     except Exception:  # noqa: BLE001 - torch rejects this sample: nothing to compare with
         return None
     torch.manual_seed(0)
-    out, grads = tv.vjp(fn)(args, [c if c is not None else torch.zeros(()) for c in cts], **kwargs)
+    placeholders = [  # for outputs with no gradient
+        torch.zeros((), device=o.device if isinstance(o, torch.Tensor) else None) for o in outs
+    ]
+    out, grads = tv.vjp(fn)(
+        args, [c if c is not None else z for c, z in zip(cts, placeholders, strict=True)], **kwargs
+    )
     for i, (o_ref, o) in enumerate(
         zip(pytree.tree_leaves(ref_out), pytree.tree_leaves(out), strict=False)
     ):
@@ -250,16 +259,18 @@ def _finite_difference_vjp(
     return grad.view_as(base)
 
 
-def census_opinfo(info: Any, dtype: torch.dtype, n_samples: int = 3) -> Outcome:
+def census_opinfo(
+    info: Any, dtype: torch.dtype, n_samples: int = 3, device: str = "cpu"
+) -> Outcome:
     label = label_of(info)
-    if dtype not in info.supported_backward_dtypes("cpu"):
+    if dtype not in info.supported_backward_dtypes(device):
         return Outcome(label, "skipped", "dtype not supported by autograd")
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(SECONDS_PER_OPINFO)
     compared, problems, missing, errors, notes = 0, [], [], [], []
     is_complex = False
     try:
-        for i, sample in enumerate(info.sample_inputs("cpu", dtype, requires_grad=False)):
+        for i, sample in enumerate(info.sample_inputs(device, dtype, requires_grad=False)):
             if i >= n_samples:
                 break
             fn = _sample_fn(info, sample)
@@ -326,10 +337,12 @@ def autograd_opinfos(names: Iterable[str] | None = None) -> list[Any]:
     ]
 
 
-def run(dtype: torch.dtype, infos: list[Any], n_samples: int = 3) -> list[Outcome]:
+def run(
+    dtype: torch.dtype, infos: list[Any], n_samples: int = 3, device: str = "cpu"
+) -> list[Outcome]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [census_opinfo(info, dtype, n_samples) for info in infos]
+        return [census_opinfo(info, dtype, n_samples, device) for info in infos]
 
 
 def summarize(name: str, outcomes: list[Outcome], seconds: float, verbose: bool) -> None:
@@ -369,17 +382,23 @@ def main() -> None:
     parser.add_argument("--ops", default="", help="comma-separated OpInfo names (default: all)")
     parser.add_argument("--samples", type=int, default=3, help="samples per OpInfo")
     parser.add_argument("-v", "--verbose", action="store_true", help="list errors and no-rules")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument(
+        "--shard", default="1/1", help="K/N: every Nth OpInfo from the Kth (parallel runs)"
+    )
     ns = parser.parse_args()
-    infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)
+    shard, shards = (int(part) for part in ns.shard.split("/"))
+    infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)[shard - 1 :: shards]
     dtypes = list(DEFAULT_DTYPES) if ns.dtype == "both" else [ns.dtype]
     every: list[Outcome] = []
     print(
-        f"OpInfo census: {len(infos)} autograd-supporting OpInfos, CPU, "
+        f"OpInfo census: {len(infos)} autograd-supporting OpInfos, "
+        f"{torch.cuda.get_device_name() if ns.device != 'cpu' else 'CPU'}, "
         f"up to {ns.samples} samples each, thunderviz.vjp vs torch.autograd"
     )
     for name in dtypes:
         t0 = time.perf_counter()
-        outcomes = run(DTYPES[name], infos, ns.samples)
+        outcomes = run(DTYPES[name], infos, ns.samples, ns.device)
         summarize(name, outcomes, time.perf_counter() - t0, ns.verbose)
         every += outcomes
     ranked = rank_missing(every)

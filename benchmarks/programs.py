@@ -3,7 +3,8 @@
 code writes them (Hugging Face GPT-2 from a tiny config, no weights downloaded; the 12-layer
 GPT of issue 14's outside measurement, attention written out as matmul and masked softmax
 with a SiLU MLP; a torchvision-style ResNet with BatchNorm in training mode); and a small
-program of a few sub-millisecond ops, where jit's fixed per-call cost shows."""
+program of a few sub-millisecond ops, where jit's fixed per-call cost shows. `make(device)`
+builds the model and its inputs on that device ("cpu" unless given)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,16 @@ from thunderviz.models import GPT, GPTConfig
 GPT_CFG = GPTConfig(vocab_size=1000, block_size=64, n_layer=12, n_head=4, d_model=128)
 
 
-def gpt() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
+Made = tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]
+
+
+def gpt(device: str = "cpu") -> Made:
     torch.manual_seed(0)
-    idx = torch.randint(0, GPT_CFG.vocab_size, (2, 64))
-    return GPT(GPT_CFG), (idx, idx), lambda out: out
+    idx = torch.randint(0, GPT_CFG.vocab_size, (2, 64)).to(device)
+    return GPT(GPT_CFG).to(device), (idx, idx), lambda out: out
 
 
-def hf_gpt2() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
+def hf_gpt2(device: str = "cpu") -> Made:
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(
@@ -39,8 +43,8 @@ def hf_gpt2() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]
             n_head=4,
             attn_implementation="eager",
         )
-    )
-    idx = torch.randint(0, 1000, (2, 64))
+    ).to(device)
+    idx = torch.randint(0, 1000, (2, 64)).to(device)
     return model, (idx,), lambda out: F.cross_entropy(out.logits.flatten(0, 1), idx.flatten())
 
 
@@ -86,10 +90,10 @@ class WrittenOutGPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
-def written_out_gpt() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
+def written_out_gpt(device: str = "cpu") -> Made:
     torch.manual_seed(0)
-    idx = torch.randint(0, 1000, (2, 64))
-    return WrittenOutGPT(), (idx, torch.roll(idx, -1, 1)), lambda out: out
+    idx = torch.randint(0, 1000, (2, 64)).to(device)
+    return WrittenOutGPT().to(device), (idx, torch.roll(idx, -1, 1)), lambda out: out
 
 
 class _BasicBlock(nn.Module):
@@ -137,10 +141,10 @@ class SmallResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def resnet() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
+def resnet(device: str = "cpu") -> Made:
     torch.manual_seed(0)
-    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
-    return SmallResNet(), (x,), lambda out: F.cross_entropy(out, y)
+    x, y = torch.randn(8, 3, 32, 32).to(device), torch.randint(0, 10, (8,)).to(device)
+    return SmallResNet().to(device), (x,), lambda out: F.cross_entropy(out, y)
 
 
 class SmallProgram(nn.Module):
@@ -155,9 +159,10 @@ class SmallProgram(nn.Module):
         return F.cross_entropy(self.fc2(F.gelu(self.fc1(x))), y)
 
 
-def small() -> tuple[nn.Module, tuple[Any, ...], Callable[[Any], torch.Tensor]]:
+def small(device: str = "cpu") -> Made:
     torch.manual_seed(0)
-    return SmallProgram(), (torch.randn(8, 16), torch.randint(0, 4, (8,))), lambda out: out
+    args = (torch.randn(8, 16).to(device), torch.randint(0, 4, (8,)).to(device))
+    return SmallProgram().to(device), args, lambda out: out
 
 
 PROGRAMS = [
