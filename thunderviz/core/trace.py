@@ -244,7 +244,6 @@ class Trace:
         run.__name__ = self.name
         return run
 
-
     def _op_namespaces(self) -> list[tuple[str, Any]]:
         """The `torch.ops` namespaces of the ops the statements call beyond aten and prims
         (a `torch.library` custom op, called by a user's grad rule), by their printed name."""
