@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 import thunderviz as tv
 from tests.autodiff.custom_function_models import CheckpointedNet, Loss, mse
 from tests.autodiff.idioms_training import TIGHT, train_like_eager
-from tests.helpers import check_value_and_grad
+from tests.helpers import DEVICES, check_value_and_grad
 from thunderviz.capture.custom_function import APPLY_ID, BACKWARD_ID
 from thunderviz.capture.errors import CaptureError
 
@@ -147,9 +147,11 @@ class DropoutInside(nn.Module):
         return self.out(checkpoint(self.body, self.inp(x), use_reentrant=True))
 
 
-def test_dropout_inside_a_reentrant_checkpoint_draws_and_redraws_eagers_mask():
+@pytest.mark.parametrize("device", DEVICES)
+def test_dropout_inside_a_reentrant_checkpoint_draws_and_redraws_eagers_mask(device):
     """The forward draws the mask where eager does; the backward's re-run restores the RNG
-    state the forward saved on its ctx, so the gradient uses that same mask."""
+    state the forward saved on its ctx (on a GPU, the CUDA generator's too), so the gradient
+    uses that same mask."""
     torch.manual_seed(0)
-    xs = [torch.randn(5, 4) for _ in range(3)]
-    train_like_eager(DropoutInside(), lambda step: ((xs[step],), {}), mse)
+    xs = [torch.randn(5, 4, device=device) for _ in range(3)]
+    train_like_eager(DropoutInside().to(device), lambda step: ((xs[step],), {}), mse)

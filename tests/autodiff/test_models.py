@@ -10,9 +10,10 @@ import torch
 import torch.nn as nn
 
 import thunderviz as tv
+from benchmarks.programs import PROGRAMS
+from tests.helpers import DEVICES
 from thunderviz.models import CNN, GPT, MLP, GPTConfig
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-10, atol=1e-12)}
 
 
@@ -109,6 +110,34 @@ def test_loss_and_gradients_match_eager_for_three_optimizer_steps(name, dtype, d
     for (n, be), bj in zip(eager.named_buffers(), model.buffers(), strict=True):  # BN statistics
         torch.testing.assert_close(bj, be, **tol, msg=lambda m, n=n: f"buffer {n}: {m}")
     assert jitted.cache_misses == 1  # same signature every step: traced once
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("make", [m for _, m in PROGRAMS], ids=[m.__name__ for _, m in PROGRAMS])
+def test_the_benchmarked_programs_train_like_eager(make, device, monkeypatch):
+    """What the speed benchmarks time is also right: three SGD steps of each program (HF
+    GPT-2, the written-out GPT, the ResNet with BatchNorm, ...) against eager, on every
+    device. In float32, where the kernels' reductions (atomics on a GPU) may sum in another
+    order from one call to the next: close, not equal. cuDNN's TF32 convolutions are off:
+    their 10-bit products would make the comparison one of rounding."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    model, args, loss_of = make(device)
+    eager = copy.deepcopy(model)
+    jitted = tv.jit(model)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.05)
+    opt_j = torch.optim.SGD(model.parameters(), lr=0.05)
+    tol = dict(rtol=1e-4, atol=1e-5)
+    for step in range(3):
+        for fn, opt in ((eager, opt_e), (jitted, opt_j)):
+            opt.zero_grad()
+            torch.manual_seed(step)  # GPT-2's dropout draws the same masks on both sides
+            loss_of(fn(*args)).backward()
+            opt.step()
+        for (n, pe), pj in zip(eager.named_parameters(), model.parameters(), strict=True):
+            torch.testing.assert_close(pj, pe, **tol, msg=lambda m, n=n, s=step: f"{s} {n}: {m}")
+    for (n, be), bj in zip(eager.named_buffers(), model.buffers(), strict=True):
+        torch.testing.assert_close(bj, be, **tol, msg=lambda m, n=n: f"buffer {n}: {m}")
+    assert jitted.cache_misses == 1
 
 
 def test_grads_accumulate_across_calls_like_eager():

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 import torch.nn as nn
 
 import thunderviz as tv
 from tests.debug.models import SqrtOfRelu, line_of
+from tests.helpers import DEVICES
 from thunderviz.debug import LEDGER_STATUSES
 
 
@@ -81,13 +83,14 @@ class PoisonsWeight(nn.Module):
         return torch.sqrt(h * h).sum()
 
 
-def test_a_nan_that_poisons_a_weight_is_propagated_to_it():
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_nan_that_poisons_a_weight_is_propagated_to_it(device):
     torch.manual_seed(1)
-    model = PoisonsWeight().double()
+    model = PoisonsWeight().double().to(device)
     with torch.no_grad():
         model.fc.weight[2].zero_()
         model.fc.bias[2] = 0.0
-    x = torch.randn(2, 3, dtype=torch.float64)
+    x = torch.randn(2, 3, dtype=torch.float64, device=device)
     eager = copy.deepcopy(model)
     eager(x).backward()
     assert torch.isnan(eager.fc.weight.grad).any()  # the reference is poisoned too

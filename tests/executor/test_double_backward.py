@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 import thunderviz as tv
+from tests.helpers import DEVICES
 from thunderviz.capture.errors import CaptureError
 
 F64 = dict(dtype=torch.float64)
@@ -36,12 +37,13 @@ def _penalised_step(model, x):
     return loss.detach(), x.grad
 
 
-def test_a_gradient_penalty_trains_like_eager_with_dropout_and_batchnorm():
-    eager = _critic()
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_gradient_penalty_trains_like_eager_with_dropout_and_batchnorm(device):
+    eager = _critic().to(device)
     ours = copy.deepcopy(eager)
     jitted = tv.jit(ours)
     for step in range(3):
-        x = torch.randn(6, 4, **F64)
+        x = torch.randn(6, 4, **F64, device=device)
         torch.manual_seed(step)
         want = _penalised_step(eager, x)
         torch.manual_seed(step)

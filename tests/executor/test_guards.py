@@ -224,11 +224,33 @@ def test_autocast_training_matches_eager_for_three_steps(device, dtype):
             assert pj.grad.dtype == pe.grad.dtype
             torch.testing.assert_close(pj.grad, pe.grad, rtol=0, atol=0)
     forward = tv.last_traces(jitted)[0]
-    casts = [b for b in forward.bound_symbols if b.sym.id == "aten._to_copy.default"]
-    assert casts and all(b.kwargs["dtype"] == dtype for b in casts)  # visible, top level
+    casts = [
+        b.kwargs["dtype"] for b in forward.bound_symbols if b.sym.id == "aten._to_copy.default"
+    ]
+    # visible, top level: down to the autocast dtype, and (CUDA's autocast runs layer_norm
+    # in float32) back up
+    assert dtype in casts and set(casts) <= {dtype, torch.float32}
     out = jitted(x)  # outside autocast: a trace of its own, in float32
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, eager(x), rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_call_on_another_device_gets_its_own_trace_cuda():
+    """The same program called on the CPU and on a GPU in turn: each device's call runs a
+    trace made for it (a constant made inside lands on the argument's device), to eager's
+    values and gradients."""
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        return (x.sin() * torch.arange(3, device=x.device, dtype=x.dtype)).sum()
+
+    jitted = tv.jit(program)
+    for device in ("cpu", "cuda", "cpu", "cuda"):
+        x = torch.randn(4, 3, **F64, device=device, requires_grad=True)
+        got, want = value_and_grads(jitted, x), value_and_grads(program, x)
+        assert got[0].device.type == device
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert jitted.cache_misses == 2
 
 
 def test_grad_mode_is_part_of_the_key():
