@@ -296,11 +296,15 @@ def _place(
             f"{len(orig_outs)}. A joint rule must return the op's outputs.",
             bsym=b,
         )
+    forward = run.forward.bound_symbols
+    # the rule's forward code is just the op again: its values are the op's, whatever shapes
+    # the rule's meta kernel gave them (a CUDA kernel's empty buffer)
+    again = len(forward) == 1 and forward[0].sym == b.sym and _same_args(forward[0], b)
     renames: dict[str, Proxy] = {}
     for r, o in zip(rule_outs, orig_outs, strict=True):
         if r.name == o.name:
             continue
-        if _another_value(r, o):
+        if not again and _another_value(r, o):
             # the rule asked the op for more than the program did (an attention kernel's
             # log-sum-exp, which the program's call left empty): the value is the rule's,
             # under its own name, and the program's output is made by nothing
@@ -329,9 +333,7 @@ def _place(
             zero = builder.bound_symbols[0]
             renames[zero.output.name] = ph
             zeros.append(zero.rename({zero.output.name: ph}))
-    forward = [x.rename(renames) for x in run.forward.bound_symbols]
-    if len(forward) == 1 and forward[0].sym == b.sym and _same_args(forward[0], b):
-        forward = [b]
+    forward = [b] if again else [x.rename(renames) for x in forward]
     backward = zeros + [x.rename(renames) for x in run.backward.bound_symbols]
     run.grads = [(x, renames.get(g.name, g)) for x, g in run.grads]
     return forward, backward
