@@ -114,14 +114,19 @@ def test_loss_and_gradients_match_eager_for_three_optimizer_steps(name, dtype, d
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("make", [m for _, m in PROGRAMS], ids=[m.__name__ for _, m in PROGRAMS])
-def test_the_benchmarked_programs_train_like_eager(make, device, monkeypatch):
+def test_the_benchmarked_programs_train_like_eager(make, device):
     """What the speed benchmarks time is also right: three SGD steps of each program (HF
     GPT-2, the written-out GPT, the ResNet with BatchNorm, ...) against eager, on every
     device. In float32, where the kernels' reductions (atomics on a GPU) may sum in another
     order from one call to the next: close, not equal. cuDNN's TF32 convolutions are off:
     their 10-bit products would make the comparison one of rounding."""
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    model, args, loss_of = make(device)
+    cudnn = torch.backends.cudnn
+    # (torch.testing, imported by other tests, forbids setting the flags but through this)
+    with cudnn.flags(cudnn.enabled, cudnn.benchmark, cudnn.deterministic, allow_tf32=False):
+        _train_like_eager(*make(device))
+
+
+def _train_like_eager(model, args, loss_of) -> None:
     eager = copy.deepcopy(model)
     jitted = tv.jit(model)
     opt_e = torch.optim.SGD(eager.parameters(), lr=0.05)

@@ -18,15 +18,15 @@ class Net(nn.Module):
     """BatchNorm (running statistics, a counter), dropout (draws from the global RNG) and
     noise from a generator of the module's own."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         super().__init__()
         self.body = nn.Sequential(
             nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.3), nn.Tanh(), nn.Linear(8, 1)
         )
-        self.gen = torch.Generator().manual_seed(5)
+        self.gen = torch.Generator(device).manual_seed(5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        noise = torch.randn(x.shape[0], 1, generator=self.gen)
+        noise = torch.randn(x.shape[0], 1, generator=self.gen, device=x.device)
         return (self.body(x) + 1e-3 * noise).sum()
 
 
@@ -180,7 +180,7 @@ def test_debugger_draws_what_eager_draws():
 def test_entry_point_leaves_everything_as_it_was_cuda(entry, tmp_path):
     """On CUDA dropout draws from the device's generator: it is restored too."""
     torch.manual_seed(0)
-    model = Net().train().cuda()
+    model = Net("cuda").train().cuda()
     x = torch.randn(6, 4, device="cuda", requires_grad=True)
     before = _snapshot(model, x)
     ENTRY_POINTS[entry](model, x, tmp_path)
