@@ -122,7 +122,12 @@ def test_the_benchmarked_programs_train_like_eager(make, device):
     their 10-bit products would make the comparison one of rounding."""
     cudnn = torch.backends.cudnn
     # (torch.testing, imported by other tests, forbids setting the flags but through this)
-    with cudnn.flags(cudnn.enabled, cudnn.benchmark, cudnn.deterministic, allow_tf32=False):
+    with cudnn.flags(
+        enabled=cudnn.enabled,
+        benchmark=cudnn.benchmark,
+        deterministic=cudnn.deterministic,
+        allow_tf32=False,
+    ):
         _train_like_eager(*make(device))
 
 
