@@ -277,6 +277,41 @@ def _another_value(rule_out: Any, op_out: Any) -> bool:
     )
 
 
+def _output_pairs(result: Any, b: BoundSymbol) -> list[tuple[Proxy, Proxy | None]]:
+    """Each proxy a rule returned, with the op's output at its place: None where the op's is
+    no proxy (an output the program's call left undefined or constant, which the rule asked
+    the op for: cuDNN attention's log-sum-exp and sequence lengths). Refused where the rule
+    returns no proxy for one of the op's."""
+
+    def refused(got: int) -> AutodiffError:
+        return AutodiffError(
+            f"the grad rule for {b.sym.id} returned {got} outputs; the op has "
+            f"{len(b.flat_proxy_outs)}. A joint rule must return the op's outputs.",
+            bsym=b,
+        )
+
+    op_out = b.output
+    if not (
+        isinstance(result, tuple | list)
+        and isinstance(op_out, tuple | list)
+        and len(result) == len(op_out)
+    ):
+        rule_outs, op_outs = proxies_in(result, []), b.flat_proxy_outs
+        if len(rule_outs) != len(op_outs):
+            raise refused(len(rule_outs))
+        return list(zip(rule_outs, op_outs, strict=True))
+    pairs: list[tuple[Proxy, Proxy | None]] = []
+    for r, o in zip(result, op_out, strict=True):
+        rule_outs, op_outs = proxies_in(r, []), proxies_in(o, [])
+        if len(rule_outs) == len(op_outs):
+            pairs += zip(rule_outs, op_outs, strict=True)
+        elif not op_outs:
+            pairs += [(x, None) for x in rule_outs]
+        else:
+            raise refused(len(proxies_in(result, [])))
+    return pairs
+
+
 def _place(
     run: JointRun,
     b: BoundSymbol,
@@ -288,22 +323,15 @@ def _place(
     the accumulated cotangents (zeros where none flows), and keep the original bound symbol
     (with its subsymbols) when the rule's forward code is just that op again. An output the
     rule makes differently from the op goes into `unmade` (by the op's output's name)."""
-    rule_outs = proxies_in(run.result, [])
-    orig_outs = b.flat_proxy_outs
-    if len(rule_outs) != len(orig_outs):
-        raise AutodiffError(
-            f"the grad rule for {b.sym.id} returned {len(rule_outs)} outputs; the op has "
-            f"{len(orig_outs)}. A joint rule must return the op's outputs.",
-            bsym=b,
-        )
+    pairs = _output_pairs(run.result, b)
     forward = run.forward.bound_symbols
     # the rule's forward code is just the op again: its values are the op's, whatever shapes
     # the rule's meta kernel gave them (a CUDA kernel's empty buffer)
     again = len(forward) == 1 and forward[0].sym == b.sym and _same_args(forward[0], b)
     renames: dict[str, Proxy] = {}
-    for r, o in zip(rule_outs, orig_outs, strict=True):
-        if r.name == o.name:
-            continue
+    for r, o in pairs:
+        if o is None or r.name == o.name:
+            continue  # (None: the rule's own value, where the program's call made none)
         if not again and _another_value(r, o):
             # the rule asked the op for more than the program did (an attention kernel's
             # log-sum-exp, which the program's call left empty): the value is the rule's,

@@ -25,6 +25,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.core.symbol import BoundSymbol
@@ -255,4 +256,41 @@ def flash_attention(
     put_grad(query, dq)
     put_grad(key, dk)
     put_grad(value, dv)
+    return out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug_mask
+
+
+@RULES.grad(aten._scaled_dot_product_cudnn_attention.default)
+def cudnn_attention(
+    query,
+    key,
+    value,
+    attn_bias,
+    compute_log_sumexp,
+    dropout_p=0.0,
+    is_causal=False,
+    return_debug_mask=False,
+    *,
+    scale=None,
+):
+    """cuDNN's fused attention (what torch picks on recent GPUs, in half precision), with
+    torch's own backward kernel; like torch, no gradient for the bias."""
+    if attn_bias is not None and requires_grad(attn_bias):
+        raise AutodiffError(
+            "aten._scaled_dot_product_cudnn_attention has no gradient for its attn_mask "
+            "(torch's neither): run the attention under "
+            "torch.nn.attention.sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION) or the math one."
+        )
+    out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug_mask = (
+        aten._scaled_dot_product_cudnn_attention.default(
+            query, key, value, attn_bias, True, dropout_p, is_causal, return_debug_mask,
+            scale=scale,
+        )
+    )  # fmt: skip
+    dq, dk, dv = aten._scaled_dot_product_cudnn_attention_backward.default(
+        get_grad(out), query, key, value, out, lse, seed, offset, attn_bias, cum_q, cum_k,
+        _number(max_q), _number(max_k), dropout_p, is_causal, scale=scale,
+    )  # fmt: skip
+    for x, dx in ((query, dq), (key, dk), (value, dv)):
+        if requires_grad(x):
+            put_grad(x, dx)
     return out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug_mask
