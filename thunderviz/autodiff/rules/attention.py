@@ -2,17 +2,21 @@
 
 A torch-level rule. On the CPU, without a mask tensor or grouped heads, it runs the flash
 kernel eager uses and that kernel's own backward (saving q, k, v, the output and the rows'
-logsumexp, like eager). Everywhere else the forward stays the user's fused call (whatever
-kernel torch picks on the device), and the backward recomputes the attention probabilities
-from q, k and v, so only q, k, v (and a mask) are saved, never the L x S matrix.
+logsumexp, like eager). Elsewhere on the CPU the forward stays the user's call, and the
+backward recomputes the attention probabilities from q, k and v, so only q, k, v (and a
+mask) are saved, never the L x S matrix.
 With P = softmax(q k^T * scale + mask):
 
     dv = P^T g        dP = g v^T        dS = P * (dP - rowsum(dP * P))
     dq = dS k * scale      dk = dS^T q * scale      d(float mask) = dS
 
-With dropout (`dropout_p > 0` in training) these rules step aside and the call is
-differentiated through the ops eager ran for it, which draw the dropout mask: the same mask
-as eager under the same seed, and the backward multiplies by it.
+With dropout (`dropout_p > 0` in training), and on a GPU, these rules step aside and the
+call is differentiated through the ops eager ran for it: with dropout they draw the mask
+(the same mask as eager under the same seed, and the backward multiplies by it); on a GPU
+they are the fused kernel torch picked (flash, memory-efficient or cuDNN attention, below),
+whose own backward kernel is eager's: one launch where recomputing P takes a dozen, which
+on a GPU is what a training step of a small model waits for. (Where torch picked the math
+kernel, its rule recomputes as above.)
 
 Grouped-query attention (`enable_gqa=True`, k/v with fewer heads than q) repeats each k/v
 head for its group of q heads; their gradients sum over the group.
@@ -140,17 +144,20 @@ def _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs=
         put_grad(mask, d_scores)  # put_grad sums over the dims the mask was broadcast along
 
 
-def _without_dropout(bsym: BoundSymbol) -> bool:
-    """These rules are for attention without dropout. With dropout, the call is
-    differentiated through its subsymbols: the ops eager ran, which draw the mask (on the
-    CPU the math kernel's `bernoulli_`; on CUDA a fused kernel whose philox seed and offset
-    its backward kernel takes), so the trace draws eager's mask and the backward uses it."""
-    args = _math_args if bsym.sym.id == MATH_ID else _sdpa_args
-    dropout_p = args(*bsym.args, **bsym.kwargs)[4]
-    return not getattr(dropout_p, "value", dropout_p)
+def _recomputes(bsym: BoundSymbol) -> bool:
+    """These rules are for attention without dropout, off the GPU's fused kernels. With
+    dropout, the call is differentiated through its subsymbols: the ops eager ran, which
+    draw the mask (on the CPU the math kernel's `bernoulli_`; on CUDA a fused kernel whose
+    philox seed and offset its backward kernel takes), so the trace draws eager's mask and
+    the backward uses it. On a GPU the torch-level call is differentiated through the kernel
+    torch picked for it (the module docstring)."""
+    args = (_math_args if bsym.sym.id == MATH_ID else _sdpa_args)(*bsym.args, **bsym.kwargs)
+    if getattr(args[4], "value", args[4]):
+        return False
+    return bsym.sym.id == MATH_ID or getattr(args[0], "device", torch.device("cpu")).type != "cuda"
 
 
-@RULES.grad(F.scaled_dot_product_attention, applies=_without_dropout)
+@RULES.grad(F.scaled_dot_product_attention, applies=_recomputes)
 def scaled_dot_product_attention(*args, **kwargs):
     q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _sdpa_args(*args, **kwargs)
     if _cpu_flash_applies(q, k, v, mask, enable_gqa):
@@ -174,7 +181,7 @@ def _math_args(
     return query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
 
 
-@RULES.grad(aten._scaled_dot_product_attention_math.default, applies=_without_dropout)
+@RULES.grad(aten._scaled_dot_product_attention_math.default, applies=_recomputes)
 def scaled_dot_product_attention_math(*args, **kwargs):
     """The math kernel some callers reach directly (nn.MultiheadAttention's fast path inside
     nn.TransformerEncoderLayer): it also returns P, which may take a cotangent of its own."""
