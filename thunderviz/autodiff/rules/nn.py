@@ -284,15 +284,6 @@ for _n in (2, 3):
     )
 
 
-@RULES.grad(aten.cudnn_grid_sampler.default)
-def cudnn_grid_sampler(x, grid):
-    """What `grid_sample` becomes on a GPU (bilinear, zero padding, corners aligned, where
-    cuDNN takes the input), with cuDNN's own backward, as torch differentiates it."""
-    out = aten.cudnn_grid_sampler.default(x, grid)
-    put_grads((x, grid), aten.cudnn_grid_sampler_backward.default(x, grid, get_grad(out)))
-    return out
-
-
 # upsample_*(x, output_size, *options) -> upsample_*_backward(g, output_size, input_size,
 # *options): every interpolation mode has this shape
 for _name in (
