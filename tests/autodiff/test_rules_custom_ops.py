@@ -38,8 +38,26 @@ def _(x: torch.Tensor, with_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.empty_like(x), x.new_empty((*x.shape[:-1], *(() if with_lse else (0,))))
 
 
+# The same, with the log-sum-exp undefined (None) when not asked for, as cuDNN's attention
+# returns it: an output the program's call does not make at all.
+_LIB = torch.library.Library("thunderviz_test", "FRAGMENT")
+_LIB.define("exp_maybe_lse(Tensor x, bool with_lse) -> (Tensor, Tensor)")
+
+
+def _exp_maybe_lse(x: torch.Tensor, with_lse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return x.exp(), (torch.logsumexp(x, -1) if with_lse else None)
+
+
+def _exp_maybe_lse_meta(x: torch.Tensor, with_lse: bool):
+    return torch.empty_like(x), (x.new_empty(x.shape[:-1]) if with_lse else None)
+
+
+_LIB.impl("exp_maybe_lse", _exp_maybe_lse, "CompositeExplicitAutograd")
+_LIB.impl("exp_maybe_lse", _exp_maybe_lse_meta, "Meta")
+
 TWICE = torch.ops.thunderviz_test.twice.default
 EXP_WITH_LSE = torch.ops.thunderviz_test.exp_with_lse.default
+EXP_MAYBE_LSE = torch.ops.thunderviz_test.exp_maybe_lse.default
 
 
 def _twice_rule(x):
@@ -48,19 +66,26 @@ def _twice_rule(x):
     return out
 
 
-def _exp_rule(x, with_lse):
-    """The backward reads the log-sum-exp it asks the forward for: exp(x) = softmax(x) *
-    exp(lse), per row."""
-    out, lse = aten_symbol(EXP_WITH_LSE)(x, True)
-    scale = aten.exp.default(aten.unsqueeze.default(lse, -1))
-    softmax = aten._softmax.default(x, -1, False)
-    tv.put_grad(x, aten.mul.Tensor(aten.mul.Tensor(tv.get_grad(out), softmax), scale))
-    return out, lse
+def _exp_rule_of(op):
+    def exp_rule(x, with_lse):
+        """The backward reads the log-sum-exp it asks the forward for: exp(x) = softmax(x)
+        * exp(lse), per row."""
+        out, lse = aten_symbol(op)(x, True)
+        scale = aten.exp.default(aten.unsqueeze.default(lse, -1))
+        softmax = aten._softmax.default(x, -1, False)
+        tv.put_grad(x, aten.mul.Tensor(aten.mul.Tensor(tv.get_grad(out), softmax), scale))
+        return out, lse
+
+    return exp_rule
 
 
 @pytest.fixture
 def rules():
-    registered = [(TWICE, _twice_rule), (EXP_WITH_LSE, _exp_rule)]
+    registered = [
+        (TWICE, _twice_rule),
+        (EXP_WITH_LSE, _exp_rule_of(EXP_WITH_LSE)),
+        (EXP_MAYBE_LSE, _exp_rule_of(EXP_MAYBE_LSE)),
+    ]
     for op, rule in registered:
         tv.register_grad(op_id(op))(rule)
     yield
@@ -95,6 +120,12 @@ def test_a_rule_asking_for_more_than_the_program_did_gets_its_own_values(rules):
     (call,) = [b for b in augmented.bound_symbols if b.sym.fn is EXP_WITH_LSE]
     assert call.args[1] is True and call.output[1].shape == (4,)
     _same_as_torch(lambda x: (EXP_WITH_LSE(x, False)[0] * 3).sum(), lambda x: (x.exp() * 3).sum())
+
+
+def test_a_rule_asking_for_an_output_the_programs_call_left_undefined(rules):
+    """The program's call returns None for the log-sum-exp (cuDNN attention's way): the
+    rule's outputs are matched to the op's by place, and the rule's extra one is its own."""
+    _same_as_torch(lambda x: (EXP_MAYBE_LSE(x, False)[0] * 3).sum(), lambda x: (x.exp() * 3).sum())
 
 
 def test_a_rule_replacing_an_output_the_program_reads_is_refused(rules):
