@@ -15,6 +15,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 
 import thunderviz as tv
 from benchmarks import opinfo_census as census
+from tests.autodiff.opinfo_samples import in_this_torch
 from thunderviz.autodiff.api import user_rules
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.prims import aten
@@ -177,7 +178,7 @@ FAMILIES = {
 
 def _cases(names: list[str], dtype: torch.dtype = C128, limit: int = 3):
     out = []
-    for label in names:
+    for label in filter(in_this_torch, names):
         (info,) = [o for o in op_db if census.label_of(o) == label]
         for i, sample in enumerate(info.sample_inputs("cpu", dtype, requires_grad=False)):
             if i >= limit:

@@ -8,6 +8,8 @@ determinants use det(A)·A⁻ᴴ, the cofactor matrix.
 
 from __future__ import annotations
 
+import torch
+
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import conj
@@ -163,11 +165,13 @@ def linalg_cholesky_ex(a, *, upper=False, check_errors=False):
     return factor, info
 
 
-@RULES.grad(aten.cholesky.default, supports_complex=True)
-def cholesky(a, upper=False):
-    factor = aten.cholesky.default(a, upper)
-    put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
-    return factor
+if hasattr(torch.ops.aten, "cholesky"):  # torch.cholesky, deprecated, is gone in torch 2.14
+
+    @RULES.grad(aten.cholesky.default, supports_complex=True)
+    def cholesky(a, upper=False):
+        factor = aten.cholesky.default(a, upper)
+        put_grad(a, _cholesky_grad(get_grad(factor), factor, upper))
+        return factor
 
 
 @RULES.grad(aten.cholesky_solve.default, supports_complex=True)
