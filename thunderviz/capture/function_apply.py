@@ -39,6 +39,7 @@ from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 
 __all__ = ["intercepting_function_apply", "read_through"]
 
+# a classmethod, or (torch 2.14) a C++ classmethod_descriptor: bound alike by __get__
 _ORIGINAL_APPLY = Function.__dict__["apply"]
 _patch_lock = threading.Lock()
 _patch_users = 0
@@ -49,7 +50,7 @@ _recorders: ContextVar[tuple[Any, ...]] = ContextVar("thunderviz_apply_recorders
 def _intercepted_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
     recorders = _recorders.get()
     if not recorders:
-        return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
+        return _ORIGINAL_APPLY.__get__(None, cls)(*args, **kwargs)
     return _record_apply(recorders[-1], cls, args, kwargs)
 
 
