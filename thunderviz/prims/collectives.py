@@ -10,7 +10,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _resolve_process_group
-from torch.distributed.distributed_c10d import GroupName
 
 from thunderviz.core.symbol import BoundSymbol, Symbol
 from thunderviz.prims.aten import meta_outputs, op_id
@@ -64,7 +63,8 @@ def is_collective(bsym: BoundSymbol) -> bool:
 def describe_group(group_name: str) -> str:
     """ "process group '0' (ranks 0, 1)": what a printed collective says about its group."""
     try:
-        group = _resolve_process_group(GroupName(group_name))
+        # (torch's GroupName, a NewType of str that torch 2.9 does not have, is the str)
+        group = _resolve_process_group(group_name)  # pyright: ignore[reportArgumentType]
         ranks = ", ".join(str(r) for r in dist.get_process_group_ranks(group))
     except (RuntimeError, ValueError, KeyError):  # a group name of another process
         return f"process group {group_name!r}"
