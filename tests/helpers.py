@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 import torch
 from torch.utils import _pytree as pytree
 
@@ -78,13 +79,22 @@ def reference_vjp(
         for x in leaves
     ]
     inputs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
-    out = fn(*pytree.tree_unflatten(leaves, spec), **kwargs)
-    outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad]
-    grads = (
-        torch.autograd.grad(outs, inputs, cotangents[: len(outs)], allow_unused=True)
-        if outs
-        else [None] * len(inputs)
-    )
+    try:
+        out = fn(*pytree.tree_unflatten(leaves, spec), **kwargs)
+        outs = [
+            o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad
+        ]
+        grads = (
+            torch.autograd.grad(outs, inputs, cotangents[: len(outs)], allow_unused=True)
+            if outs
+            else [None] * len(inputs)
+        )
+    except (RuntimeError, NotImplementedError) as e:
+        if "not implemented" not in str(e) or "derivative" not in str(e):
+            raise
+        # an older torch's autograd lacks it (nextafter, narrow_copy, aminmax before 2.13):
+        # no reference to compare with, on this torch
+        pytest.skip(f"torch {torch.__version__}: {str(e).splitlines()[0]}")
     return out, list(grads)
 
 
@@ -187,8 +197,6 @@ def assert_same_state(ours: torch.nn.Module, eager: torch.nn.Module, tol: float 
 def tiny_hf_gpt2(dropout: float = 0.0) -> torch.nn.Module:
     """Hugging Face GPT-2 from a tiny config (2 layers, width 16, vocabulary 64), float64,
     built under seed 0; skips the test where transformers is not installed."""
-    import pytest
-
     transformers = pytest.importorskip("transformers")
     config = transformers.GPT2Config(
         vocab_size=64, n_positions=16, n_embd=16, n_layer=2, n_head=2, resid_pdrop=dropout,

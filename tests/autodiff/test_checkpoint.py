@@ -28,9 +28,10 @@ def test_checkpoint_in_a_transformer_block_trains_like_eager(reentrant, dtype):
     model = CheckpointedNet(reentrant).to(dtype)
     xs = [torch.randn(2, 5, 4, dtype=dtype) for _ in range(3)]
     jitted = train_like_eager(model, lambda step: ((xs[step],), {}), mse, dtype=dtype)
-    forward = tv.last_traces(jitted)[0]
-    ids = [b.sym.id for b in forward.bound_symbols]
-    assert (APPLY_ID in ids) == reentrant  # non-reentrant checkpoint is recorded op by op
+    forward = str(tv.last_traces(jitted)[0])
+    # non-reentrant checkpoint is recorded op by op (torch 2.11 adds a Function of its own
+    # that saves the inputs, _NoopSaveInputs)
+    assert ("CheckpointFunction.apply(" in forward) == reentrant
 
 
 @pytest.mark.parametrize("reentrant", [True, False], ids=["reentrant", "non_reentrant"])

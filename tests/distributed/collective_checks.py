@@ -27,17 +27,24 @@ def _x(rank: int, *shape: int) -> torch.Tensor:
 
 # --- the functional collectives: traced, and their VJPs against torch.autograd -------------
 
+# torch 2.13's differentiable *_single collectives; before it, their *_autograd twins (the
+# same arguments), which torch.autograd differentiates as the reference needs
+_NEW = hasattr(fc, "all_gather_single")
+all_gather_single = fc.all_gather_single if _NEW else fc.all_gather_tensor_autograd
+reduce_scatter_single = fc.reduce_scatter_single if _NEW else fc.reduce_scatter_tensor_autograd
+all_to_all_single = fc.all_to_all_single if _NEW else fc.all_to_all_single_autograd
+
 
 def all_reduce_sum(x):
     return fc.all_reduce(x.sin(), "sum", dist.group.WORLD) * x
 
 
 def all_gather(x):
-    return fc.all_gather_single(x.exp(), 0, dist.group.WORLD).tanh()
+    return all_gather_single(x.exp(), 0, dist.group.WORLD).tanh()
 
 
 def reduce_scatter(x):
-    return fc.reduce_scatter_single(x * x, "sum", 0, dist.group.WORLD).cos()
+    return reduce_scatter_single(x * x, "sum", 0, dist.group.WORLD).cos()
 
 
 def all_to_all(x):
@@ -45,7 +52,7 @@ def all_to_all(x):
     rank = dist.get_rank()
     send = [1, 3] if rank == 0 else [2, 2]
     receive = [1, 2] if rank == 0 else [3, 2]
-    return fc.all_to_all_single(x.sigmoid(), receive, send, dist.group.WORLD) * 3.0
+    return all_to_all_single(x.sigmoid(), receive, send, dist.group.WORLD) * 3.0
 
 
 def check_functional_vjps(rank: int, world_size: int) -> str:
@@ -67,11 +74,11 @@ def all_reduce_avg_as_sum(x):
 
 
 def reduce_scatter_avg(x):
-    return fc.reduce_scatter_single(x * x, "avg", 0, dist.group.WORLD).cos()
+    return reduce_scatter_single(x * x, "avg", 0, dist.group.WORLD).cos()
 
 
 def reduce_scatter_avg_as_sum(x):
-    return fc.reduce_scatter_single(x * x / dist.get_world_size(), "sum", 0, dist.group.WORLD).cos()
+    return reduce_scatter_single(x * x / dist.get_world_size(), "sum", 0, dist.group.WORLD).cos()
 
 
 def broadcast_from_1(x):
@@ -134,8 +141,8 @@ def in_place_calls_functional(x):
     y = fc.all_reduce(x * 2.0, "sum", dist.group.WORLD)
     row = broadcast_as_sum(y[0], 0)
     y = torch.cat([row[None], y[1:]])
-    gathered = fc.all_gather_single(y.tanh(), 0, dist.group.WORLD)
-    scattered = fc.reduce_scatter_single(gathered[: x.shape[0]] * y, "sum", 0, dist.group.WORLD)
+    gathered = all_gather_single(y.tanh(), 0, dist.group.WORLD)
+    scattered = reduce_scatter_single(gathered[: x.shape[0]] * y, "sum", 0, dist.group.WORLD)
     return y.sin() + scattered.sum(), gathered
 
 
