@@ -100,10 +100,6 @@ class _Seen:
         return self.generator()
 
 
-def _gone() -> None:
-    return None
-
-
 def _holding(g: torch.Generator) -> Callable[[], torch.Generator]:
     return lambda: g  # (made here: a closure in `proxy` would hold every `g` it is given)
 
