@@ -93,8 +93,8 @@ class TensorProxy(Proxy):
             requires_grad=t.requires_grad if requires_grad is None else requires_grad,
         )
 
-    def describes(self, t: torch.Tensor) -> bool:
-        """Whether `t` has this proxy's shape, dtype and device."""
+    def describes(self, t: torch.Tensor | TensorProxy) -> bool:
+        """Whether `t` (a tensor, or another proxy) has this proxy's shape, dtype and device."""
         return (tuple(t.shape), t.dtype, t.device) == (self.shape, self.dtype, self.device)
 
     @property

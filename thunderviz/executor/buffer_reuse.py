@@ -68,7 +68,7 @@ def reusing_dead_inputs(trace: Trace) -> Trace:
             and unshared.get(x.name, False)
             and _fresh(ops[made[0]], bsyms[made[0]], made[1])
             and isinstance(out, TensorProxy)
-            and (out.shape, out.dtype, out.device) == (x.shape, x.dtype, x.device)
+            and out.describes(x)
             and [p.name for p in bsym.flat_tensor_args] == [x.name]
         ):
             changed[i] = bsym.with_changes(sym=aten_symbol(inplace))
