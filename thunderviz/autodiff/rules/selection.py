@@ -133,16 +133,14 @@ def clamp_tensor(a, min=None, max=None):
 
 def _clamp_tensor_splitting_ties(g, a, lo, hi) -> None:
     """torch 2.14's clamp.Tensor gradients (read off its autograd over every order of a, lo
-    and hi, NaN included; tests/autodiff/test_rules_selection.py checks them so): one bound
+    and hi, NaN included; tests/autodiff/test_rules_selection_ties.py checks them so): one bound
     is `maximum`/`minimum`'s; with both, a tie with a bound splits the gradient where
     lo < hi, and hi takes it all where lo > hi."""
-    if lo is None or hi is None:
-        bound, (a_loses, bound_loses) = (
-            (lo, (aten.lt.Tensor(a, lo), aten.gt.Tensor(a, lo)))
-            if hi is None
-            else (hi, (aten.gt.Tensor(a, hi), aten.lt.Tensor(a, hi)))
-        )
-        _split_at_ties(g, a, bound, a_loses, bound_loses)
+    if hi is None:  # maximum(a, lo)
+        _split_at_ties(g, a, lo, aten.lt.Tensor(a, lo), aten.gt.Tensor(a, lo))
+        return
+    if lo is None:  # minimum(a, hi)
+        _split_at_ties(g, a, hi, aten.gt.Tensor(a, hi), aten.lt.Tensor(a, hi))
         return
     half, zero = aten.div.Tensor(g, 2), scalar_zero(g)
     ordered, unordered = aten.lt.Tensor(lo, hi), aten.le.Tensor(lo, hi)
