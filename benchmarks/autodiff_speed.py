@@ -46,41 +46,37 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch._dynamo
 
 import thunderviz as tv
-from benchmarks.common import command_line
+from benchmarks.common import command_line, synchronizer
 from benchmarks.programs import PROGRAMS, gpt, small
 from thunderviz.core.trace import forget_compiled_code
 
+# Each side: what it forgets of the code it compiled for earlier calls (the module docstring),
+# and how it makes the model's first call
+CONTENDERS: dict[str, tuple[Callable[[], None], Callable[[Any], Any]]] = {
+    "thunderviz.jit": (forget_compiled_code, tv.jit),
+    "torch.compile aot_eager": (
+        torch._dynamo.reset,
+        lambda model: torch.compile(model, backend="aot_eager"),
+    ),
+}
 
-def _synchronizer(args: tuple) -> Callable[[], None]:
-    """What waits for the queued GPU work of a program with these arguments to finish."""
-    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-    return torch.cuda.synchronize if on_gpu else (lambda: None)
 
-
-def first_call_ours(model, args, loss_of) -> tuple[float, float]:
-    """(wall-clock, process CPU) seconds of the first call."""
-    forget_compiled_code()  # the program's code is compiled again, as a new program's is
+def first_call(side: str, model, args, loss_of, device: str = "cpu") -> tuple[float, float]:
+    """(wall-clock, process CPU) seconds of one side's first call of `model`: its forward and
+    backward, the GPU's queued work included."""
+    forget, compiled = CONTENDERS[side]
+    forget()  # the program's code is compiled again, as a new program's is
     gc.collect()  # neither side collects what the one before it left (both do this)
-    sync = _synchronizer(args)
+    sync = synchronizer(device)
     sync()
     t0, c0 = time.perf_counter(), time.process_time()
-    loss_of(tv.jit(model)(*args)).backward()
-    sync()
-    return time.perf_counter() - t0, time.process_time() - c0
-
-
-def first_call_aot_eager(model, args, loss_of) -> tuple[float, float]:
-    torch._dynamo.reset()  # nothing compiled before counts
-    gc.collect()
-    sync = _synchronizer(args)
-    sync()
-    t0, c0 = time.perf_counter(), time.process_time()
-    loss_of(torch.compile(model, backend="aot_eager")(*args)).backward()
+    loss_of(compiled(model)(*args)).backward()
     sync()
     return time.perf_counter() - t0, time.process_time() - c0
 
@@ -106,11 +102,12 @@ t = time.perf_counter(), time.process_time()
 if {ours}:
     import thunderviz as tv
 imported = time.perf_counter() - t[0], time.process_time() - t[1]
+from benchmarks.common import synchronizer
 from benchmarks.programs import PROGRAMS
 model, args, loss_of = dict(PROGRAMS)[{title!r}]({device!r})
 if {training}:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-sync = torch.cuda.synchronize if {device!r} != "cpu" else (lambda: None)
+sync = synchronizer({device!r})
 sync()
 t = time.perf_counter(), time.process_time()
 if {ours}:
@@ -167,8 +164,8 @@ def report(title: str, times: dict[str, list[tuple[float, float]]]) -> None:
 
 def main(rounds: int = 3, device: str = "cpu", fresh_processes: bool = True) -> None:
     model, args, loss_of = small(device)
-    first_call_ours(copy.deepcopy(model), args, loss_of)  # the same warm-up for both sides
-    first_call_aot_eager(copy.deepcopy(model), args, loss_of)
+    for side in CONTENDERS:  # the same warm-up for both sides
+        first_call(side, copy.deepcopy(model), args, loss_of, device)
     print(
         f"First call on {torch.cuda.get_device_name() if device != 'cpu' else 'CPU'} "
         f"(forward + backward included), median [min, max] of {rounds} "
@@ -177,15 +174,10 @@ def main(rounds: int = 3, device: str = "cpu", fresh_processes: bool = True) -> 
     )
     for title, make in PROGRAMS:
         model, args, loss_of = make(device)
-        times: dict[str, list[tuple[float, float]]] = {
-            "thunderviz.jit": [],
-            "torch.compile aot_eager": [],
-        }
+        times: dict[str, list[tuple[float, float]]] = {side: [] for side in CONTENDERS}
         for _ in range(rounds):
-            times["thunderviz.jit"].append(first_call_ours(copy.deepcopy(model), args, loss_of))
-            times["torch.compile aot_eager"].append(
-                first_call_aot_eager(copy.deepcopy(model), args, loss_of)
-            )
+            for side, runs in times.items():
+                runs.append(first_call(side, copy.deepcopy(model), args, loss_of, device))
         report(title, times)
     for fake in (False, True):
         parts = [trace_and_autodiff(fake) for _ in range(rounds)]

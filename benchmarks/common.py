@@ -39,3 +39,9 @@ def command_line(
     if ns.threads is not None:
         torch.set_num_threads(ns.threads)
     return ns
+
+
+def synchronizer(device: str) -> Callable[[], None]:
+    """What waits for the work queued on `device` to finish, so that a clock stopped after it
+    times the GPU's work too (on the CPU there is nothing to wait for)."""
+    return torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)

@@ -22,7 +22,7 @@ import time
 import torch
 
 import thunderviz as tv
-from benchmarks.common import command_line
+from benchmarks.common import command_line, synchronizer
 from benchmarks.programs import PROGRAMS
 
 
@@ -38,7 +38,7 @@ def compare(
     """Per clock ("wall", "cpu") and contender, `rounds` interleaved samples: seconds per
     step, each the mean of `steps_per_sample` consecutive steps."""
     model, args, loss_of = make(device)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync = synchronizer(device)
     eager = copy.deepcopy(model)
     contenders = {
         "eager": (eager, list(eager.parameters())),
