@@ -29,6 +29,7 @@ from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
+from thunderviz.prims.missing_meta import differentiating
 from thunderviz.transforms.dce import dce
 from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
 
@@ -227,14 +228,16 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
     if unit.joint is None or not any(v is not None for v in out_cts.values()):
         state.fwd_segments[i] = [b]
         return
-    run = run_joint(
-        unit.joint,
-        b.args,
-        b.kwargs,
-        names,
-        lambda p: p.name in needs,
-        b.origin,
-    )
+    same_call = lambda args, kwargs: _passes_same_values(b, args, kwargs)  # noqa: E731
+    with differentiating(b, same_call):  # (for an op without a meta kernel)
+        run = run_joint(
+            unit.joint,
+            b.args,
+            b.kwargs,
+            names,
+            lambda p: p.name in needs,
+            b.origin,
+        )
     forward, backward = _place(run, b, out_cts, names, state.unmade)
     state.fwd_segments[i] = [tagged(x, unit) for x in forward]
     emitted = [tagged(x, unit) for x in backward]
@@ -369,14 +372,19 @@ def _place(
 def _same_args(a: BoundSymbol, b: BoundSymbol) -> bool:
     """Whether two calls of one symbol pass the same values, defaults spelled out or not
     (the dispatcher drops trailing defaults; a rule may write them)."""
-    return repr(_call_values(a)) == repr(_call_values(b))
+    return _passes_same_values(a, b.args, b.kwargs)
 
 
-def _call_values(bsym: BoundSymbol) -> Any:
-    op = bsym.sym.fn
-    if not isinstance(op, torch._ops.OpOverload):
-        return bsym.args, bsym.kwargs
-    return op_args(op, bsym.args, bsym.kwargs)
+def _passes_same_values(bsym: BoundSymbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a call of `bsym`'s symbol with `args` and `kwargs` is `bsym`'s call."""
+    fn = bsym.sym.fn
+    return repr(_call_values(fn, bsym.args, bsym.kwargs)) == repr(_call_values(fn, args, kwargs))
+
+
+def _call_values(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if not isinstance(fn, torch._ops.OpOverload):
+        return args, kwargs
+    return op_args(fn, args, kwargs)
 
 
 def _backward_trace(

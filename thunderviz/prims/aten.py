@@ -10,6 +10,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import TensorProxy, leaves
 from thunderviz.core.symbol import Symbol
+from thunderviz.prims.missing_meta import stand_in
 
 __all__ = ["aten", "aten_symbol", "is_core_aten", "meta_outputs", "infer_device", "op_id"]
 
@@ -79,7 +80,13 @@ def meta_outputs(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         meta_args, meta_kwargs = pytree.tree_unflatten(meta_leaves, spec)
         if "device" in meta_kwargs:
             meta_kwargs["device"] = torch.device("meta")
-        cached = op(*meta_args, **meta_kwargs)
+        try:
+            cached = op(*meta_args, **meta_kwargs)
+        except NotImplementedError:  # no meta kernel: prims/missing_meta.py
+            cached = stand_in(op_id(op), op, args, kwargs)
+            if cached is None:
+                raise
+            return cached, device  # (a recorded call's outputs: not this signature's for all)
         if len(_META_CACHE) > 20_000:  # bounded: one process may trace many models
             _META_CACHE.clear()
         _META_CACHE[key] = cached

@@ -1,18 +1,18 @@
 """More grad rules for nn ops with ATen backward kernels (`rules/nn.py` holds the common
-ones): embedding bag, randomized leaky ReLU, fractional max pooling, and the double
-backward of max pooling.
+ones): embedding bag, randomized leaky ReLU, fractional max pooling, CTC loss, multilabel
+margin loss, and the double backward of max pooling.
 
 As in nn.py, each rule emits the kernel eager autograd runs, so the numbers match eager's.
-Kernels torch gives no meta implementation (`_ctc_loss_backward`,
-`fractional_max_pool3d_backward`) cannot be emitted: a trace infers every shape on meta
-tensors, so CTC loss and 3-d fractional max pooling stay without rules.
+Some of these kernels have no meta implementation (`_ctc_loss_backward`,
+`fractional_max_pool3d_backward`, `multilabel_margin_loss_backward`, `_ctc_loss.Tensor`):
+prims/missing_meta.py gives their outputs' shapes.
 """
 
 from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import backward_kernel, register
+from thunderviz.autodiff.rules.common import backward_kernel, register, with_arguments
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
 
@@ -82,18 +82,58 @@ backward_kernel(
         False,
     ),
 )
+# (the random samples only placed the windows: the kernel reads where the maxima were)
+for _pool, _backward in (
+    (aten.fractional_max_pool2d.default, aten.fractional_max_pool2d_backward.default),
+    (aten.fractional_max_pool3d.default, aten.fractional_max_pool3d_backward.default),
+):
+    backward_kernel(
+        RULES,
+        _pool,
+        _backward,
+        lambda g, x, kernel_size, output_size, _random_samples, indices: (
+            g,
+            x,
+            kernel_size,
+            output_size,
+            indices,
+        ),
+    )
+# (the loss, is_target): the kernel reads which classes are targets from the forward
 backward_kernel(
     RULES,
-    aten.fractional_max_pool2d.default,
-    aten.fractional_max_pool2d_backward.default,
-    lambda g, x, kernel_size, output_size, _random_samples, indices: (
-        g,
-        x,
-        kernel_size,
-        output_size,
-        indices,
-    ),
+    aten.multilabel_margin_loss_forward.default,
+    aten.multilabel_margin_loss_backward.default,
 )
+
+
+def _ctc_loss_rule(op, backward) -> None:
+    """`(neg_log_likelihood, log_alpha) = _ctc_loss(log_probs, targets, input_lengths,
+    target_lengths, blank, zero_infinity)`: the kernel takes both outputs back (derivatives.yaml
+    passes result0 and result1)."""
+
+    def put_ctc_grad(result, log_probs, targets, input_lengths, target_lengths, blank, zero_inf):
+        nll, log_alpha = result
+        put_grad(
+            log_probs,
+            backward(
+                get_grad(nll),
+                log_probs,
+                targets,
+                input_lengths,
+                target_lengths,
+                nll,
+                log_alpha,
+                blank,
+                zero_inf,
+            ),
+        )
+
+    with_arguments(RULES, op, put_ctc_grad)
+
+
+_ctc_loss_rule(aten._ctc_loss.default, aten._ctc_loss_backward.default)
+_ctc_loss_rule(aten._ctc_loss.Tensor, aten._ctc_loss_backward.Tensor)
 
 
 @RULES.grad(aten.max_pool2d_with_indices_backward.default)
