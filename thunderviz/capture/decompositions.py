@@ -367,6 +367,8 @@ class DecomposingRecorder(RecorderState):
         produced = [
             self._proxies.get(id(t)) for t in leaves(result, []) if isinstance(t, torch.Tensor)
         ]
+        if not _same_metadata(produced, bsym.flat_tensor_outs):
+            return _NO_DECOMPOSITION
         input_names = {p.name for p in bsym.flat_proxy_args}
         mapping = {
             got.name: want
@@ -386,3 +388,17 @@ class DecomposingRecorder(RecorderState):
         shadow = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
         self.bind(shadow, self.proxy_of(t))
         return shadow
+
+
+def _same_metadata(produced: list[Proxy | None], outputs: list[TensorProxy]) -> bool:
+    """Whether a decomposition's tensors are the op's outputs in shape and dtype. torch's
+    tables are not all right for every signature (`multilabel_margin_loss_forward` returns a
+    1-element loss where the op returns a 0-dim one, for a 1-d input without reduction): a
+    decomposition that disagrees with the op's own kernel is not the op, and differentiating
+    it would give gradients of the wrong shape, or of another function."""
+    if len(produced) != len(outputs):
+        return False
+    return all(
+        isinstance(p, TensorProxy) and p.shape == o.shape and p.dtype == o.dtype
+        for p, o in zip(produced, outputs, strict=True)
+    )

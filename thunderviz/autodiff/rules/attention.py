@@ -202,6 +202,42 @@ def _number(x):
     return getattr(x, "value", x)  # a size the meta kernel returned as a NumberProxy
 
 
+@RULES.grad(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def flash_attention_for_cpu(
+    query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None
+):
+    """The CPU flash kernel where torch picked it inside another call (`nn.MultiheadAttention`
+    through `multi_head_attention_forward`), mask tensor included: its own backward, as
+    eager's. (torch's decomposition of it returns the probabilities where the op returns the
+    logsumexp, so it is not the op: capture/decompositions.py.)"""
+    if requires_grad(attn_mask):
+        raise AutodiffError(
+            "the CPU flash attention kernel is not differentiable in its attn_mask (eager "
+            "refuses a mask that requires grad there too): detach the mask, or call "
+            "torch.nn.functional.scaled_dot_product_attention, which differentiates a float "
+            "mask."
+        )
+    out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+    )
+    dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
+        get_grad(out),
+        query,
+        key,
+        value,
+        out,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        attn_mask=attn_mask,
+        scale=scale,
+    )
+    put_grad(query, dq)
+    put_grad(key, dk)
+    put_grad(value, dv)
+    return out, logsumexp
+
+
 @RULES.grad(aten._scaled_dot_product_efficient_attention.default)
 def efficient_attention(
     query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None
