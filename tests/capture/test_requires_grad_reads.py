@@ -44,3 +44,48 @@ def test_a_branch_on_requires_grad_around_a_hook_takes_eagers_path():
     tv.jit(hooked)(y).backward()
     torch.testing.assert_close(y.grad, x.grad, rtol=0, atol=0)
     torch.testing.assert_close(tv.jit(hooked)(x.detach()), hooked(x.detach()), rtol=0, atol=0)
+
+
+def fused_scale(x, w):
+    """A function torch's function modes see as one call, as they see
+    `F.linear_cross_entropy`, whose own body branches on requires_grad (that one picks
+    whether its fused kernel computes gradients)."""
+    if torch.overrides.has_torch_function_variadic(x, w):
+        return torch.overrides.handle_torch_function(fused_scale, (x, w), x, w)
+    product = x * w
+    return product * (2.0 if x.requires_grad else 3.0) * (5.0 if product.requires_grad else 7.0)
+
+
+@pytest.mark.parametrize("x_grad", [False, True])
+@pytest.mark.parametrize("w_grad", [False, True])
+def test_a_torch_functions_own_body_takes_eagers_branch(x_grad, w_grad):
+    x = torch.randn(3, dtype=torch.float64, requires_grad=x_grad)
+    w = torch.randn(3, dtype=torch.float64, requires_grad=w_grad)
+
+    def program(x, w):
+        return fused_scale(x * 1, w).sum()
+
+    torch.testing.assert_close(tv.jit(program)(x, w), program(x, w), rtol=0, atol=0)
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.nn.functional, "linear_cross_entropy"), reason="torch 2.13 and later"
+)
+def test_linear_cross_entropy_keeps_its_gradients():
+    """Its chunked kernel computes the gradients in the forward only where the inputs
+    require grad: read from the real tensors, it computed none."""
+    torch.manual_seed(0)
+    loss = torch.nn.LinearCrossEntropyLoss(
+        5,
+        4,
+        reduction="sum",
+        options=torch.nn.LinearCrossEntropyOptions(allow_retain_graph=True),
+    ).double()
+    x = torch.randn(8, 5, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(0, 4, (8,))
+    eager_x = x.detach().clone().requires_grad_()
+    torch.autograd.backward(loss(eager_x, target))
+    want = (eager_x.grad, loss.linear.weight.grad)
+    loss.zero_grad(set_to_none=True)
+    tv.jit(loss)(x, target).backward()
+    torch.testing.assert_close((x.grad, loss.linear.weight.grad), want, rtol=1e-12, atol=1e-12)

@@ -34,10 +34,16 @@ from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.core.codegen import codeval
 from thunderviz.core.locations import where
-from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.proxies import Proxy, TensorProxy, leaves, map_leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 
-__all__ = ["intercepting_function_apply", "read_through"]
+__all__ = [
+    "intercepting_function_apply",
+    "printable",
+    "printable_arguments",
+    "read_through",
+    "record_apply",
+]
 
 # a classmethod, or (torch 2.14) a C++ classmethod_descriptor: bound alike by __get__
 _ORIGINAL_APPLY = Function.__dict__["apply"]
@@ -51,7 +57,7 @@ def _intercepted_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
     recorders = _recorders.get()
     if not recorders:
         return _ORIGINAL_APPLY.__get__(None, cls)(*args, **kwargs)
-    return _record_apply(recorders[-1], cls, args, kwargs)
+    return record_apply(recorders[-1], cls, args, kwargs)
 
 
 @contextlib.contextmanager
@@ -87,8 +93,15 @@ def _bind_default_args(
     return bound.args, bound.kwargs
 
 
-def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run one `cls.apply(*args)` on the traced tensors and record it as one bound symbol."""
+def record_apply(
+    recorder: Any,
+    cls: type,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    header: str | None = None,
+) -> Any:
+    """Run one `cls.apply(*args)` on the traced tensors and record it as one bound symbol
+    (`header`: the comment above it, if not the one naming the Function's backward)."""
     source = user_source(skip=2)
     module_path = recorder.module_path
     name = f"{cls.__qualname__}.apply"
@@ -159,8 +172,8 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
                 with torch._C.DisableTorchFunction():  # (reads its version: not the program's)
                     recorder.bind(o, renames[p.name])
     subsymbols = [b.rename(renames) for b in frame.bsyms]
-    p_args = tuple(_printable(recorder, a) for a in p_args)
-    p_kwargs = {k: _printable(recorder, v) for k, v in p_kwargs.items()}
+    p_args = tuple(printable(recorder, a) for a in p_args)
+    p_kwargs = {k: printable(recorder, v) for k, v in p_kwargs.items()}
     reads = _outside_reads(subsymbols, p_args, p_kwargs)
     held = _held(recorder, args)
     held_names = {recorder.proxy_of(t).name for t in held}
@@ -186,7 +199,8 @@ def _record_apply(recorder: Any, cls: type, args: tuple[Any, ...], kwargs: dict[
         output=output,
         subsymbols=subsymbols,
         origin=Origin(source, module_path),
-        header=f"autograd.Function {cls.__qualname__}: its backward is {cls.__qualname__}.backward",
+        header=header
+        or f"autograd.Function {cls.__qualname__}: its backward is {cls.__qualname__}.backward",
     )
     if not grad_enabled:
         bsym.tags.add(BsymTag.NO_GRAD)
@@ -254,10 +268,11 @@ def _alias(recorder: Any, t: Any, requires_grad: bool) -> Any:
     return alias
 
 
-def _printable(recorder: Any, value: Any) -> Any:
+def printable(recorder: Any, value: Any) -> Any:
     """A non-tensor argument as the trace prints it: itself when it has a Python literal
-    (numbers, strings, None, dtypes...), else a captured constant (a module, a function)."""
-    if isinstance(value, Proxy):
+    (numbers, strings, None, dtypes...), else a captured constant (a module, a function, an
+    options object)."""
+    if isinstance(value, Proxy) or type(value) in _LITERALS:
         return value
     try:
         codeval(value)
@@ -267,6 +282,19 @@ def _printable(recorder: Any, value: Any) -> Any:
         proxy = ObjectProxy(recorder.names.claim(name), value)
         recorder.constants[proxy.name] = value
         return proxy
+
+
+# Types codeval prints as literals, recognised without trying (`printable` runs per argument
+# of every torch call)
+_LITERALS = frozenset({bool, int, float, str, type(None), torch.dtype, torch.device})
+
+
+def printable_arguments(recorder: Any, tree: Any) -> Any:
+    """`tree` (a call's proxied arguments) with every leaf the trace could not print as a
+    literal made a captured constant (`printable`)."""
+    if all(type(x) in _LITERALS or isinstance(x, Proxy) for x in leaves(tree, [])):
+        return tree  # the common case: nothing to rebuild
+    return map_leaves(tree, lambda x: printable(recorder, x))
 
 
 def _outside_reads(

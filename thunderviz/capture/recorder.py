@@ -27,9 +27,13 @@ from thunderviz.capture.collectives import (
     record_collective_call,
     record_collective_op,
 )
+from thunderviz.capture.custom_op_autograd import has_registered_autograd, record_custom_op_call
 from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
 from thunderviz.capture.errors import CaptureError
+from thunderviz.capture.function_apply import printable_arguments
+from thunderviz.capture.grad_flags import REQUIRES_GRAD, answering_grad_flags, flag_of
 from thunderviz.capture.guards import has_data_dependent_size, reads_values
+from thunderviz.capture.host_filled import EMPTY_FACTORIES, note_unfilled, settle_host_filled
 from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.no_grad_updates import (
     embedding_renorm_apart,
@@ -41,7 +45,7 @@ from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.capture.tensor_hooks import record_tensor_hook
 from thunderviz.core.locations import where
-from thunderviz.core.proxies import NameGenerator, NumberProxy, TensorProxy, leaves
+from thunderviz.core.proxies import NameGenerator, NumberProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
 from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
 from thunderviz.prims.torch_symbols import (
@@ -75,7 +79,6 @@ def _is_data_dependent(e: BaseException) -> bool:
     return guard is not None and isinstance(e, guard)
 
 
-_REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
 _REGISTER_HOOK = torch.Tensor.register_hook
 # Calls that take tensor values out of torch where the trace cannot follow them: what the
 # program does with them (a number computed in numpy, a line printed) happens once, when
@@ -115,10 +118,10 @@ class Recorder(FunctionalizingRecorder):
         from its proxy: the tensors capture runs on never require grad (autograd records
         nothing while we trace), and a program that branches on it (`if h.requires_grad:`)
         must take the branch eager takes."""
-        if getattr(func, "__self__", None) is _REQUIRES_GRAD and args:
-            proxy = self._proxies.get(id(args[0]))
-            if isinstance(proxy, TensorProxy):
-                return proxy.requires_grad
+        if getattr(func, "__self__", None) is REQUIRES_GRAD and args:
+            flag = flag_of(self, args[0])
+            if flag is not None:
+                return flag
         return func(*args, **kwargs)
 
     def _refuse_inner_autograd(self, func: Callable[..., Any]) -> None:
@@ -153,7 +156,7 @@ class Recorder(FunctionalizingRecorder):
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)
         source = user_source(skip=3)
-        p_args, p_kwargs = self.proxify((args, kwargs))
+        p_args, p_kwargs = printable_arguments(self, self.proxify((args, kwargs)))
         frame = Frame()
         outer_source, self._source = self._source, source
         grad_enabled = torch.is_grad_enabled()
@@ -163,7 +166,7 @@ class Recorder(FunctionalizingRecorder):
         )
         self.generators.enter_call()
         try:
-            with self._collecting(frame):
+            with self._collecting(frame), answering_grad_flags(self, func):
                 out = func(*args, **kwargs)
         except CaptureError:
             raise
@@ -240,7 +243,11 @@ class Recorder(FunctionalizingRecorder):
     def on_dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if is_collective_op(func):
             return record_collective_op(self, func, args, kwargs)
+        if self.unfilled:  # values a kernel copied in where no mode sees (capture/host_filled.py)
+            settle_host_filled(self, func, args, kwargs)
         p_args, p_kwargs = self.proxify((args, kwargs))
+        if has_registered_autograd(func) and self._wants_grad(func, p_args, p_kwargs):
+            return record_custom_op_call(self, func, args, kwargs)  # its own backward
         out = func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
             proxy = NumberProxy(name=self.names.fresh("n"), value=out)
@@ -252,6 +259,8 @@ class Recorder(FunctionalizingRecorder):
             self._record_mutation(func, args, kwargs, p_args, p_kwargs, out)
         else:
             self._record_functional(func, args, kwargs, p_args, p_kwargs, out)
+            if func in EMPTY_FACTORIES or self.unfilled:
+                note_unfilled(self, func, args, out)
         return out
 
     def _record_functional(

@@ -90,6 +90,8 @@ class RecorderState:
         self._module_stack: list[str] = []
         self._source: SourceLocation | None = None
         self._device_override: torch.device | None = None
+        # tensors made by an `empty` factory, nothing recorded written yet: id -> their proxy
+        self.unfilled: dict[int, Proxy] = {}
         self.generators = GeneratorUse(names.claim)  # those the program draws from
 
     # --- the tensor -> proxy map ------------------------------------------------------

@@ -295,6 +295,8 @@ def _print_bsym(
             path,
         )
         for j, sub in enumerate(bsym.subsymbols):
+            if sub.header:
+                add("" if code_only else pad + comment(sub.header), (*path, j))
             add(code_line(pad + statement(sub)), (*path, j))
             _print_subsymbols(sub, (*path, j), indent + 1, print_depth - 1, add)
         return last_source

@@ -192,9 +192,20 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
                 kind in _PLAIN
                 or isinstance(value, torch.Tensor)
                 or (kind is tuple and all(type(v) in _PLAIN for v in value))
+                or _frozen_value(value)
             ):
                 out.append((i, state, name, value))
     return tuple(out)
+
+
+def _frozen_value(value: Any) -> bool:
+    """An options object a module holds and passes on (`nn.LinearCrossEntropyLoss`'s
+    `options`, a frozen dataclass; an enum member): compared by value, it cannot change in
+    place. (A mutable object could, unseen: not snapshotted.)"""
+    if isinstance(value, enum.Enum):
+        return True
+    params = getattr(type(value), "__dataclass_params__", None)
+    return params is not None and params.frozen and params.eq and not isinstance(value, type)
 
 
 MISSING = object()

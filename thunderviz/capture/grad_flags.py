@@ -1,0 +1,59 @@
+"""`x.requires_grad` read inside a torch function's own Python body.
+
+The tensors capture runs on never require grad (autograd records nothing while a trace
+runs); the recorder answers the program's own `x.requires_grad` reads from the proxies
+(`Recorder._read_property`). But inside the body of a torch function the program called,
+the recorder's mode is off the stack, and the body reads the tensors' own flags: always
+False. Where a body branches on them it takes another path than eager's:
+`F.linear_cross_entropy` (torch 2.13) decides there whether its chunked kernel computes
+the input's and the weight's gradients, and the trace got none.
+
+So while a torch function whose code reads `requires_grad` runs, a mode answers those reads
+as the recorder does, in its body and in the torch functions it calls; every other call runs
+as it is. Only such functions get the mode: it costs a Python call per torch call inside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from thunderviz.core.proxies import TensorProxy
+
+__all__ = ["REQUIRES_GRAD", "answering_grad_flags"]
+
+REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
+
+
+def answering_grad_flags(recorder: Any, func: Callable[..., Any]) -> Any:
+    """A context in which `func`'s body reads `requires_grad` as the program would."""
+    code = getattr(func, "__code__", None)
+    if code is None or "requires_grad" not in code.co_names:
+        return contextlib.nullcontext()
+    return _GradFlags(recorder)
+
+
+def flag_of(recorder: Any, t: Any) -> bool | None:
+    """What the program would read as `t.requires_grad`, if the recorder knows `t`."""
+    proxy = recorder._proxies.get(id(t))
+    return proxy.requires_grad if isinstance(proxy, TensorProxy) else None
+
+
+class _GradFlags(TorchFunctionMode):
+    def __init__(self, recorder: Any) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if getattr(func, "__self__", None) is REQUIRES_GRAD and args:
+            flag = flag_of(self.recorder, args[0])
+            if flag is not None:
+                return flag
+        if getattr(func, "__code__", None) is None:  # C++ (an op, a method): reads no flag
+            return func(*args, **(kwargs or {}))
+        with self:  # on again for a Python body: the call skips the hop that led here
+            return torch._C._skip_one_hop_torch_function(func, types, args, kwargs or {})
