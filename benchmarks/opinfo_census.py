@@ -121,7 +121,7 @@ def _reference(
     return out, list(grads)
 
 
-def _compare(expected: Any, got: Any, dtype: torch.dtype, what: str) -> str:
+def compare(expected: Any, got: Any, dtype: torch.dtype, what: str) -> str:
     rtol, atol = TOLERANCES[dtype]
     if expected is None:
         if got is not None and torch.count_nonzero(got):
@@ -177,7 +177,7 @@ def check_sample(
         zip(pytree.tree_leaves(ref_out), pytree.tree_leaves(out), strict=False)
     ):
         if isinstance(o_ref, torch.Tensor) and o_ref.dtype.is_floating_point:
-            problem = _compare(o_ref, o, dtype, f"output {i}")
+            problem = compare(o_ref, o, dtype, f"output {i}")
             if problem:
                 return problem
     ours = [
@@ -188,15 +188,15 @@ def check_sample(
     if len(ours) != len(ref_grads):
         return f"{len(ours)} gradients, autograd has {len(ref_grads)}"
     for i, (g, r) in enumerate(zip(ours, ref_grads, strict=True)):
-        problem = _compare(r, g, dtype, f"grad of input {i}")
+        problem = compare(r, g, dtype, f"grad of input {i}")
         if problem:
             # the arbiter: finite differences in float64 (torch.autograd has bugs too)
             fd = _finite_difference_vjp(fn, args, kwargs, cts, i)
             if (
                 fd is None
                 or g is None
-                or _compare(fd, g.double(), dtype, "")
-                or not _compare(fd, r.double(), dtype, "")
+                or compare(fd, g.double(), dtype, "")
+                or not compare(fd, r.double(), dtype, "")
             ):
                 return problem
             if notes is not None:

@@ -210,3 +210,21 @@ def tiny_gpt2_loss(model: torch.nn.Module) -> torch.Tensor:
     """The language-model loss of `tiny_hf_gpt2` on a fixed batch of 2 sequences of 8."""
     ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(3))
     return model(ids, labels=ids, use_cache=False).loss
+
+
+def install_user_rule(monkeypatch: Any, op: Any, grad: Any) -> None:
+    """For the test's duration, a user rule for the unary ATen op `op` (a thunderviz Symbol)
+    whose gradient is `grad(g, a, out)`: user rules win over the built-ins, so a census
+    can be shown a wrong gradient."""
+    from thunderviz.autodiff.api import user_rules
+    from thunderviz.autodiff.registry import RuleSet
+
+    rules = RuleSet("installed by a test")
+
+    @rules.grad(op)
+    def rule(a: Any) -> Any:
+        out = op(a)
+        tv.put_grad(a, grad(tv.get_grad(out), a, out))
+        return out
+
+    monkeypatch.setitem(user_rules.rules, op.id, rules.rules[op.id])

@@ -7,10 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import thunderviz as tv
 from benchmarks import opinfo_census as census
-from thunderviz.autodiff.api import user_rules
-from thunderviz.autodiff.registry import RuleSet
+from tests.helpers import install_user_rule
 from thunderviz.prims import aten
 
 SLICE = ["sin", "matmul", "sort", "nn.functional.group_norm", "cumsum", "index_select"]
@@ -26,15 +24,11 @@ def test_census_slice_passes(info, dtype):
 def test_a_wrong_rule_is_reported_wrong(monkeypatch):
     """A user rule with a sign error (user rules win over the built-ins): the census must
     say `wrong`, not pass."""
-    bad = RuleSet("bad")
-
-    @bad.grad(aten.sin.default)
-    def sin(a):
-        out = aten.sin.default(a)
-        tv.put_grad(a, aten.mul.Tensor(tv.get_grad(out), aten.neg.default(aten.cos.default(a))))
-        return out
-
-    monkeypatch.setitem(user_rules.rules, "aten.sin.default", bad.rules["aten.sin.default"])
+    install_user_rule(
+        monkeypatch,
+        aten.sin.default,
+        lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.cos.default(a))),
+    )
     (info,) = census.autograd_opinfos(["sin"])
     assert census.census_opinfo(info, torch.float64).status == "wrong"
 

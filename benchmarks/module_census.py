@@ -1,0 +1,161 @@
+"""Module census: `thunderviz.jit` against eager on torch's own module tests.
+
+For every ModuleInfo of `torch.testing._internal.common_modules.module_db` (114 nn modules
+in torch 2.13: convolutions, pooling, norms, losses, RNNs, transformers, lazy modules ...),
+every ModuleInput it makes on the CPU, in training mode and in eval mode: the module is built
+once and copied; the original runs in eager and the copy through `thunderviz.jit`, twice
+each (the second call runs the code the first compiled), each call followed by the gradient
+of its floating outputs against the same random cotangents, taken with respect to every input
+that requires grad and every parameter. Outputs, gradients, and the buffers after each call
+(running statistics) are compared. A ModuleInfo passes when all its inputs do; otherwise
+it is
+
+* wrong: an output, a gradient or a buffer differs (the worst: nothing was raised);
+* error: thunderviz raised where eager did not (the first such message is shown).
+
+Inputs eager itself rejects are left out. Run:
+
+    .venv/bin/python -m benchmarks.module_census                        # float64
+    .venv/bin/python -m benchmarks.module_census --dtype float32
+    .venv/bin/python -m benchmarks.module_census --modules nn.LSTM,nn.CTCLoss -v
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch.testing._internal.common_modules import module_db
+from torch.utils import _pytree as pytree
+
+import thunderviz as tv
+from benchmarks.opinfo_census import DTYPES, TOLERANCES, Outcome, compare
+
+STEPS = 2  # the first call traces and runs what it recorded; the second, the compiled code
+
+
+def module_infos(names: Iterable[str] | None = None) -> list[Any]:
+    wanted = set(names) if names else None
+    return [info for info in module_db if wanted is None or info.name in wanted]
+
+
+def _fresh(x: Any) -> Any:
+    """An input as a new leaf with the same values (each side, each call, gets its own)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone().requires_grad_(x.requires_grad)
+    return x
+
+
+def _run(module: torch.nn.Module, call: Callable[..., Any], module_input: Any, step: int):
+    """One call and its backward: (outputs, gradients, buffers after)."""
+    args, kwargs = pytree.tree_map(
+        _fresh, (module_input.forward_input.args, module_input.forward_input.kwargs)
+    )
+    torch.manual_seed(10 + step)  # the same draws on both sides
+    out = call(*args, **kwargs)
+    outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+    differentiable = [o for o in outs if o.requires_grad and o.is_floating_point()]
+    wrt = [
+        x
+        for x in pytree.tree_leaves((args, kwargs))
+        if isinstance(x, torch.Tensor) and x.requires_grad
+    ]
+    wrt += [p for p in module.parameters() if p.requires_grad]
+    grads: list[Any] = []
+    if differentiable and wrt:
+        gen = torch.Generator().manual_seed(20 + step)
+        cts = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in differentiable]
+        grads = list(torch.autograd.grad(differentiable, wrt, cts, allow_unused=True))
+    return outs, grads, [b.detach().clone() for b in module.buffers()]
+
+
+def check_input(info: Any, module_input: Any, training: bool, dtype: torch.dtype) -> str | None:
+    """'' when jit agrees with eager on this input, what differs when not, None when eager
+    rejects it. Raises what thunderviz raises."""
+    constructor = module_input.constructor_input
+    torch.manual_seed(0)
+    try:
+        eager_module = info.module_cls(*constructor.args, **constructor.kwargs).to(dtype)
+        eager_module.train(training)
+        ours = copy.deepcopy(eager_module)
+        expected = [_run(eager_module, eager_module, module_input, s) for s in range(STEPS)]
+    except Exception:  # noqa: BLE001 - eager rejects it: nothing to compare with
+        return None
+    jitted = tv.jit(ours)
+    for step in range(STEPS):
+        got = _run(ours, jitted, module_input, step)
+        for part, want, have in zip(("output", "gradient", "buffer"), expected[step], got):
+            if len(want) != len(have):
+                return f"call {step + 1}: {len(have)} {part}s, eager has {len(want)}"
+            for i, (w, h) in enumerate(zip(want, have, strict=True)):
+                problem = compare(w, h, dtype, f"call {step + 1}, {part} {i}")
+                if problem:
+                    return problem
+    return ""
+
+
+def census_module(info: Any, dtype: torch.dtype) -> Outcome:
+    compared, problems, errors = 0, [], []
+    for training in (True, False):
+        mode = "train" if training else "eval"
+        inputs = info.module_inputs_func(
+            info, device="cpu", dtype=dtype, requires_grad=True, training=training
+        )
+        for i, module_input in enumerate(inputs):
+            if module_input.forward_input is None:
+                continue
+            where = f"{mode} input {i} {module_input.desc!r}"
+            try:
+                result = check_input(info, module_input, training, dtype)
+            except Exception as e:  # noqa: BLE001 - the census reports it and goes on
+                compared += 1
+                message = str(e).splitlines()[0][:200] if str(e) else ""
+                errors.append(f"{where}: {type(e).__name__}: {message}")
+                continue
+            if result is None:
+                continue
+            compared += 1
+            if result:
+                problems.append(f"{where}: {result}")
+    if not compared:
+        return Outcome(info.name, "skipped", "eager rejects every input")
+    if problems:
+        return Outcome(info.name, "wrong", problems[0])
+    if errors:
+        return Outcome(info.name, "error", errors[0])
+    return Outcome(info.name, "pass", f"{compared} inputs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    parser.add_argument("--modules", help="comma-separated ModuleInfo names (default: all)")
+    parser.add_argument("-v", action="store_true", help="list every module, passes included")
+    ns = parser.parse_args()
+    dtype = DTYPES[ns.dtype]
+    warnings.filterwarnings("ignore")
+    start = time.perf_counter()
+    outcomes = [
+        census_module(info, dtype)
+        for info in module_infos(ns.modules.split(",") if ns.modules else None)
+    ]
+    counts = Counter(o.status for o in outcomes)
+    counted = len(outcomes) - counts["skipped"]
+    print(
+        f"Module census, {ns.dtype}: {counts['pass']} of {counted} ModuleInfos pass "
+        f"(wrong {counts['wrong']}, error {counts['error']}, skipped {counts['skipped']}) "
+        f"[{time.perf_counter() - start:.0f} s]; tolerances {TOLERANCES[dtype]}"
+    )
+    for o in outcomes:
+        if ns.v or o.status not in ("pass", "skipped"):
+            print(f"  {o.status:7} {o.label:34} {o.detail}")
+
+
+if __name__ == "__main__":
+    main()
