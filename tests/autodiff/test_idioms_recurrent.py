@@ -118,6 +118,42 @@ def test_packed_sequences_train_like_eager():
     train_like_eager(_Packed(), lambda step: ((x, lengths), {}), lambda loss: loss)
 
 
+class _EmbeddedPacked(nn.Module):
+    """The usual text classifier: embeddings packed, so the gradient flows through the
+    packing into the embedding table (the packed data is the embeddings' steps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 4, padding_idx=0)
+        self.rnn = nn.LSTM(4, 3, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(6, 2, batch_first=True)
+
+    def forward(self, tokens, lengths):
+        packed = pack_padded_sequence(
+            self.embed(tokens), lengths, batch_first=True, enforce_sorted=False
+        )
+        out, (h, _) = self.rnn(packed)
+        out, last = self.gru(out)
+        padded, _ = pad_packed_sequence(out, batch_first=True)
+        return padded.tanh().sum() + (h * h).sum() + last.sum()
+
+
+def test_gradients_flow_through_the_packing_like_eager():
+    torch.manual_seed(0)
+    tokens = torch.randint(1, 11, (3, 6))
+    lengths = torch.tensor([4, 6, 2])
+    train_like_eager(_EmbeddedPacked(), lambda step: ((tokens, lengths), {}), lambda loss: loss)
+
+
+def test_packing_gradient_matches_autograd():
+    def f(x, lengths):
+        packed = pack_padded_sequence(x, lengths, batch_first=False, enforce_sorted=True)
+        return packed.data
+
+    x = torch.randn(5, 3, 2, dtype=torch.float64, requires_grad=True)
+    check_vjp(f, x, torch.tensor([5, 3, 1]))
+
+
 class _Unrolled(nn.Module):
     """A cell stepped through time in Python (nn.LSTMCell / GRUCell / RNNCell)."""
 

@@ -10,7 +10,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import TensorProxy, leaves
 from thunderviz.core.symbol import Symbol
-from thunderviz.prims.missing_meta import stand_in
+from thunderviz.prims.missing_meta import gradient_kernel, recorded_call
 
 __all__ = ["aten", "aten_symbol", "is_core_aten", "meta_outputs", "infer_device", "op_id"]
 
@@ -80,10 +80,12 @@ def meta_outputs(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         meta_args, meta_kwargs = pytree.tree_unflatten(meta_leaves, spec)
         if "device" in meta_kwargs:
             meta_kwargs["device"] = torch.device("meta")
-        try:
-            cached = op(*meta_args, **meta_kwargs)
-        except NotImplementedError:  # no meta kernel: prims/missing_meta.py
-            cached = stand_in(op_id(op), op, args, kwargs)
+        try:  # (prims/missing_meta.py: for kernels whose meta is missing or reads values)
+            cached = gradient_kernel(op_id(op), args) if isinstance(op, _OpOverload) else None
+            if cached is None:
+                cached = op(*meta_args, **meta_kwargs)
+        except (NotImplementedError, RuntimeError):  # no meta kernel, or one that needs values
+            cached = recorded_call(op, args, kwargs)
             if cached is None:
                 raise
             return cached, device  # (a recorded call's outputs: not this signature's for all)

@@ -3,15 +3,16 @@
 A grad rule builds its forward and backward code on proxies, whose shapes come from running
 each op on meta tensors (`aten.meta_outputs`). A few kernels have no meta implementation
 (CTC loss's backward, 3-d fractional max pooling's, multilabel margin loss's; CTC loss
-itself with its lengths given as tensors), and a rule that emits one could not be built. Two
-things stand in:
+itself with its lengths given as tensors, packing a padded sequence), or one that reads
+values a meta tensor does not have (unpacking a sequence's gradient reads its batch sizes),
+and a rule that emits one could not be built. Two things stand in:
 
 * the call being differentiated: a rule re-emits its op with the same arguments (to name its
   outputs), and those outputs are already known, as the trace recorded them
   (`differentiating`). This covers forward kernels whose output shapes depend on values
   (`_ctc_loss.Tensor`'s log-alpha is as long as the longest target).
 * gradient kernels: each returns the gradient of one of its arguments, shaped and typed as
-  that argument (`_GRADIENT_OF`).
+  that argument, or as a size it is given (`_GRADIENTS`); these never run a meta kernel.
 """
 
 from __future__ import annotations
@@ -21,19 +22,40 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
+import torch
+
 from thunderviz.core.proxies import NumberProxy, Proxy, TensorProxy, map_proxies
 
-__all__ = ["SameCall", "differentiating", "stand_in"]
+__all__ = ["SameCall", "differentiating", "gradient_kernel", "recorded_call"]
 
 SameCall = Callable[[tuple[Any, ...], dict[str, Any]], bool]
 
-# Backward kernel (its op id) -> the position of the argument whose gradient it returns
-_GRADIENT_OF: dict[str, int] = {
-    "aten._ctc_loss_backward.default": 1,  # (grad, log_probs, ...): d log_probs
-    "aten._ctc_loss_backward.Tensor": 1,
-    "aten.fractional_max_pool3d_backward.default": 1,  # (grad_output, self, ...): d self
-    "aten.multilabel_margin_loss_backward.default": 1,  # (grad_output, self, ...): d self
+
+def _like(position: int) -> Callable[[tuple[Any, ...]], Any]:
+    """The gradient of the argument at `position`: its shape and dtype."""
+    return lambda args: args[position].meta()
+
+
+def _sized(size_at: int, dtype_of: int) -> Callable[[tuple[Any, ...]], Any]:
+    """A gradient of the size given at `size_at`, of the dtype of the argument at `dtype_of`."""
+    return lambda args: torch.empty(list(args[size_at]), dtype=args[dtype_of].dtype, device="meta")
+
+
+# Backward kernel (its op id) -> its output's metadata, from its arguments (proxies)
+_GRADIENTS: dict[str, Callable[[tuple[Any, ...]], Any]] = {
+    "aten._ctc_loss_backward.default": _like(1),  # (grad, log_probs, ...): d log_probs
+    "aten._ctc_loss_backward.Tensor": _like(1),
+    "aten.fractional_max_pool3d_backward.default": _like(1),  # (grad_output, self, ...)
+    "aten.multilabel_margin_loss_backward.default": _like(1),  # (grad_output, self, ...)
+    "aten._pack_padded_sequence_backward.default": _sized(1, 0),  # (grad, input_size, ...)
 }
+
+
+def gradient_kernel(op_id: str, args: tuple[Any, ...]) -> Any:
+    """The meta output of a gradient kernel in `_GRADIENTS`, or None for any other op."""
+    shape_of = _GRADIENTS.get(op_id)
+    return shape_of(args) if shape_of is not None else None
+
 
 # The call whose grad rule is running in this thread, and how to tell a call is the same
 # one (the VJP sets both: it owns comparing calls)
@@ -53,12 +75,9 @@ def differentiating(bsym: Any, same_call: SameCall) -> Iterator[None]:
         _current.reset(token)
 
 
-def stand_in(op_id: str, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Meta outputs for `op(*args, **kwargs)` (proxies) without its meta kernel, or None
-    when nothing stands in."""
-    position = _GRADIENT_OF.get(op_id)
-    if position is not None and isinstance(args[position], TensorProxy):
-        return args[position].meta()
+def recorded_call(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Meta outputs for `op(*args, **kwargs)` (proxies) where it is the call being
+    differentiated, or None."""
     current = _current.get()
     if current is not None:
         bsym, same_call = current

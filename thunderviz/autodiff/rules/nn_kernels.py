@@ -1,10 +1,11 @@
 """More grad rules for nn ops with ATen backward kernels (`rules/nn.py` holds the common
 ones): embedding bag, randomized leaky ReLU, fractional max pooling, CTC loss, multilabel
-margin loss, and the double backward of max pooling.
+margin loss, packing padded sequences, and the double backward of max pooling.
 
 As in nn.py, each rule emits the kernel eager autograd runs, so the numbers match eager's.
 Some of these kernels have no meta implementation (`_ctc_loss_backward`,
-`fractional_max_pool3d_backward`, `multilabel_margin_loss_backward`, `_ctc_loss.Tensor`):
+`fractional_max_pool3d_backward`, `multilabel_margin_loss_backward`, `_ctc_loss.Tensor`,
+`_pack_padded_sequence`):
 prims/missing_meta.py gives their outputs' shapes.
 """
 
@@ -134,6 +135,20 @@ def _ctc_loss_rule(op, backward) -> None:
 
 _ctc_loss_rule(aten._ctc_loss.default, aten._ctc_loss_backward.default)
 _ctc_loss_rule(aten._ctc_loss.Tensor, aten._ctc_loss_backward.Tensor)
+
+
+@RULES.grad(aten._pack_padded_sequence.default)
+def pack_padded_sequence(x, lengths, batch_first):
+    """`(data, batch_sizes)`: the packed steps, and how many sequences each step holds; the
+    kernel scatters the data's gradient back into the padded layout (zeros in the padding)."""
+    data, batch_sizes = aten._pack_padded_sequence.default(x, lengths, batch_first)
+    put_grad(
+        x,
+        aten._pack_padded_sequence_backward.default(
+            get_grad(data), list(x.shape), batch_sizes, batch_first
+        ),
+    )
+    return data, batch_sizes
 
 
 @RULES.grad(aten.max_pool2d_with_indices_backward.default)
