@@ -58,6 +58,30 @@ def test_a_gradient_penalty_trains_like_eager_with_dropout_and_batchnorm(device)
     assert jitted.cache_misses == 1
 
 
+@pytest.mark.parametrize(
+    "activation_and_norm",
+    [(nn.SiLU, nn.Identity), (nn.Mish, nn.Identity), (nn.Tanh, lambda: nn.GroupNorm(2, 8))],
+    ids=["silu", "mish", "group_norm"],
+)
+def test_a_gradient_penalty_through_kernels_torch_differentiates_once(activation_and_norm):
+    """silu_backward, mish_backward and native_group_norm_backward have no derivative in
+    torch (eager switches to twice-differentiable composites when the graph is kept); the
+    backward that keeps a graph runs their decompositions."""
+    activation, norm = activation_and_norm
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 8), norm(), activation(), nn.Linear(8, 1)).double()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    for _ in range(2):
+        x = torch.randn(6, 4, **F64)
+        want, got = _penalised_step(eager, x), _penalised_step(jitted, x)
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b, **CLOSE)
+        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
+            torch.testing.assert_close(q.grad, p.grad, **CLOSE, msg=name)
+            p.grad = q.grad = None
+
+
 def test_a_hessian_vector_product_through_jit_is_eagers():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 5), nn.GELU(), nn.Linear(5, 1)).double()

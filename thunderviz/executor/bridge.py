@@ -65,6 +65,7 @@ class CompiledEntry:
     # (module, attribute) the forward sets to tensors: the trace's output is (output, values)
     attribute_targets: tuple[tuple[torch.nn.Module, str], ...] = ()
     recompute: Callable[..., Any] | None = None  # for create_graph=True, made on first use
+    backward_twice: Callable[..., Any] | None = None  # its backward, made on first use
     # whether the first run took its values from the trace (executor/first_run.py)
     first_run_from_trace: bool = False
 

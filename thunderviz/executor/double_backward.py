@@ -15,14 +15,16 @@ its inputs (BatchNorm's statistics): a copy of those inputs, kept until the back
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import islice
 from typing import Any
 
 import torch
+from torch._decomp import decomposition_table
 
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.rng import RngState
-from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
 from thunderviz.core.trace import Trace
 from thunderviz.executor.guards import GUARD_NAMES
 from thunderviz.executor.runnable import without_no_grad
@@ -84,6 +86,40 @@ def _recompute(entry: Any) -> Any:
     return entry.recompute
 
 
+# Backward kernels torch gives no derivative of its own. Eager's formulas switch to a
+# twice-differentiable composite when the graph is kept (`GradMode::is_enabled() ?
+# infinitely_differentiable_silu_backward(...) : silu_backward(...)`); the backward that
+# keeps a graph runs torch's decompositions of them in their place: the same math, in ops
+# autograd can differentiate.
+_ONCE_DIFFERENTIABLE = (
+    torch.ops.aten.silu_backward.default,
+    torch.ops.aten.mish_backward.default,
+    torch.ops.aten.native_group_norm_backward.default,
+)
+
+
+def _twice_differentiable(entry: Any) -> Any:
+    """The backward trace, compiled once, with `_ONCE_DIFFERENTIABLE` kernels decomposed."""
+    if entry.backward_twice is None:
+        backward = entry.executed[-1]
+        names: dict[str, Any] = {}
+        swapped = [_swap(b, names) for b in backward.bound_symbols]
+        trace = backward.from_trace(bound_symbols=swapped)
+        entry.backward_twice = without_no_grad(
+            trace.python_callable((*GUARD_NAMES, *names.items()), free_dead=True)
+        )
+    return entry.backward_twice
+
+
+def _swap(bsym: BoundSymbol, names: dict[str, Any]) -> BoundSymbol:
+    op = bsym.sym.fn
+    if op not in _ONCE_DIFFERENTIABLE:
+        return bsym
+    name = f"twice_differentiable_{op.__name__.replace('.', '_')}"
+    names[name] = decomposition_table[op]
+    return replace(bsym, sym=Symbol(name=name, id=f"thunderviz.{name}", fn=names[name]))
+
+
 def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
     # `entry`: a bridge.CompiledEntry (bridge calls this; typed loosely to import no cycle)
     """The backward trace's gradients for `cotangents`, with autograd's graph."""
@@ -98,7 +134,7 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
             drawn.restore()  # the draws the forward made (a dropout mask)
         with torch.enable_grad():
             _, saved = entry.call(run, inputs)
-            return entry.backward_in_no_grad()(saved, cotangents)
+            return _twice_differentiable(entry)(saved, cotangents)
     finally:
         if now is not None:
             now.restore()
