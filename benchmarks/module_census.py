@@ -13,11 +13,16 @@ it is
 * wrong: an output, a gradient or a buffer differs (the worst: nothing was raised);
 * error: thunderviz raised where eager did not (the first such message is shown).
 
+With `--double-backward`, what is compared is a gradient penalty: the squared gradients of
+the inputs, taken with `create_graph=True`, differentiated again with respect to the inputs
+and the parameters (for the ModuleInfos whose eager double backward torch tests).
+
 Inputs eager itself rejects are left out. Run:
 
     .venv/bin/python -m benchmarks.module_census                        # float64
     .venv/bin/python -m benchmarks.module_census --dtype float32
     .venv/bin/python -m benchmarks.module_census --modules nn.LSTM,nn.CTCLoss -v
+    .venv/bin/python -m benchmarks.module_census --double-backward
 """
 
 from __future__ import annotations
@@ -52,8 +57,16 @@ def _fresh(x: Any) -> Any:
     return x
 
 
-def _run(module: torch.nn.Module, call: Callable[..., Any], module_input: Any, step: int):
-    """One call and its backward: (outputs, gradients, buffers after)."""
+def _run(
+    module: torch.nn.Module,
+    call: Callable[..., Any],
+    module_input: Any,
+    step: int,
+    double_backward: bool = False,
+):
+    """One call and its backward: (outputs, gradients, buffers after). With
+    `double_backward`, the gradients are those of a penalty on the input gradients (taken
+    with create_graph=True), and the penalty itself first."""
     args, kwargs = pytree.tree_map(
         _fresh, (module_input.forward_input.args, module_input.forward_input.kwargs)
     )
@@ -66,16 +79,26 @@ def _run(module: torch.nn.Module, call: Callable[..., Any], module_input: Any, s
         for x in pytree.tree_leaves((args, kwargs))
         if isinstance(x, torch.Tensor) and x.requires_grad
     ]
+    inputs = list(wrt)
     wrt += [p for p in module.parameters() if p.requires_grad]
     grads: list[Any] = []
-    if differentiable and wrt:
-        gen = torch.Generator().manual_seed(20 + step)
-        cts = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in differentiable]
+    gen = torch.Generator().manual_seed(20 + step)
+    cts = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in differentiable]
+    if double_backward and differentiable and inputs:
+        firsts = torch.autograd.grad(
+            differentiable, inputs, cts, create_graph=True, allow_unused=True
+        )
+        penalty = sum((g * g).sum() for g in firsts if g is not None and g.requires_grad)
+        if isinstance(penalty, torch.Tensor):
+            grads = [penalty.detach(), *torch.autograd.grad(penalty, wrt, allow_unused=True)]
+    elif differentiable and wrt:
         grads = list(torch.autograd.grad(differentiable, wrt, cts, allow_unused=True))
     return outs, grads, [b.detach().clone() for b in module.buffers()]
 
 
-def check_input(info: Any, module_input: Any, training: bool, dtype: torch.dtype) -> str | None:
+def check_input(
+    info: Any, module_input: Any, training: bool, dtype: torch.dtype, double_backward: bool = False
+) -> str | None:
     """'' when jit agrees with eager on this input, what differs when not, None when eager
     rejects it. Raises what thunderviz raises."""
     constructor = module_input.constructor_input
@@ -84,12 +107,14 @@ def check_input(info: Any, module_input: Any, training: bool, dtype: torch.dtype
         eager_module = info.module_cls(*constructor.args, **constructor.kwargs).to(dtype)
         eager_module.train(training)
         ours = copy.deepcopy(eager_module)
-        expected = [_run(eager_module, eager_module, module_input, s) for s in range(STEPS)]
+        expected = [
+            _run(eager_module, eager_module, module_input, s, double_backward) for s in range(STEPS)
+        ]
     except Exception:  # noqa: BLE001 - eager rejects it: nothing to compare with
         return None
     jitted = tv.jit(ours)
     for step in range(STEPS):
-        got = _run(ours, jitted, module_input, step)
+        got = _run(ours, jitted, module_input, step, double_backward)
         for part, want, have in zip(("output", "gradient", "buffer"), expected[step], got):
             if len(want) != len(have):
                 return f"call {step + 1}: {len(have)} {part}s, eager has {len(want)}"
@@ -100,7 +125,9 @@ def check_input(info: Any, module_input: Any, training: bool, dtype: torch.dtype
     return ""
 
 
-def census_module(info: Any, dtype: torch.dtype) -> Outcome:
+def census_module(info: Any, dtype: torch.dtype, double_backward: bool = False) -> Outcome:
+    if double_backward and not info.supports_gradgrad:
+        return Outcome(info.name, "skipped", "eager has no double backward for it")
     compared, problems, errors = 0, [], []
     for training in (True, False):
         mode = "train" if training else "eval"
@@ -112,7 +139,7 @@ def census_module(info: Any, dtype: torch.dtype) -> Outcome:
                 continue
             where = f"{mode} input {i} {module_input.desc!r}"
             try:
-                result = check_input(info, module_input, training, dtype)
+                result = check_input(info, module_input, training, dtype, double_backward)
             except Exception as e:  # noqa: BLE001 - the census reports it and goes on
                 compared += 1
                 message = str(e).splitlines()[0][:200] if str(e) else ""
@@ -137,18 +164,24 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     parser.add_argument("--modules", help="comma-separated ModuleInfo names (default: all)")
     parser.add_argument("-v", action="store_true", help="list every module, passes included")
+    parser.add_argument(
+        "--double-backward",
+        action="store_true",
+        help="a penalty on the input gradients (create_graph=True), differentiated again",
+    )
     ns = parser.parse_args()
     dtype = DTYPES[ns.dtype]
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
     outcomes = [
-        census_module(info, dtype)
+        census_module(info, dtype, ns.double_backward)
         for info in module_infos(ns.modules.split(",") if ns.modules else None)
     ]
     counts = Counter(o.status for o in outcomes)
     counted = len(outcomes) - counts["skipped"]
     print(
-        f"Module census, {ns.dtype}: {counts['pass']} of {counted} ModuleInfos pass "
+        f"Module census, {ns.dtype}{', double backward' if ns.double_backward else ''}: "
+        f"{counts['pass']} of {counted} ModuleInfos pass "
         f"(wrong {counts['wrong']}, error {counts['error']}, skipped {counts['skipped']}) "
         f"[{time.perf_counter() - start:.0f} s]; tolerances {TOLERANCES[dtype]}"
     )

@@ -126,7 +126,9 @@ def gelu(x, **kwargs):
 
 
 # backward(g, x, *the call's other arguments): silu, mish, hardsigmoid, hardswish, softplus,
-# hardtanh, glu; and log_sigmoid_forward's (out, buffer), buffer last
+# hardtanh, glu, hardshrink, softshrink; and log_sigmoid_forward's (out, buffer), buffer last.
+# (The shrinks' decompositions would do for one backward, but their gradient would read x
+# only through a mask and so carry no graph of its own under create_graph; eager's does.)
 for _name in (
     "silu",
     "mish",
@@ -135,6 +137,8 @@ for _name in (
     "softplus",
     "hardtanh",
     "glu",
+    "hardshrink",
+    "softshrink",
     "log_sigmoid_forward",
 ):
     backward_kernel(
