@@ -4,19 +4,21 @@ A trace holds what they were when it was made (`x * SCALE` with `SCALE = 2.0` is
 `act = torch.tanh` ran tanh), so `jit` snapshots them and retraces when one changes. Read
 from: the jitted function (or module's `forward`), the `forward` of every submodule class
 that is not torch's own, and, a few calls deep, the functions and methods those call by name
-(a global helper, `self._attend(...)`). Plain values are compared by value; functions,
+(a global helper, `self._attend(...)`). Plain values are compared by value; plain lists,
+dicts, sets and dataclass instances by what they hold (changed in place or not); functions,
 classes and modules by identity. Code reached any other way (a callback in a container, a
 method of an object passed in) is not looked at.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from typing import Any
 
 import torch
 
-from thunderviz.executor.keys import MISSING, snapshot_worthy
+from thunderviz.executor.keys import MISSING, HeldContents, snapshot_worthy
 
 __all__ = ["code_constants"]
 
@@ -88,7 +90,13 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
                     queue.append((method, cls, depth + 1))
                 continue
             key = (id(holder) if not isinstance(holder, _Cell) else id(holder.cell), name)
-            if key in seen_read or not snapshot_worthy(value):
+            if key in seen_read:
+                continue
+            if not snapshot_worthy(value):
+                held = _held(value)
+                if held is not None:  # a list, dict or dataclass: what it holds
+                    seen_read.add(key)
+                    out.append((-1, holder, name, held))
                 continue
             seen_read.add(key)
             out.append((-1, holder, name, value))
@@ -96,3 +104,12 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
             if helper is not None and depth < _MAX_DEPTH:
                 queue.append((helper, None, depth + 1))
     return tuple(out)
+
+
+def _held(value: Any) -> HeldContents | None:
+    """A global or closure value snapshotted by its contents: a plain list, dict or set, or a
+    dataclass instance (a settings object). Other objects a module's globals hold (a
+    logger, with caches it fills as it runs) are not: they would look changed at every call."""
+    if type(value) in (list, dict, set) or dataclasses.is_dataclass(value):
+        return HeldContents.of(value)
+    return None

@@ -11,6 +11,7 @@ the object was changed in place (`cfg.scale = 3`).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import types
@@ -182,6 +183,7 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
     """(path index, the module's __dict__, name, value) for each plain attribute, taken
     before tracing: what the trace specialised on."""
     out = []
+    held_by_id: dict[int, HeldContents | None] = {}  # (a config the modules share: once)
     for i, m in enumerate(submodules):
         state = m.__dict__
         for name, value in state.items():
@@ -195,17 +197,123 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
                 or _frozen_value(value)
             ):
                 out.append((i, state, name, value))
+            elif isinstance(value, _HOLDERS) or _has_fields(value):
+                if id(value) not in held_by_id:
+                    held_by_id[id(value)] = HeldContents.of(value)
+                held = held_by_id[id(value)]
+                if held is not None:
+                    out.append((i, state, name, held))
     return tuple(out)
 
 
 def _frozen_value(value: Any) -> bool:
     """An options object a module holds and passes on (`nn.LinearCrossEntropyLoss`'s
     `options`, a frozen dataclass; an enum member): compared by value, it cannot change in
-    place. (A mutable object could, unseen: not snapshotted.)"""
+    place."""
     if isinstance(value, enum.Enum):
         return True
     params = getattr(type(value), "__dataclass_params__", None)
     return params is not None and params.frozen and params.eq and not isinstance(value, type)
+
+
+# --- mutable values a module holds --------------------------------------------------------
+# A list of layer indices to skip, a dict of flags, a config object (Hugging Face's modules
+# each hold the model's `config`): a forward branches on what they hold, and they change in
+# place (`model.skip.append(3)`, `model.config.output_hidden_states = True`). Their
+# contents, taken before tracing, are compared on every call: a few microseconds for a
+# config of a hundred fields. An object too large or deep to take whole is not snapshotted.
+_HOLDERS = (list, dict, set, tuple)
+_MAX_DEPTH, _MAX_ITEMS = 4, 512
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _has_fields(value: Any) -> bool:
+    """A plain Python object with attributes of its own (not a module, tensor or code)."""
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (torch.nn.Module, torch.Tensor, *_BY_IDENTITY))
+        and not isinstance(value, enum.Enum)
+    )
+
+
+def contents(value: Any) -> Any:
+    """What `value` holds, as nested tuples comparable with ==: plain values by value (and
+    type: 1 and True differ), containers and objects' attributes by their contents, anything
+    else (tensors, code, modules) by identity. Raises _TooLarge past the bounds."""
+    budget = [_MAX_ITEMS]
+
+    def walk(x: Any, depth: int) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > _MAX_DEPTH:
+            raise _TooLarge
+        kind = type(x)
+        if kind in _PLAIN or isinstance(x, enum.Enum):
+            return (kind, x)
+        if kind in (list, tuple):
+            return (kind, tuple(walk(v, depth + 1) for v in x))
+        if kind is dict:
+            return (kind, tuple((walk(k, depth + 1), walk(v, depth + 1)) for k, v in x.items()))
+        if kind in (set, frozenset):
+            return (kind, frozenset(walk(v, depth + 1) for v in x))
+        if _has_fields(x):
+            return (kind, walk(vars(x), depth + 1))
+        return ("id", id(x))
+
+    return walk(value, 0)
+
+
+class HeldContents:
+    """A snapshot entry for a mutable value: the object and what it held. Where it holds only
+    plain values and containers of them (a config's fields), a deep copy of them is kept too,
+    and a call compares with it in C (`==`), not by walking the object again."""
+
+    __slots__ = ("obj", "held", "mirror")
+
+    def __init__(self, obj: Any, held: Any, mirror: Any) -> None:
+        self.obj, self.held, self.mirror = obj, held, mirror
+
+    @staticmethod
+    def of(value: Any) -> HeldContents | None:
+        try:
+            held = contents(value)
+        except _TooLarge:
+            return None
+        mirror = None
+        if not _holds_identities(held):
+            mirror = copy.deepcopy(_fields(value))
+            if mirror != _fields(value):  # (a value unequal to its copy: walk it every call)
+                mirror = None
+        return HeldContents(value, held, mirror)
+
+    def changed(self, now: Any) -> bool:
+        """Whether `now`, the attribute's value at a call, holds something else."""
+        if now is self.obj and self.mirror is not None:
+            return _fields(now) != self.mirror
+        try:
+            return contents(now) != self.held
+        except _TooLarge:
+            return True
+
+    def __repr__(self) -> str:
+        return f"{self.obj!r} (as it was then)"
+
+
+def _fields(value: Any) -> Any:
+    return vars(value) if _has_fields(value) else value
+
+
+def _holds_identities(held: Any) -> bool:
+    """Whether `contents` signed anything by identity (an object compared as itself)."""
+    if type(held) is tuple:
+        if len(held) == 2 and held[0] == "id":
+            return True
+        return any(_holds_identities(x) for x in held)
+    if type(held) is frozenset:
+        return any(_holds_identities(x) for x in held)
+    return False
 
 
 MISSING = object()
@@ -225,9 +333,17 @@ def changed_attribute(snapshot: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...] 
     """The first attribute whose value is no longer the one in `snapshot` (None: all hold).
     Runs on every call: an identity check first, equality only when that fails, and only
     between values of one type (tensors, code and modules compare by identity)."""
+    checked: dict[tuple[int, int], bool] = {}  # one check per (snapshot, object): a shared config
     for item in snapshot:
         _, state, name, value = item
         now = state.get(name, MISSING)
+        if type(value) is HeldContents:
+            key = (id(value), id(now))
+            if key not in checked:
+                checked[key] = value.changed(now)
+            if checked[key]:
+                return item
+            continue
         if now is not value and (
             type(now) is not type(value) or isinstance(value, _SNAPSHOT_IDENTITY) or now != value
         ):
