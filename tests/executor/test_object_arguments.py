@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 
 import pytest
 import torch
@@ -89,8 +90,11 @@ class Configured(torch.nn.Module):
         self.flags = {"scale": 2.0}
         self.config = Settings()
         self.plain = _Plain()
+        self.act = torch.relu
+        self.scaled = functools.partial(torch.mul, other=2.0)
 
     def forward(self, x):
+        x = self.scaled(self.act(x))
         for i, layer in enumerate(self.layers):
             if i not in self.skip and i not in SKIP_GLOBAL:
                 x = layer(x)
@@ -109,6 +113,8 @@ CHANGES = {
     "dataclass_field": lambda m: setattr(m.config, "scale", 5.0),
     "dataclass_flag": lambda m: setattr(m.config, "extra", True),
     "plain_object": lambda m: setattr(m.plain, "k", 7.0),
+    "function_rebound": lambda m: setattr(m, "act", torch.tanh),
+    "partial_keyword": lambda m: m.scaled.keywords.__setitem__("other", 3.0),
     "global_list": lambda m: SKIP_GLOBAL.append(2),
     "global_dataclass": _set_global_settings,
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import functools
 import types
 from typing import Any
 
@@ -195,9 +196,10 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
                 or isinstance(value, torch.Tensor)
                 or (kind is tuple and all(type(v) in _PLAIN for v in value))
                 or _frozen_value(value)
+                or isinstance(value, _BY_IDENTITY)  # `self.act = F.relu`: by identity
             ):
                 out.append((i, state, name, value))
-            elif isinstance(value, _HOLDERS) or _has_fields(value):
+            elif isinstance(value, (*_HOLDERS, functools.partial)) or _has_fields(value):
                 if id(value) not in held_by_id:
                     held_by_id[id(value)] = HeldContents.of(value)
                 held = held_by_id[id(value)]
@@ -223,7 +225,7 @@ def _frozen_value(value: Any) -> bool:
 # contents, taken before tracing, are compared on every call: a few microseconds for a
 # config of a hundred fields. An object too large or deep to take whole is not snapshotted.
 _HOLDERS = (list, dict, set, tuple)
-_MAX_DEPTH, _MAX_ITEMS = 4, 512
+_CONTENTS_DEPTH, _CONTENTS_ITEMS = 4, 512
 
 
 class _TooLarge(Exception):
@@ -243,11 +245,11 @@ def contents(value: Any) -> Any:
     """What `value` holds, as nested tuples comparable with ==: plain values by value (and
     type: 1 and True differ), containers and objects' attributes by their contents, anything
     else (tensors, code, modules) by identity. Raises _TooLarge past the bounds."""
-    budget = [_MAX_ITEMS]
+    budget = [_CONTENTS_ITEMS]
 
     def walk(x: Any, depth: int) -> Any:
         budget[0] -= 1
-        if budget[0] < 0 or depth > _MAX_DEPTH:
+        if budget[0] < 0 or depth > _CONTENTS_DEPTH:
             raise _TooLarge
         kind = type(x)
         if kind in _PLAIN or isinstance(x, enum.Enum):
@@ -258,6 +260,8 @@ def contents(value: Any) -> Any:
             return (kind, tuple((walk(k, depth + 1), walk(v, depth + 1)) for k, v in x.items()))
         if kind in (set, frozenset):
             return (kind, frozenset(walk(v, depth + 1) for v in x))
+        if isinstance(x, functools.partial):  # (its parts are not attributes)
+            return (kind, walk((x.func, x.args, x.keywords), depth + 1))
         if _has_fields(x):
             return (kind, walk(vars(x), depth + 1))
         return ("id", id(x))
