@@ -25,13 +25,15 @@ from thunderviz.capture.function_apply import read_through
 from thunderviz.core.proxies import Proxy, TensorProxy
 
 __all__ = [
+    "MAX_NORM_LOOKUPS",
     "embedding_renorm_apart",
     "grad_requiring_args",
     "max_norm_embedding",
     "reattach_no_grad_updates",
 ]
 
-_EMBEDDING_SIGNATURE = inspect.signature(F.embedding)
+# The lookups that renormalise the rows they read first, under no_grad (`max_norm=`)
+MAX_NORM_LOOKUPS = {f: inspect.signature(f) for f in (F.embedding, F.embedding_bag)}
 
 
 class StraightThrough(torch.autograd.Function):
@@ -72,22 +74,22 @@ def reattach_no_grad_updates(recorder: Any, before: list[tuple[torch.Tensor, Pro
         read_through(recorder, tensor, StraightThrough, alias)
 
 
-def max_norm_embedding(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The arguments of an `F.embedding` call (defaults filled in) when it has a `max_norm`,
-    else None."""
-    call = _EMBEDDING_SIGNATURE.bind(*args, **kwargs)
+def max_norm_embedding(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The arguments of an `F.embedding` or `F.embedding_bag` call (defaults filled in) when
+    it has a `max_norm`, else None."""
+    call = MAX_NORM_LOOKUPS[func].bind(*args, **kwargs)
     call.apply_defaults()
     return call.arguments if call.arguments["max_norm"] is not None else None
 
 
-def embedding_renorm_apart(recorder: Any, a: dict[str, Any]) -> Any:
-    """`F.embedding(..., max_norm=m)` (its arguments `a`) as the two calls it makes: the
-    renormalisation of the looked-up rows of `weight` in place under no_grad, then the
-    lookup. Made as two calls the recorder sees, the update gets its `StraightThrough`
-    before the lookup reads `weight` (inside one call, the lookup would read a value that
-    needs no gradient)."""
+def embedding_renorm_apart(recorder: Any, func: Any, a: dict[str, Any]) -> Any:
+    """`F.embedding(..., max_norm=m)` or `F.embedding_bag(...)` (`func`, its arguments `a`)
+    as the two calls it makes: the renormalisation of the looked-up rows of `weight` in
+    place under no_grad, then the lookup. Made as two calls the recorder sees, the update
+    gets its `StraightThrough` before the lookup reads `weight` (inside one call, the lookup
+    would read a value that needs no gradient: the bag's weight got none)."""
     with recorder.function_mode:
         index = a["input"].contiguous()
         with torch.no_grad():
             torch.embedding_renorm_(a["weight"], index, a["max_norm"], a["norm_type"])
-        return F.embedding(**{**a, "input": index, "max_norm": None})
+        return func(**{**a, "input": index, "max_norm": None})

@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 import torch._subclasses.fake_tensor
-import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
@@ -36,6 +35,7 @@ from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.host_filled import EMPTY_FACTORIES, note_unfilled, settle_host_filled
 from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.no_grad_updates import (
+    MAX_NORM_LOOKUPS,
     embedding_renorm_apart,
     grad_requiring_args,
     max_norm_embedding,
@@ -151,8 +151,8 @@ class Recorder(FunctionalizingRecorder):
         if leaves is not None and not self.unreplayable:
             where_ = where(user_source(skip=3), self.module_path)
             self.unreplayable = f"{leaves} ({_call_name(func)}) at {where_}"
-        if func is F.embedding and (call := max_norm_embedding(args, kwargs)) is not None:
-            return embedding_renorm_apart(self, call)
+        if func in MAX_NORM_LOOKUPS and (call := max_norm_embedding(func, args, kwargs)):
+            return embedding_renorm_apart(self, func, call)
         if is_collective_call(func):  # torch.distributed: capture/collectives.py
             return record_collective_call(self, func, args, kwargs)
         source = user_source(skip=3)
