@@ -167,10 +167,12 @@ def _flatten(
 
 
 def _subsymbols_make_outputs(bsym: BoundSymbol) -> bool:
-    """Whether `bsym`'s subsymbols compute each of its outputs. Those of the subsymbols one
-    level down are looked at first, which is usually enough: the deeper ones (a decomposed
-    op's decomposition) are not built unless needed (`BoundSymbol.defer_subsymbols`)."""
-    wanted = {p.name for p in bsym.flat_tensor_outs}
+    """Whether `bsym`'s subsymbols compute each of its outputs, but those that are its
+    arguments as they came (`torch.atleast_1d(x, y)` returns a 1-d `x` itself). Those of the
+    subsymbols one level down are looked at first, which is usually enough: the deeper ones
+    (a decomposed op's decomposition) are not built unless needed
+    (`BoundSymbol.defer_subsymbols`)."""
+    wanted = {p.name for p in bsym.flat_tensor_outs} - {p.name for p in bsym.flat_proxy_args}
     wanted -= {p.name for s in bsym.subsymbols for p in s.flat_proxy_outs}
     if wanted:
         wanted -= {p.name for s in bsym.subsymbols for b in s.walk() for p in b.flat_proxy_outs}

@@ -38,13 +38,18 @@ __all__ = ["DecomposingRecorder", "clear_process_cache"]
 
 
 def _decomposition(op: Any) -> Callable[..., Any] | None:
-    """torch's Python decomposition of `op`, if it has one.
+    """torch's Python decomposition of `op`, if it has one, else its composite kernel (an
+    op such as `matmul` reaches the recorder whole when a C++ kernel calls it below autograd,
+    as `cdist` does).
 
     (This once looked in `core_aten_decompositions()` first. Since torch 2.6 that is a
     `CustomDecompTable`, a dict subclass that keeps its entries in an attribute, so `.get`
     found nothing there and every answer came from `decomposition_table`. Building that
     table cost 60-70 ms, most of a small program's first call in a fresh process.)"""
-    return decomposition_table.get(op)
+    decomp = decomposition_table.get(op)
+    if decomp is None and isinstance(op, torch._ops.OpOverload) and op._can_decompose():
+        return op.decompose
+    return decomp
 
 
 @dataclass

@@ -95,6 +95,10 @@ class _Positions:
             out.extend(self.columns(real, p) if _is_mask(real) else [p])
         return out
 
+    def as_vector(self, p: TensorProxy) -> TensorProxy:
+        """A 0-dim `p` viewed as 1 element."""
+        return self.record(aten.view.default, (p, [1]), self.proxy((1,), p.dtype, p.device))
+
     def expanded(self, p: TensorProxy, shape: tuple[int, ...]) -> TensorProxy:
         if tuple(p.shape) == shape:
             return p
@@ -120,7 +124,11 @@ def mask_as_positions(
         x, mask = args[0], args[1]
         shape = tuple(torch.broadcast_shapes(x.shape, mask.shape))
         p_x, p_mask = pos.expanded(p_args[0], shape), pos.expanded(p_args[1], shape)
-        pos.record(aten.index.Tensor, (p_x, pos.columns(mask.expand(shape), p_mask)), output)
+        mask = mask.expand(shape)
+        if not shape:  # 0-dim: positions need a dimension to select along, so a 1-element one
+            p_x, p_mask = (pos.as_vector(p) for p in (p_x, p_mask))
+            mask = mask.reshape(1)
+        pos.record(aten.index.Tensor, (p_x, pos.columns(mask, p_mask)), output)
         return pos.bsyms
     op = (
         aten.index_put.default

@@ -86,7 +86,7 @@ def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     put_grads((x, weight, bias), grads)
     if requires_grad(x):
         per_group = [N, group, 1]
-        xg = aten.reshape.default(x, [N, group, -1])
+        xg = aten.reshape.default(x, [N, group, C // group * HxW])  # (-1: ambiguous if N=0)
         centered = aten.sub.Tensor(xg, aten.reshape.default(mean, per_group))
         rstd3 = aten.pow.Tensor_Scalar(aten.reshape.default(rstd, per_group), 3)
         dx = aten.sub.Tensor(

@@ -65,6 +65,7 @@ def permute(a, dims):
 for _op in (
     aten.transpose.int,
     aten.t.default,
+    aten.mT.default,  # (torch.cdist's matmul path calls it below the composite level)
     aten.flip.default,
     aten.tril.default,
     aten.triu.default,
