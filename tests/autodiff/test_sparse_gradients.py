@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -13,12 +14,18 @@ import thunderviz as tv
 
 
 class SparseLookup(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, bag: str | None = None) -> None:
         super().__init__()
-        self.emb = nn.Embedding(20, 4, sparse=True)
+        self.emb = (
+            nn.Embedding(20, 4, sparse=True)
+            if bag is None
+            else nn.EmbeddingBag(20, 4, mode=bag, sparse=True)
+        )
         self.out = nn.Linear(4, 1)
 
     def forward(self, i):
+        if isinstance(self.emb, nn.EmbeddingBag):
+            i = i.view(2, 3)  # two bags of three
         return self.out(self.emb(i)).pow(2).sum()
 
 
@@ -29,9 +36,10 @@ def _optimizers(model):
     )
 
 
-def test_sparse_adam_trains_the_jitted_embedding_as_eager():
+@pytest.mark.parametrize("bag", [None, "sum", "mean"])  # (torch: no sparse max bags)
+def test_sparse_adam_trains_the_jitted_embedding_as_eager(bag):
     torch.manual_seed(0)
-    eager = SparseLookup().double()
+    eager = SparseLookup(bag).double()
     ours = copy.deepcopy(eager)
     jitted = tv.jit(ours)
     opts = {id(eager): _optimizers(eager), id(ours): _optimizers(ours)}

@@ -27,7 +27,7 @@ def _embedding_bag_rule(op) -> None:
 
     def embedding_bag(*args, **kwargs):
         weight, indices, *rest = op_args(op, args, kwargs)
-        offsets, scale_grad_by_freq, mode, _, per_sample_weights, _, padding_idx = rest
+        offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, _, padding_idx = rest
         # the kernels read indices as contiguous memory; torch's caller makes them so, but
         # on a contiguous capture copy that call was a no-op and is not in the trace
         indices = aten.contiguous.default(indices)
@@ -47,7 +47,7 @@ def _embedding_bag_rule(op) -> None:
                     weight.shape[0],
                     scale_grad_by_freq,
                     mode,
-                    False,
+                    sparse,  # a sparse gradient for EmbeddingBag(sparse=True), as eager's
                     per_sample_weights,
                     padding_idx,
                 ),
