@@ -18,6 +18,7 @@ from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.generators import PythonDraws, state_calls_recorded
+from thunderviz.capture.nested_fast_path import encoding_as_eager
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.rewriting import WrittenOut
@@ -222,6 +223,7 @@ def _run(
         recorder.function_mode,
         recorder.dispatch_mode,
         intercepting_function_apply(recorder),
+        encoding_as_eager(),
         stamping_blocks(recorder, module, fake) as written_out,
         state_calls_recorded(recorder),
     ):
