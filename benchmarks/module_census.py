@@ -13,16 +13,18 @@ it is
 * wrong: an output, a gradient or a buffer differs (the worst: nothing was raised);
 * error: thunderviz raised where eager did not (the first such message is shown).
 
-With `--double-backward`, what is compared is a gradient penalty: the squared gradients of
-the inputs, taken with `create_graph=True`, differentiated again with respect to the inputs
-and the parameters (for the ModuleInfos whose eager double backward torch tests).
+With `--mode double-backward`, what is compared is a gradient penalty: the squared gradients
+of the inputs, taken with `create_graph=True`, differentiated again with respect to the
+inputs and the parameters (for the ModuleInfos whose eager double backward torch tests).
+With `--mode no-grad`, the calls run under `torch.no_grad()` (jit runs its forward trace
+alone: inference), and outputs and buffers are compared.
 
 Inputs eager itself rejects are left out. Run:
 
     .venv/bin/python -m benchmarks.module_census                        # float64
     .venv/bin/python -m benchmarks.module_census --dtype float32
     .venv/bin/python -m benchmarks.module_census --modules nn.LSTM,nn.CTCLoss -v
-    .venv/bin/python -m benchmarks.module_census --double-backward
+    .venv/bin/python -m benchmarks.module_census --mode double-backward    # or no-grad
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import thunderviz as tv
 from benchmarks.opinfo_census import DTYPES, TOLERANCES, Outcome, compare
 
 STEPS = 2  # the first call traces and runs what it recorded; the second, the compiled code
+MODES = ("backward", "double-backward", "no-grad")
 
 
 def module_infos(names: Iterable[str] | None = None) -> list[Any]:
@@ -58,20 +61,17 @@ def _fresh(x: Any) -> Any:
 
 
 def _run(
-    module: torch.nn.Module,
-    call: Callable[..., Any],
-    module_input: Any,
-    step: int,
-    double_backward: bool = False,
+    module: torch.nn.Module, call: Callable[..., Any], module_input: Any, step: int, mode: str
 ):
-    """One call and its backward: (outputs, gradients, buffers after). With
-    `double_backward`, the gradients are those of a penalty on the input gradients (taken
-    with create_graph=True), and the penalty itself first."""
+    """One call and its backward: (outputs, gradients, buffers after). For `double-backward`
+    the gradients are those of a penalty on the input gradients (taken with
+    create_graph=True), and the penalty itself first; for `no-grad`, there are none."""
     args, kwargs = pytree.tree_map(
         _fresh, (module_input.forward_input.args, module_input.forward_input.kwargs)
     )
     torch.manual_seed(10 + step)  # the same draws on both sides
-    out = call(*args, **kwargs)
+    with torch.set_grad_enabled(mode != "no-grad"):
+        out = call(*args, **kwargs)
     outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
     differentiable = [o for o in outs if o.requires_grad and o.is_floating_point()]
     wrt = [
@@ -84,7 +84,7 @@ def _run(
     grads: list[Any] = []
     gen = torch.Generator().manual_seed(20 + step)
     cts = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in differentiable]
-    if double_backward and differentiable and inputs:
+    if mode == "double-backward" and differentiable and inputs:
         firsts = torch.autograd.grad(
             differentiable, inputs, cts, create_graph=True, allow_unused=True
         )
@@ -97,7 +97,7 @@ def _run(
 
 
 def check_input(
-    info: Any, module_input: Any, training: bool, dtype: torch.dtype, double_backward: bool = False
+    info: Any, module_input: Any, training: bool, dtype: torch.dtype, mode: str = "backward"
 ) -> str | None:
     """'' when jit agrees with eager on this input, what differs when not, None when eager
     rejects it. Raises what thunderviz raises."""
@@ -107,14 +107,12 @@ def check_input(
         eager_module = info.module_cls(*constructor.args, **constructor.kwargs).to(dtype)
         eager_module.train(training)
         ours = copy.deepcopy(eager_module)
-        expected = [
-            _run(eager_module, eager_module, module_input, s, double_backward) for s in range(STEPS)
-        ]
+        expected = [_run(eager_module, eager_module, module_input, s, mode) for s in range(STEPS)]
     except Exception:  # noqa: BLE001 - eager rejects it: nothing to compare with
         return None
     jitted = tv.jit(ours)
     for step in range(STEPS):
-        got = _run(ours, jitted, module_input, step, double_backward)
+        got = _run(ours, jitted, module_input, step, mode)
         for part, want, have in zip(("output", "gradient", "buffer"), expected[step], got):
             if len(want) != len(have):
                 return f"call {step + 1}: {len(have)} {part}s, eager has {len(want)}"
@@ -125,8 +123,9 @@ def check_input(
     return ""
 
 
-def census_module(info: Any, dtype: torch.dtype, double_backward: bool = False) -> Outcome:
-    if double_backward and not info.supports_gradgrad:
+def census_module(info: Any, dtype: torch.dtype, mode: str = "backward") -> Outcome:
+    """One ModuleInfo, every input, in one of `MODES`."""
+    if mode == "double-backward" and not info.supports_gradgrad:
         return Outcome(info.name, "skipped", "eager has no double backward for it")
     compared, problems, errors = 0, [], []
     for training in (True, False):
@@ -139,7 +138,7 @@ def census_module(info: Any, dtype: torch.dtype, double_backward: bool = False) 
                 continue
             where = f"{mode} input {i} {module_input.desc!r}"
             try:
-                result = check_input(info, module_input, training, dtype, double_backward)
+                result = check_input(info, module_input, training, dtype, mode)
             except Exception as e:  # noqa: BLE001 - the census reports it and goes on
                 compared += 1
                 message = str(e).splitlines()[0][:200] if str(e) else ""
@@ -164,23 +163,19 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     parser.add_argument("--modules", help="comma-separated ModuleInfo names (default: all)")
     parser.add_argument("-v", action="store_true", help="list every module, passes included")
-    parser.add_argument(
-        "--double-backward",
-        action="store_true",
-        help="a penalty on the input gradients (create_graph=True), differentiated again",
-    )
+    parser.add_argument("--mode", choices=MODES, default="backward", help="what is compared")
     ns = parser.parse_args()
     dtype = DTYPES[ns.dtype]
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
     outcomes = [
-        census_module(info, dtype, ns.double_backward)
+        census_module(info, dtype, ns.mode)
         for info in module_infos(ns.modules.split(",") if ns.modules else None)
     ]
     counts = Counter(o.status for o in outcomes)
     counted = len(outcomes) - counts["skipped"]
     print(
-        f"Module census, {ns.dtype}{', double backward' if ns.double_backward else ''}: "
+        f"Module census, {ns.dtype}, {ns.mode}: "
         f"{counts['pass']} of {counted} ModuleInfos pass "
         f"(wrong {counts['wrong']}, error {counts['error']}, skipped {counts['skipped']}) "
         f"[{time.perf_counter() - start:.0f} s]; tolerances {TOLERANCES[dtype]}"
