@@ -27,12 +27,16 @@ from thunderviz.core.proxies import TensorProxy
 __all__ = ["REQUIRES_GRAD", "answering_grad_flags"]
 
 REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
+# Runs a torch function's body past the torch-function hop that led to a mode's handler
+# (torch 2.13 and later; before, a body cannot be run with the mode on: its reads stay the
+# tensors' own, and `answering_grad_flags` does nothing)
+_SKIP_ONE_HOP = getattr(torch._C, "_skip_one_hop_torch_function", None)
 
 
 def answering_grad_flags(recorder: Any, func: Callable[..., Any]) -> Any:
     """A context in which `func`'s body reads `requires_grad` as the program would."""
     code = getattr(func, "__code__", None)
-    if code is None or "requires_grad" not in code.co_names:
+    if _SKIP_ONE_HOP is None or code is None or "requires_grad" not in code.co_names:
         return contextlib.nullcontext()
     return _GradFlags(recorder)
 
@@ -55,5 +59,7 @@ class _GradFlags(TorchFunctionMode):
                 return flag
         if getattr(func, "__code__", None) is None:  # C++ (an op, a method): reads no flag
             return func(*args, **(kwargs or {}))
+        skip_one_hop = _SKIP_ONE_HOP
+        assert skip_one_hop is not None  # (the mode is only made where torch has it)
         with self:  # on again for a Python body: the call skips the hop that led here
-            return torch._C._skip_one_hop_torch_function(func, types, args, kwargs or {})
+            return skip_one_hop(func, types, args, kwargs or {})

@@ -21,6 +21,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
+from typing import Any
 
 import torch
 
@@ -76,7 +77,8 @@ def _padded(self: torch.nn.TransformerEncoder, key_padding_mask: torch.Tensor) -
     bool mask is, or a float mask is not 0 (torch makes a bool mask a float one, -inf where
     padded, and keeps the positions where it is 0)."""
     padded = key_padding_mask if key_padding_mask.dtype == torch.bool else key_padding_mask != 0
-    return padded if self.layers[0].self_attn.batch_first else padded.transpose(0, 1)
+    first: Any = self.layers[0]
+    return padded if first.self_attn.batch_first else padded.transpose(0, 1)
 
 
 def _eager_nests(
@@ -87,7 +89,7 @@ def _eager_nests(
 ) -> bool:
     """Whether eager's forward converts to a nested tensor for this call: torch's conditions,
     but for the one a trace itself fails (no torch-function mode)."""
-    first = self.layers[0]
+    first: Any = self.layers[0]  # a TransformerEncoderLayer (torch's forward checks so too)
     if (
         not torch.backends.mha.get_fastpath_enabled()
         or not getattr(self, "use_nested_tensor", False)
