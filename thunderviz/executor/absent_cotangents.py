@@ -16,6 +16,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace
 
 __all__ = ["inputs_each_output_reads", "fill_absent"]
@@ -29,12 +30,23 @@ def inputs_each_output_reads(forward: Trace, differentiable: list[int]) -> list[
     reads: dict[str, frozenset[int]] = {
         p.name: frozenset((i,)) for i, p in enumerate(forward.flat_args) if p is not None
     }
-    for bsym in forward.bound_symbols:
+    _follow(forward.bound_symbols, reads)
+    flat_out = pytree.tree_leaves(forward.output)
+    return [reads.get(flat_out[i].name, frozenset()) for i in differentiable]
+
+
+def _follow(bsyms: list[BoundSymbol], reads: dict[str, frozenset[int]]) -> None:
+    """Add what each value `bsyms` make is computed from. A functionalized call (`buf[i] =
+    v`) makes its values in its subsymbols, which are the code: followed there (its own
+    outputs, none for a `__setitem__`, would lose `v` flowing into `buf`'s new value, and a
+    model that fills a buffer so, as Longformer's attention does, got no gradient)."""
+    for bsym in bsyms:
+        if bsym.executes_subsymbols:
+            _follow(bsym.subsymbols, reads)
+            continue
         sources = frozenset().union(*(reads.get(p.name, frozenset()) for p in bsym.flat_proxy_args))
         for p in bsym.flat_proxy_outs:
             reads[p.name] = reads.get(p.name, frozenset()) | sources
-    flat_out = pytree.tree_leaves(forward.output)
-    return [reads.get(flat_out[i].name, frozenset()) for i in differentiable]
 
 
 def fill_absent(
