@@ -489,3 +489,19 @@ def test_a_value_whose_storage_a_stamped_block_wrote_later_is_not_taken():
     assert jitted.cache_misses == 1
     for a, b in zip(first, [p.grad for p in model.parameters()], strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_under_autocast_the_first_call_is_eagers(dtype) -> None:
+    """A mode runs below autocast, so inside a composite (`bilinear`'s `_trilinear`) the
+    recording's ops ran uncast where eager's are cast: under autocast the compiled trace
+    runs the first call too. Checked bit for bit against eager, and the second call too."""
+    torch.manual_seed(0)
+    eager = nn.Bilinear(2, 3, 4)
+    jitted = tv.jit(copy.deepcopy(eager))
+    x, y = torch.randn(8, 2, requires_grad=True), torch.randn(8, 3)
+    with torch.autocast("cpu", dtype=dtype):
+        want = eager(x, y)
+        first, second = jitted(x, y), jitted(x, y)
+    torch.testing.assert_close(first, want, rtol=0, atol=0)
+    torch.testing.assert_close(second, want, rtol=0, atol=0)

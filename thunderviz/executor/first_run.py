@@ -21,7 +21,10 @@ It is done only where that is the run, value for value and effect for effect:
 - every statement with an effect beyond its values is a write-back (done here) or a guard
   (whose values the trace has just seen on these very inputs); every input written in
   place without a write-back was written only by such kernels in the recording too;
-- nothing communicates: a collective runs on every rank or none, and ranks must agree.
+- nothing communicates: a collective runs on every rank or none, and ranks must agree;
+- autocast is off: a mode runs below autocast, so the ops a composite (`bilinear`'s
+  `_trilinear`) calls inside ran uncast in the recording, where eager casts them (the
+  first call under bf16 autocast came out in float32 arithmetic).
 
 Anything else (a value only a random draw makes, a custom Function's ctx, ...) and the
 compiled trace runs as on every later call.
@@ -69,6 +72,8 @@ def first_run(
     `written`: the positions of the inputs `trace` writes into, by any statement
     (`double_backward.inputs_written`)."""
     try:
+        if torch._C._is_any_autocast_enabled():
+            return None  # (the module's text: not the values eager computes)
         return _from_recording(trace, recorded, flat, written)
     except _Missing:
         return None
