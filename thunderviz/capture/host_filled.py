@@ -24,7 +24,7 @@ from thunderviz.capture.recorder_state import tensor_proxy
 from thunderviz.core.proxies import leaves
 from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
 
-__all__ = ["EMPTY_FACTORIES", "note_unfilled", "settle_host_filled"]
+__all__ = ["EMPTY_FACTORIES", "forget_written", "note_unfilled", "settle_host_filled"]
 
 _aten = torch.ops.aten
 EMPTY_FACTORIES = frozenset(
@@ -63,6 +63,13 @@ def settle_host_filled(recorder: Any, func: Any, args: Any, kwargs: Any) -> None
     for t in leaves(read, []):
         if _unfilled(recorder, t):
             _as_constant(recorder, t)
+
+
+def forget_written(recorder: Any) -> None:
+    """After a recorded write: the noted tensors it wrote hold the trace's values now, and
+    are no longer noted (while any is, every op the recorder sees checks its arguments)."""
+    proxies = recorder._proxies
+    recorder.unfilled = {k: p for k, p in recorder.unfilled.items() if proxies.get(k) is p}
 
 
 def _unfilled(recorder: Any, t: Any) -> bool:

@@ -32,7 +32,12 @@ from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import printable_arguments
 from thunderviz.capture.grad_flags import REQUIRES_GRAD, answering_grad_flags, flag_of
 from thunderviz.capture.guards import has_data_dependent_size, reads_values
-from thunderviz.capture.host_filled import EMPTY_FACTORIES, note_unfilled, settle_host_filled
+from thunderviz.capture.host_filled import (
+    EMPTY_FACTORIES,
+    forget_written,
+    note_unfilled,
+    settle_host_filled,
+)
 from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.no_grad_updates import (
     MAX_NORM_LOOKUPS,
@@ -257,6 +262,8 @@ class Recorder(FunctionalizingRecorder):
             return out
         if mutated_arg_indices(func):
             self._record_mutation(func, args, kwargs, p_args, p_kwargs, out)
+            if self.unfilled:
+                forget_written(self)
         else:
             self._record_functional(func, args, kwargs, p_args, p_kwargs, out)
             if func in EMPTY_FACTORIES or self.unfilled:
