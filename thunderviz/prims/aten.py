@@ -81,7 +81,7 @@ def meta_outputs(op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         if "device" in meta_kwargs:
             meta_kwargs["device"] = torch.device("meta")
         try:  # (prims/missing_meta.py: for kernels whose meta is missing or reads values)
-            cached = gradient_kernel(op_id(op), args) if isinstance(op, _OpOverload) else None
+            cached = gradient_kernel(op, args)
             if cached is None:
                 cached = op(*meta_args, **meta_kwargs)
         except (NotImplementedError, RuntimeError):  # no meta kernel, or one that needs values

@@ -41,19 +41,20 @@ def _sized(size_at: int, dtype_of: int) -> Callable[[tuple[Any, ...]], Any]:
     return lambda args: torch.empty(list(args[size_at]), dtype=args[dtype_of].dtype, device="meta")
 
 
-# Backward kernel (its op id) -> its output's metadata, from its arguments (proxies)
-_GRADIENTS: dict[str, Callable[[tuple[Any, ...]], Any]] = {
-    "aten._ctc_loss_backward.default": _like(1),  # (grad, log_probs, ...): d log_probs
-    "aten._ctc_loss_backward.Tensor": _like(1),
-    "aten.fractional_max_pool3d_backward.default": _like(1),  # (grad_output, self, ...)
-    "aten.multilabel_margin_loss_backward.default": _like(1),  # (grad_output, self, ...)
-    "aten._pack_padded_sequence_backward.default": _sized(1, 0),  # (grad, input_size, ...)
+_aten = torch.ops.aten
+# Backward kernel -> its output's metadata, from its arguments (proxies)
+_GRADIENTS: dict[Any, Callable[[tuple[Any, ...]], Any]] = {
+    _aten._ctc_loss_backward.default: _like(1),  # (grad, log_probs, ...): d log_probs
+    _aten._ctc_loss_backward.Tensor: _like(1),
+    _aten.fractional_max_pool3d_backward.default: _like(1),  # (grad_output, self, ...)
+    _aten.multilabel_margin_loss_backward.default: _like(1),  # (grad_output, self, ...)
+    _aten._pack_padded_sequence_backward.default: _sized(1, 0),  # (grad, input_size, ...)
 }
 
 
-def gradient_kernel(op_id: str, args: tuple[Any, ...]) -> Any:
+def gradient_kernel(op: Any, args: tuple[Any, ...]) -> Any:
     """The meta output of a gradient kernel in `_GRADIENTS`, or None for any other op."""
-    shape_of = _GRADIENTS.get(op_id)
+    shape_of = _GRADIENTS.get(op)
     return shape_of(args) if shape_of is not None else None
 
 
