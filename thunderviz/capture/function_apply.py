@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -20,6 +19,7 @@ import torch
 from torch.autograd.function import Function
 from torch.utils import _python_dispatch
 
+from thunderviz.capture.class_patches import class_patched
 from thunderviz.capture.custom_function import (
     AutogradFunctionCall,
     FunctionContext,
@@ -47,8 +47,6 @@ __all__ = [
 
 # a classmethod, or (torch 2.14) a C++ classmethod_descriptor: bound alike by __get__
 _ORIGINAL_APPLY = Function.__dict__["apply"]
-_patch_lock = threading.Lock()
-_patch_users = 0
 # The recorders tracing in this thread (and asyncio task), innermost last.
 _recorders: ContextVar[tuple[Any, ...]] = ContextVar("thunderviz_apply_recorders", default=())
 
@@ -65,21 +63,13 @@ def intercepting_function_apply(recorder: Any) -> Iterator[None]:
     """While the body runs, `Function.apply` called in this thread is recorded by
     `recorder`; other threads' calls run as usual. The original `apply` is back when the
     last trace using it ends."""
-    global _patch_users
-    with _patch_lock:
-        if _patch_users == 0:
-            # a monkeypatch, undone below: a classmethod where torch's class defines one
-            Function.apply = classmethod(_intercepted_apply)  # pyright: ignore[reportAttributeAccessIssue]
-        _patch_users += 1
-    token = _recorders.set((*_recorders.get(), recorder))
-    try:
-        yield
-    finally:
-        _recorders.reset(token)
-        with _patch_lock:
-            _patch_users -= 1
-            if _patch_users == 0:
-                Function.apply = _ORIGINAL_APPLY
+    # a classmethod where torch's class defines one (a C++ descriptor in torch 2.14)
+    with class_patched(Function, "apply", classmethod(_intercepted_apply)):
+        token = _recorders.set((*_recorders.get(), recorder))
+        try:
+            yield
+        finally:
+            _recorders.reset(token)
 
 
 def _bind_default_args(

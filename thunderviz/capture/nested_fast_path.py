@@ -18,40 +18,30 @@ which the trace guards like any other value it branches on.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import torch
 
+from thunderviz.capture.class_patches import class_patched
+
 __all__ = ["encoding_as_eager"]
 
 _ORIGINAL = torch.nn.TransformerEncoder.forward
 _tracing: ContextVar[bool] = ContextVar("thunderviz_encoder_as_eager", default=False)
-_patch_lock = threading.Lock()
-_patch_users = 0
 
 
 @contextlib.contextmanager
 def encoding_as_eager() -> Iterator[None]:
     """While the body runs, `nn.TransformerEncoder` called in this thread pads as eager's
-    nested path does (see the module docstring); other threads' calls run torch's forward.
-    Torch's is back when the last trace using the patch ends."""
-    global _patch_users
-    with _patch_lock:
-        if _patch_users == 0:
-            torch.nn.TransformerEncoder.forward = _forward  # pyright: ignore[reportAttributeAccessIssue]
-        _patch_users += 1
-    token = _tracing.set(True)
-    try:
-        yield
-    finally:
-        _tracing.reset(token)
-        with _patch_lock:
-            _patch_users -= 1
-            if _patch_users == 0:
-                torch.nn.TransformerEncoder.forward = _ORIGINAL
+    nested path does (see the module docstring); other threads' calls run torch's forward."""
+    with class_patched(torch.nn.TransformerEncoder, "forward", _forward):
+        token = _tracing.set(True)
+        try:
+            yield
+        finally:
+            _tracing.reset(token)
 
 
 def _forward(
