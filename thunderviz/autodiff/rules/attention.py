@@ -84,21 +84,23 @@ def _cpu_flash_applies(q, k, v, mask, enable_gqa) -> bool:
     )
 
 
-def _cpu_flash(q, k, v, is_causal, scale):
+def _cpu_flash(q, k, v, is_causal, scale, dropout_p=0.0, attn_mask=None):
     """The CPU flash kernel and its own backward, as eager uses them: the forward also
     returns the rows' logsumexp, which is saved (B x H x L floats) instead of recomputing
-    the softmax statistics; the L x S probabilities are never saved."""
+    the softmax statistics; the L x S probabilities are never saved. Returns (out,
+    logsumexp)."""
+    mask = {} if attn_mask is None else {"attn_mask": attn_mask}  # (as the call spelled it)
     out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
-        q, k, v, 0.0, is_causal, scale=scale
+        q, k, v, dropout_p, is_causal, **mask, scale=scale
     )
     g = get_grad(out)
     dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
-        g, q, k, v, out, logsumexp, 0.0, is_causal, scale=scale
+        g, q, k, v, out, logsumexp, dropout_p, is_causal, **mask, scale=scale
     )
     put_grad(q, dq)
     put_grad(k, dk)
     put_grad(v, dv)
-    return out
+    return out, logsumexp
 
 
 def _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, g, g_probs=None) -> None:
@@ -161,7 +163,7 @@ def _recomputes(bsym: BoundSymbol) -> bool:
 def scaled_dot_product_attention(*args, **kwargs):
     q, k, v, mask, dropout_p, is_causal, scale, enable_gqa = _sdpa_args(*args, **kwargs)
     if _cpu_flash_applies(q, k, v, mask, enable_gqa):
-        return _cpu_flash(q, k, v, is_causal, scale)
+        return _cpu_flash(q, k, v, is_causal, scale)[0]
     out = SDPA(*args, **kwargs)
     _recompute_backward(q, k, v, mask, is_causal, scale, enable_gqa, get_grad(out))
     return out
@@ -217,25 +219,7 @@ def flash_attention_for_cpu(
             "torch.nn.functional.scaled_dot_product_attention, which differentiates a float "
             "mask."
         )
-    out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
-        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
-    )
-    dq, dk, dv = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
-        get_grad(out),
-        query,
-        key,
-        value,
-        out,
-        logsumexp,
-        dropout_p,
-        is_causal,
-        attn_mask=attn_mask,
-        scale=scale,
-    )
-    put_grad(query, dq)
-    put_grad(key, dk)
-    put_grad(value, dv)
-    return out, logsumexp
+    return _cpu_flash(query, key, value, is_causal, scale, dropout_p, attn_mask)
 
 
 @RULES.grad(aten._scaled_dot_product_efficient_attention.default)
