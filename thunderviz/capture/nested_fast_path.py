@@ -52,33 +52,31 @@ def _forward(
     is_causal: bool | None = None,
 ) -> torch.Tensor:
     out = _ORIGINAL(self, src, mask, src_key_padding_mask, is_causal)
-    if not _tracing.get() or src_key_padding_mask is None:
+    if not _tracing.get() or src_key_padding_mask is None or not _may_nest(self, src, mask):
         return out
-    if not _eager_nests(self, src, mask, src_key_padding_mask):
+    # (batch, sequence): True where a bool mask is, or a float mask is not 0 (torch makes a
+    # bool mask a float one, -inf where padded, and keeps the positions where it is 0)
+    padding = (
+        src_key_padding_mask
+        if src_key_padding_mask.dtype == torch.bool
+        else src_key_padding_mask != 0
+    )
+    # left-aligned: along each sequence, padding only after the last position kept
+    if getattr(self, "mask_check", True) and not bool((padding[:, 1:] >= padding[:, :-1]).all()):
         return out
-    padded = _padded(self, src_key_padding_mask)
+    first: Any = self.layers[0]
+    rows = padding if first.self_attn.batch_first else padding.transpose(0, 1)  # as `out`'s
     zeros = torch.zeros_like(out)
     filler = zeros if self.norm is None else self.norm(zeros)
-    return torch.where(padded.unsqueeze(-1), filler, out)
+    return torch.where(rows.unsqueeze(-1), filler, out)
 
 
-def _padded(self: torch.nn.TransformerEncoder, key_padding_mask: torch.Tensor) -> torch.Tensor:
-    """Where the padding is, laid out as the output's (sequence, batch) dims are: True where a
-    bool mask is, or a float mask is not 0 (torch makes a bool mask a float one, -inf where
-    padded, and keeps the positions where it is 0)."""
-    padded = key_padding_mask if key_padding_mask.dtype == torch.bool else key_padding_mask != 0
-    first: Any = self.layers[0]
-    return padded if first.self_attn.batch_first else padded.transpose(0, 1)
-
-
-def _eager_nests(
-    self: torch.nn.TransformerEncoder,
-    src: torch.Tensor,
-    mask: torch.Tensor | None,
-    key_padding_mask: torch.Tensor,
+def _may_nest(
+    self: torch.nn.TransformerEncoder, src: torch.Tensor, mask: torch.Tensor | None
 ) -> bool:
-    """Whether eager's forward converts to a nested tensor for this call: torch's conditions,
-    but for the one a trace itself fails (no torch-function mode)."""
+    """Whether eager's forward converts to a nested tensor for this call, given a key padding
+    mask that is left-aligned: torch's conditions, but for the one a trace itself fails (no
+    torch-function mode)."""
     first: Any = self.layers[0]  # a TransformerEncoderLayer (torch's forward checks so too)
     if (
         not torch.backends.mha.get_fastpath_enabled()
@@ -107,12 +105,4 @@ def _eager_nests(
         first.linear2.weight,
         first.linear2.bias,
     )
-    if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
-        return False
-    if getattr(self, "mask_check", True):
-        # left-aligned: along each sequence, padding only after the last position kept
-        padded = _padded(self, key_padding_mask)
-        along = padded if attn.batch_first else padded.transpose(0, 1)  # (batch, sequence)
-        if not bool((along[:, 1:] >= along[:, :-1]).all()):
-            return False
-    return True
+    return not (torch.is_grad_enabled() and any(w.requires_grad for w in weights))
