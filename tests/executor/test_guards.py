@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 import warnings
 
@@ -95,6 +96,33 @@ def test_an_argument_that_cannot_be_compared_is_refused_by_name():
     jitted = tv.jit(lambda x, cfg: x * cfg.scale)
     with pytest.raises(TypeError, match=r"argument 1 of the call is a .*Slotted.*neither a tensor"):
         jitted(torch.ones(2), Slotted(2.0))
+
+
+def test_a_partial_argument_is_keyed_by_its_function_and_arguments():
+    def applied(x, fn):
+        return fn(x).sum()
+
+    x = torch.randn(3, 4, **F64, requires_grad=True)
+    jitted = tv.jit(applied)
+    calls = [
+        functools.partial(torch.mul, other=2.0),
+        functools.partial(torch.mul, other=3.0),  # another keyword: its empty __dict__ is equal
+        functools.partial(torch.add, other=3.0),  # another function
+        functools.partial(torch.mul, 3.0),  # an argument, not a keyword
+        functools.partial(torch.mul, other=3.0),  # equal to the second
+    ]
+    for fn in calls:
+        assert_same(value_and_grads(jitted, x, fn), value_and_grads(applied, x, fn))
+    assert jitted.cache_misses == 4
+
+
+def test_an_object_holding_state_outside_its_dict_is_refused():
+    class Failure(Exception):  # `args` lives in the exception's C fields, not its __dict__
+        pass
+
+    jitted = tv.jit(lambda x, e: x * e.args[0])
+    with pytest.raises(TypeError, match=r"argument 1 of the call is a .*Failure.*neither a tensor"):
+        jitted(torch.ones(2), Failure(2.0))
 
 
 # --- the cache: bounded, and says when it retraces too often --------------------------------

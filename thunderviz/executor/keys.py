@@ -123,8 +123,11 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
         )
     if type(x).__hash__ is not object.__hash__ and type(x).__hash__ is not None:
         return (kind, x)  # hashed by value by its own definition
+    if isinstance(x, functools.partial):  # its function and arguments are not attributes
+        parts = (x.func, x.args, x.keywords, x.__dict__)
+        return (kind, value_key(parts, f"{where} (a partial)", inner, True))
     state = getattr(x, "__dict__", None)
-    if state is not None and not hasattr(kind, "__slots__"):
+    if state is not None and not hasattr(kind, "__slots__") and _state_is_attributes(kind):
         # a plain object: the program may read any attribute, so all of them are the key
         return (
             kind,
@@ -136,6 +139,15 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
         "the values the program uses (numbers, tuples, a dataclass), or make the type "
         "hashable by value (define __eq__ and __hash__)."
     )
+
+
+# The size of an instance of a class written in Python: what it holds is its __dict__. A
+# larger instance keeps state in C fields its __dict__ does not show (an exception's args).
+_PYTHON_INSTANCE_SIZE = type("_Plain", (), {}).__basicsize__
+
+
+def _state_is_attributes(kind: type) -> bool:
+    return kind.__basicsize__ <= _PYTHON_INSTANCE_SIZE
 
 
 class _Identity:
@@ -236,6 +248,7 @@ def _has_fields(value: Any) -> bool:
     """A plain Python object with attributes of its own (not a module, tensor or code)."""
     return (
         hasattr(value, "__dict__")
+        and _state_is_attributes(type(value))
         and not isinstance(value, (torch.nn.Module, torch.Tensor, *_BY_IDENTITY))
         and not isinstance(value, enum.Enum)
     )
