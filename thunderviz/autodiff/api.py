@@ -18,6 +18,7 @@ from thunderviz.autodiff.rules import BUILTIN_RULES
 from thunderviz.autodiff.vjp import AutodiffResult, autodiff
 from thunderviz.capture import trace
 from thunderviz.core.collection import collection_paused
+from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.run_errors import run_attributed
 from thunderviz.core.trace import Trace
@@ -40,7 +41,7 @@ def differentiate(forward: Trace, **kwargs: Any) -> AutodiffResult:
             "thunderviz.autodiff expects a Trace (from thunderviz.trace), "
             f"got {type(forward).__name__}"
         )
-    with collection_paused():  # core/collection.py
+    with collection_paused(), dynamo_import_deferred():  # core/collection.py, dynamo_import.py
         return autodiff(forward, active_rules(), **kwargs)
 
 

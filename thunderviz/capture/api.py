@@ -25,6 +25,7 @@ from thunderviz.capture.rewriting import WrittenOut
 from thunderviz.capture.stamped_values import replaying
 from thunderviz.capture.stamping import stamping_blocks
 from thunderviz.core.collection import collection_paused
+from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
@@ -61,6 +62,7 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
     with (
         timed_provenance("thunderviz.trace", "fake tensors" if fake else "") as prov,
         collection_paused(),
+        dynamo_import_deferred(),
     ):
         result, _ = _trace(fn, module, args, kwargs, fake)
     result.provenance.append(prov.result)
@@ -76,7 +78,11 @@ def trace_for_jit(
     with `keep_values`, also the values the recording computed for this call
     (`capture/recorded_values.py`)."""
     module = fn if isinstance(fn, torch.nn.Module) else None
-    with timed_provenance("thunderviz.trace") as prov, collection_paused():
+    with (
+        timed_provenance("thunderviz.trace") as prov,
+        collection_paused(),
+        dynamo_import_deferred(),
+    ):
         result, recorded = _trace(
             fn, module, args, kwargs, False, own_hooks=False, keep=keep_values
         )
