@@ -18,6 +18,11 @@ from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.generators import PythonDraws, state_calls_recorded
+from thunderviz.capture.input_aliasing import (
+    SameViewInputs,
+    refuse_written_overlaps,
+    sharing,
+)
 from thunderviz.capture.nested_fast_path import encoding_as_eager
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
@@ -118,9 +123,13 @@ def _trace(
     )
     # closed at the end: the values it bound die with it, not at the next collection
     with contextlib.closing(recorder), preserved_rng(), _fake_mode(fake) as fake_mode:
-        convert = _converter(
-            fake_mode, [*pytree.tree_leaves((args, kwargs)), *(t for _, t, _ in state)]
-        )
+        # the user's values in the trace's input order: positional, state, keyword
+        users = [
+            *pytree.tree_leaves(args),
+            *(t for _, t, _ in state),
+            *pytree.tree_leaves(kwargs),
+        ]
+        convert = SameViewInputs(_converter(fake_mode, users))
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
         trace_kwargs: dict[str, Proxy] = {}
@@ -161,6 +170,8 @@ def _trace(
             state_proxies[path] = proxy
             trace_args.append(proxy)
             originals.append((copy, proxy))
+        for alias, first in convert.aliases:
+            recorder.bind_alias(alias, first)
         before = dict(run_state)
         writes = AttributeWrites(module)
         python_draws = PythonDraws()
@@ -174,6 +185,10 @@ def _trace(
             writes.restore()
         replaced = _reassigned(before, run_state, state_proxies)
         epilogue = _write_backs(recorder, [*originals, *replaced])
+        input_proxies = [*trace_args, *trace_kwargs.values()]
+        written_names = {b.args[0].name for b in epilogue}
+        inputs_written = {i for i, p in enumerate(input_proxies) if p.name in written_names}
+        refuse_written_overlaps(users, [p.name for p in input_proxies], inputs_written)
         # here, where the program's draws are done and the generators not yet restored
         recorder.generators.settle()
         recorded = recorder.recorded(originals) if keep else None
@@ -208,6 +223,9 @@ def _trace(
             # why a run of the trace is not this program's run on other inputs ("": it is):
             # Python or numpy random draws (capture/generators.py), values handed to numpy
             "unreplayable": python_draws.drawn() or recorder.unreplayable,
+            # the inputs that shared memory, and those written (capture/input_aliasing.py)
+            "input_sharing": sharing(users),
+            "inputs_written": frozenset(inputs_written),
         },
     )
     return trace, recorded

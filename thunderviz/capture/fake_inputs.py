@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from thunderviz.capture.input_aliasing import memory_key
+
 __all__ = ["fake_converter"]
 
 
@@ -27,30 +29,18 @@ def fake_converter(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function turning each of `tensors` (the trace's inputs and module state; other
     values are ignored) into a FakeTensor of `fake_mode` with the same metadata, detached."""
-    counts = Counter(_storage_key(t) for t in tensors if isinstance(t, torch.Tensor))
+    counts = Counter(memory_key(t) for t in tensors if isinstance(t, torch.Tensor))
     shared = {key for key, n in counts.items() if n > 1}
     convert_meta = fake_mode.fake_tensor_converter
 
     def to_fake(t: torch.Tensor) -> torch.Tensor:
         with unset_fake_temporarily():  # converting is cheaper outside the mode
-            if _owns_plain_storage(t) and _storage_key(t) not in shared:
+            if _owns_plain_storage(t) and memory_key(t) not in shared:
                 meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
                 return convert_meta.from_meta_and_device(fake_mode, meta, t.device)
             return fake_mode.from_tensor(t.detach())
 
     return to_fake
-
-
-def _storage_key(t: torch.Tensor) -> Any:
-    if (
-        t.layout != torch.strided
-        or isinstance(t, torch._subclasses.FakeTensor)
-        or t.device.type == "meta"
-    ):
-        return ("object", id(t))
-    if t.numel() == 0:
-        return ("empty", id(t))  # no storage to share: data_ptr 0 means nothing
-    return (t.device, t.untyped_storage().data_ptr())
 
 
 def _owns_plain_storage(t: torch.Tensor) -> bool:

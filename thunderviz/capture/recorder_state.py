@@ -282,6 +282,13 @@ class RecorderState:
         chain.append(ViewStep(func, tuple(p_args[1:]), dict(p_kwargs), index, source, view))
         self._views[id(view)] = ViewInfo(base, chain, self._versions.get(id(base), 0))
 
+    def bind_alias(self, alias: torch.Tensor, base: torch.Tensor) -> None:
+        """`alias`, an input bound already, is the same memory as the input `base` (one
+        tensor passed twice): a write into either is read through the other, as through
+        any view (capture/input_aliasing.py)."""
+        step = ViewStep(aten.alias.default, (), {}, 0, base, alias)
+        self._views[id(alias)] = ViewInfo(base, [step], self._versions.get(id(base), 0))
+
     def _rederive_view(self, t: torch.Tensor, info: ViewInfo) -> Proxy:
         """The base changed since this view was taken: take the view again from its base."""
         current = self.proxy_of(info.base)

@@ -18,6 +18,7 @@ from torch._C._functorch import unwrap_if_dead
 from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.capture.input_aliasing import sharing
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState, generators_of
@@ -85,6 +86,11 @@ class CompiledEntry:
         self.inputs_written = (
             inputs_written(self.result.augmented_forward) if self.result is not None else ()
         )
+        # which inputs shared memory when traced: it matters, and is checked on every call,
+        # where the program writes into an input (capture/input_aliasing.py)
+        meta = self.forward.meta
+        self.input_sharing = meta.get("input_sharing", ())
+        self.checks_sharing = bool(meta.get("inputs_written"))
         # positions of the saved values that are tensors; None: all of them (the common case)
         saved = self.result.augmented_forward.output[1] if self.result is not None else ()
         positions = tuple(i for i, p in enumerate(saved) if isinstance(p, TensorProxy))
@@ -123,6 +129,10 @@ class CompiledEntry:
         self.run_backward_in_no_grad = without_no_grad(self.compile_backward())
         self.compile_backward = None
         return self.run_backward_in_no_grad
+
+    def shares_as_traced(self, flat: list[Any]) -> bool:
+        """Whether the call's inputs share memory as the traced ones did, where that matters."""
+        return not self.checks_sharing or sharing(flat) == self.input_sharing
 
     def call(self, fn: Callable[..., Any], flat: Any) -> Any:
         """`fn` (one of this entry's compiled traces) on the call's flat inputs: the

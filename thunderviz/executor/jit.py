@@ -153,7 +153,11 @@ class JittedFunction:
         key, entries, repeats = self._lookup(args, kwargs, state)
         if entries is not None:
             last = entries[-1]
-            if not last.guards and changed_attribute(last.attributes) is None:
+            if (
+                not last.guards
+                and changed_attribute(last.attributes) is None
+                and last.shares_as_traced(flat_inputs)
+            ):
                 self.last = last  # nothing to check while running
                 self._repeated = (
                     RepeatedCall.of(key, last, args, state, self._walk)
@@ -163,13 +167,19 @@ class JittedFunction:
                 return self._run(last, flat_inputs)
         self._repeated = None
         seen: dict[Any, Any] = {}  # guard key -> the value this call showed
-        reason = self._miss_reason(key) if entries is None else self._attribute_reason(entries[-1])
+        reason = (
+            self._miss_reason(key)
+            if entries is None
+            else self._attribute_reason(entries[-1], flat_inputs)
+        )
         for _ in range(_MAX_RETRACES_PER_CALL + 1):
             entry = next(
                 (
                     e
                     for e in reversed(entries or ())
-                    if e.agrees_with(seen) and changed_attribute(e.attributes) is None
+                    if e.agrees_with(seen)
+                    and changed_attribute(e.attributes) is None
+                    and e.shares_as_traced(flat_inputs)
                 ),
                 None,
             )
@@ -286,9 +296,11 @@ class JittedFunction:
         changed = [p for p, a, b in zip(parts, key, last, strict=True) if a != b]
         return "a change in " + (", ".join(changed) or "the call")
 
-    def _attribute_reason(self, entry: CompiledEntry) -> str:
+    def _attribute_reason(self, entry: CompiledEntry, flat_inputs: list[Any]) -> str:
         changed = changed_attribute(entry.attributes)
         if changed is None:
+            if not entry.shares_as_traced(flat_inputs):
+                return "inputs sharing memory otherwise than when traced (one tensor twice?)"
             return ""
         index, state, name, value = changed
         if index < 0:

@@ -14,7 +14,9 @@ the same key and pick the same entry:
 - the module tree, each submodule's `training` flag, and that no submodule or global hook
   exists (a call with such hooks keys every call, as the key holds the hook objects);
 - grad mode, the default dtype and autocast, and that no functorch transform is active;
-- the entry's snapshot of plain attributes and of the globals its code reads.
+- the entry's snapshot of plain attributes and of the globals its code reads;
+- where the entry's program writes into an input, that the inputs share memory as when
+  traced (capture/input_aliasing.py).
 
 Anything else is keyed as before: keyword arguments, non-tensor arguments, DDP (whose sync
 state is in the key), a torch build without `TensorGuards`.
@@ -107,6 +109,7 @@ class RepeatedCall:
             len(state) != self._n_state
             or not self._tensors.check(*args, *state)
             or changed_attribute(self.entry.attributes) is not None
+            or (self.entry.checks_sharing and not self.entry.shares_as_traced([*args, *state]))
         ):
             return None
         # The check saw these tensors' dispatch keys: no functorch wrapper, dead or alive.
