@@ -102,3 +102,40 @@ def test_a_hook_registered_after_the_tensor_was_used_is_refused_with_its_line():
     x = torch.randn(3, requires_grad=True)
     with pytest.raises(CaptureError, match=r"after the program already used it.*before its"):
         tv.jit(used_then_hooked)(x)
+
+
+# --- retain_grad: eager's no-op on a leaf, eager's error, and a refusal naming the way out --
+
+
+def retaining(x, w):
+    x.retain_grad()
+    w.retain_grad()
+    return (x * w).sin().sum()
+
+
+def test_retain_grad_on_leaf_inputs_is_eagers_no_op():
+    x, w = torch.randn(3, **F64, requires_grad=True), torch.randn(3, **F64, requires_grad=True)
+    tv.jit(retaining)(x, w).backward()
+    got = (x.grad.clone(), w.grad.clone())
+    x.grad = w.grad = None
+    retaining(x, w).backward()
+    torch.testing.assert_close(got, (x.grad, w.grad), rtol=1e-12, atol=0)
+
+
+def test_retain_grad_without_grad_raises_eagers_error():
+    w = torch.randn(3, **F64, requires_grad=True)
+    for fn in (retaining, tv.jit(retaining)):
+        with pytest.raises(
+            RuntimeError, match="can't retain_grad on Tensor that has requires_grad"
+        ):
+            fn(torch.randn(3, **F64), w)
+
+
+def test_retain_grad_on_an_intermediate_is_refused_with_the_way_out():
+    def f(x):
+        h = x * 2
+        h.retain_grad()
+        return h.sum()
+
+    with pytest.raises(CaptureError, match=r"retain_grad at .*register_hook"):
+        tv.jit(f)(torch.randn(3, **F64, requires_grad=True))

@@ -172,6 +172,11 @@ def _trace(
             originals.append((copy, proxy))
         for alias, first in convert.aliases:
             recorder.bind_alias(alias, first)
+        recorder.leaf_inputs = frozenset(
+            p.name
+            for p, u in zip([*trace_args, *holder], users, strict=True)
+            if isinstance(u, torch.Tensor) and u.is_leaf
+        )
         before = dict(run_state)
         writes = AttributeWrites(module)
         python_draws = PythonDraws()

@@ -85,6 +85,7 @@ def _is_data_dependent(e: BaseException) -> bool:
 
 
 _REGISTER_HOOK = torch.Tensor.register_hook
+_RETAIN_GRAD = torch.Tensor.retain_grad
 # Calls that take tensor values out of torch where the trace cannot follow them: what the
 # program does with them (a number computed in numpy, a line printed) happens once, when
 # it is traced, and a run of the trace would not do it again
@@ -108,6 +109,8 @@ class Recorder(FunctionalizingRecorder):
         # why a run of the trace would not be this program's run on other values, if it
         # would not be (a jitted program traced so is traced on every call)
         self.unreplayable = ""
+        # the input proxies whose user tensors are autograd leaves (capture/api.py binds them)
+        self.leaf_inputs: frozenset[str] = frozenset()
 
     def close(self) -> None:
         """The recording is over: the recorder stops referring to its modes, which refer to
@@ -143,6 +146,28 @@ class Recorder(FunctionalizingRecorder):
             module_path=self.module_path,
         )
 
+    def _retain_grad(self, t: torch.Tensor) -> None:
+        """`t.retain_grad()`: eager's no-op on a leaf, eager's error where nothing requires
+        grad; on any other tensor refused, as no tensor of a trace's run holds the gradient
+        of all its uses (a jitted call's outputs get only the gradient from outside it)."""
+        proxy = self.proxy_of(t)
+        if not getattr(proxy, "requires_grad", False):
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if proxy.name in self.leaf_inputs:
+            return None  # a leaf's .grad is kept anyway
+        source = user_source(skip=3)
+        raise CaptureError(
+            f"Tensor.retain_grad at {where(source, self.module_path)} (on what the trace calls "
+            f"{proxy.name}): a traced program runs as one call, so no tensor of its run holds "
+            "the gradient of all the uses of this one. Register a hook there instead "
+            "(`h.register_hook(lambda g: store(g))`, which jit runs in every backward with "
+            "eager's gradient), call `retain_grad()` on an input before the call, or look at "
+            "every intermediate gradient in thunderviz.show / thunderviz.Session.",
+            op="torch.Tensor.retain_grad",
+            source=source,
+            module_path=self.module_path,
+        )
+
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -152,6 +177,8 @@ class Recorder(FunctionalizingRecorder):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
         if func in _INNER_AUTOGRAD:
             self._refuse_inner_autograd(func)
+        if func is _RETAIN_GRAD and args:
+            return self._retain_grad(args[0])
         leaves = _VALUES_LEAVE_TORCH.get(func)
         if leaves is not None and not self.unreplayable:
             where_ = where(user_source(skip=3), self.module_path)
