@@ -465,6 +465,33 @@ def test_a_changed_module_attribute_retraces():
     assert "drop.p" in jitted.last_retrace_reason and "0.5" in jitted.last_retrace_reason
 
 
+class PrivatelyScaled(nn.Module):
+    """Underscored attributes are the module's own too (a property's backing field)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._temperature = 1.0
+        self._mode = "sin"
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature * 2
+
+    def forward(self, x):
+        return getattr(torch, self._mode)(x / self.temperature).sum()
+
+
+def test_a_changed_underscored_module_attribute_retraces():
+    x = torch.randn(3, **F64, requires_grad=True)
+    model = PrivatelyScaled()
+    jitted = tv.jit(model)
+    for name, value in ((None, None), ("_temperature", 4.0), ("_mode", "cos")):
+        if name is not None:
+            setattr(model, name, value)
+        assert_same(value_and_grads(jitted, x), value_and_grads(model, x))
+    assert jitted.cache_misses == 3 and "_mode" in jitted.last_retrace_reason
+
+
 def test_a_submodule_replaced_after_the_first_call_is_used():
     torch.manual_seed(0)
     eager = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2)).double()

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.capture.attribute_reads import MODULE_INTERNALS
+
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key"]
 
 # Keyed by themselves: immutable values with value equality.
@@ -188,7 +190,9 @@ def ambient_key() -> tuple[Any, ...]:
 # --- module attributes --------------------------------------------------------------------
 # A module's plain attributes (`self.scale = 2.0`, Dropout's `p`, `eps`) are constants of the
 # trace. Tensors held as plain attributes (not parameters or buffers) are captured by
-# reference: replacing one changes what the program reads.
+# reference: replacing one changes what the program reads. Underscored names are a module's
+# own too (`self._scale`, Hugging Face's `_attn_implementation`); only torch's bookkeeping
+# (`_parameters`, the hook dicts) is left out.
 _PLAIN = (int, float, bool, str, type(None))
 
 
@@ -200,7 +204,7 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
     for i, m in enumerate(submodules):
         state = m.__dict__
         for name, value in state.items():
-            if name[0] == "_" or name == "training":
+            if name in MODULE_INTERNALS or name == "training":
                 continue  # torch's own bookkeeping; training flags are in the key
             kind = type(value)
             if (
