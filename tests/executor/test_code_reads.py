@@ -57,3 +57,76 @@ def test_globals_read_below_the_jitted_forward_retrace_when_they_change():
         assert jitted.cache_misses == 4
     finally:
         SCALE, SHIFT, USE_TANH = saved
+
+
+# --- what else the code reads: tensors, defaults, class attributes, a replaced forward ------
+
+MASK = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)
+WEIGHTS = (2.0, 3.0)
+
+
+def masked(x):
+    return (x * MASK * WEIGHTS[0]).sum()
+
+
+def with_default(x, options={"scale": 2.0}):  # noqa: B006 - the default is what is tested
+    return (x * options["scale"]).sum()
+
+
+class ClassScaled(nn.Module):
+    scale = 2.0  # read through self: the class's value unless an instance shadows it
+
+    def forward(self, x):
+        return (x * self.scale).sum()
+
+
+def _agree(jitted, eager, x):
+    torch.testing.assert_close(jitted(x), eager(x), rtol=0, atol=0)
+
+
+def test_a_global_tensor_or_tuple_rebound_retraces():
+    global MASK, WEIGHTS
+    x = torch.randn(3, dtype=torch.float64)
+    jitted = tv.jit(masked)
+    saved = MASK, WEIGHTS
+    try:
+        _agree(jitted, masked, x)
+        MASK = torch.ones(3, dtype=torch.float64)  # rebound: the trace held the old tensor
+        _agree(jitted, masked, x)
+        WEIGHTS = (5.0, 3.0)
+        _agree(jitted, masked, x)
+        MASK.mul_(4.0)  # in place: the trace reads it by reference, nothing to retrace
+        _agree(jitted, masked, x)
+    finally:
+        MASK, WEIGHTS = saved
+    assert jitted.cache_misses == 3
+
+
+def test_a_default_argument_changed_in_place_retraces():
+    x = torch.randn(3, dtype=torch.float64)
+    jitted = tv.jit(with_default)
+    defaults = with_default.__defaults__[0]
+    try:
+        _agree(jitted, with_default, x)
+        defaults["scale"] = 4.0
+        _agree(jitted, with_default, x)
+    finally:
+        defaults["scale"] = 2.0
+    assert jitted.cache_misses == 2
+
+
+def test_a_class_attribute_changed_or_shadowed_and_a_replaced_forward_retrace():
+    x = torch.randn(3, dtype=torch.float64)
+    model = ClassScaled()
+    jitted = tv.jit(model)
+    try:
+        _agree(jitted, model, x)
+        ClassScaled.scale = 3.0
+        _agree(jitted, model, x)
+        model.scale = 5.0  # the instance's own, shadowing the class's
+        _agree(jitted, model, x)
+        model.forward = lambda x: (x + 100.0).sum()
+        _agree(jitted, model, x)
+    finally:
+        ClassScaled.scale = 2.0
+    assert jitted.cache_misses == 4

@@ -5,9 +5,13 @@ A trace holds what they were when it was made (`x * SCALE` with `SCALE = 2.0` is
 from: the jitted function (or module's `forward`), the `forward` of every submodule class
 that is not torch's own, and, a few calls deep, the functions and methods those call by name
 (a global helper, `self._attend(...)`). Plain values are compared by value; plain lists,
-dicts, sets and dataclass instances by what they hold (changed in place or not); functions,
-classes and modules by identity. Code reached any other way (a callback in a container, a
-method of an object passed in) is not looked at.
+tuples, dicts, sets and dataclass instances by what they hold (changed in place or not);
+functions, classes, modules and tensors (captured by reference: rebinding the name is what
+changes) by identity. Also: each function's default arguments, by what they hold; the class
+attributes a module's method reads through `self` (`Model.scale = 3`), and that no instance
+shadows them (`model.scale = 3`); that no module's `forward` was replaced on the instance.
+Code reached any other way (a callback in a container, a method of an object passed in) is
+not looked at.
 """
 
 from __future__ import annotations
@@ -24,6 +28,20 @@ __all__ = ["code_constants"]
 
 # How many calls deep from a forward a helper's reads are still snapshotted.
 _MAX_DEPTH = 3
+# A function's default arguments: what a call that leaves them out runs with
+_DEFAULTS = ("__defaults__", "__kwdefaults__")
+
+
+class _Attributes:
+    """An object's attributes read like a dict (a function's `__defaults__`)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self.obj, name, default)
 
 
 class _Cell:
@@ -79,9 +97,13 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
         if func.__code__ in seen_code:
             continue
         seen_code.add(func.__code__)
+        names = _names(func.__code__)
         cells = zip(func.__code__.co_freevars, func.__closure__ or (), strict=False)
         reads = [(_Cell(cell), name) for name, cell in cells]
-        reads += [(func.__globals__, name) for name in _names(func.__code__)]
+        reads += [(func.__globals__, name) for name in names]
+        reads += [(_Attributes(func), name) for name in _DEFAULTS if getattr(func, name)]
+        if cls is not None:
+            out += _class_attributes(cls, names, submodules)
         for holder, name in reads:
             value = holder.get(name, MISSING)
             if value is MISSING and cls is not None:  # `self.helper(...)`: a method
@@ -92,7 +114,7 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
             key = (id(holder) if not isinstance(holder, _Cell) else id(holder.cell), name)
             if key in seen_read:
                 continue
-            if not snapshot_worthy(value):
+            if not (snapshot_worthy(value) or isinstance(value, torch.Tensor)):
                 held = _held(value)
                 if held is not None:  # a list, dict or dataclass: what it holds
                     seen_read.add(key)
@@ -103,13 +125,46 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
             helper = _function(value)
             if helper is not None and depth < _MAX_DEPTH:
                 queue.append((helper, None, depth + 1))
+    out += [
+        (i, m.__dict__, "forward", MISSING)  # `m.forward = patched` replaces what runs
+        for i, m in enumerate(submodules)
+        if "forward" not in m.__dict__
+    ]
     return tuple(out)
 
 
+def _class_attributes(
+    cls: type, names: set[str], submodules: list[torch.nn.Module]
+) -> list[tuple[Any, ...]]:
+    """`self.scale` where `scale` is an attribute of the module's class: its value in the
+    class (`Model.scale = 3` changes it), and its absence from each instance of the class
+    (`model.scale = 3` shadows it)."""
+    out: list[tuple[Any, ...]] = []
+    for name in names:
+        for klass in cls.__mro__:
+            if not _is_users(klass) or name not in vars(klass):
+                continue
+            value = vars(klass)[name]
+            if snapshot_worthy(value) and not isinstance(value, types.FunctionType):
+                out.append((-1, vars(klass), name, value))
+            elif (held := _held(value)) is not None:
+                out.append((-1, vars(klass), name, held))
+            else:
+                break  # a method, property or descriptor: not a value the trace holds
+            out += [
+                (i, m.__dict__, name, MISSING)
+                for i, m in enumerate(submodules)
+                if type(m) is cls and name not in m.__dict__
+            ]
+            break
+    return out
+
+
 def _held(value: Any) -> HeldContents | None:
-    """A global or closure value snapshotted by its contents: a plain list, dict or set, or a
-    dataclass instance (a settings object). Other objects a module's globals hold (a
-    logger, with caches it fills as it runs) are not: they would look changed at every call."""
-    if type(value) in (list, dict, set) or dataclasses.is_dataclass(value):
+    """A global or closure value snapshotted by its contents: a plain list, tuple, dict or set
+    (a function's defaults are a tuple), or a dataclass instance (a settings object). Other
+    objects a module's globals hold (a logger, with caches it fills as it runs) are not: they
+    would look changed at every call."""
+    if type(value) in (list, tuple, dict, set) or dataclasses.is_dataclass(value):
         return HeldContents.of(value)
     return None
