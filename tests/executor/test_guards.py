@@ -291,6 +291,22 @@ def test_grad_mode_is_part_of_the_key():
     assert jitted.cache_misses == 2
 
 
+def picks_by_determinism(x):  # as torch's own F.pad(mode="replicate") does on a GPU
+    return x * 2 if torch.are_deterministic_algorithms_enabled() else x * 3
+
+
+def test_deterministic_algorithms_are_part_of_the_key():
+    jitted, x = tv.jit(picks_by_determinism), torch.randn(3, **F64)
+    was = torch.are_deterministic_algorithms_enabled()
+    try:
+        for flag in (False, True, False):
+            torch.use_deterministic_algorithms(flag)
+            torch.testing.assert_close(jitted(x), picks_by_determinism(x), rtol=0, atol=0)
+    finally:
+        torch.use_deterministic_algorithms(was)
+    assert jitted.cache_misses == 2
+
+
 # --- module hooks and training flags ------------------------------------------------------
 
 

@@ -290,7 +290,7 @@ class JittedFunction:
             "the module's parameters or buffers",
             "the module's submodules (one was added, replaced or removed)",
             "a submodule's training flag or hooks",
-            "grad mode, the default dtype or autocast",
+            "grad mode, the default dtype, deterministic algorithms or autocast",
             "DDP's gradient sync (no_sync)",
         )
         changed = [p for p, a, b in zip(parts, key, last, strict=True) if a != b]

@@ -175,9 +175,10 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 
 def ambient_key() -> tuple[Any, ...]:
     """Global state the recorded ops depend on: grad mode, the default dtype (what
-    `torch.ones(3)` and `torch.tensor(0.1)` make), and autocast (enabled, dtype) per device
-    type, which decides the casts a trace holds."""
-    default = torch.get_default_dtype()
+    `torch.ones(3)` and `torch.tensor(0.1)` make), deterministic algorithms (on which torch's
+    own Python picks other ops: `F.pad(mode="replicate")` and max_pool3d on a GPU), and
+    autocast (enabled, dtype) per device type, which decides the casts a trace holds."""
+    default = (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled())
     if not torch._C._is_any_autocast_enabled():
         return (torch.is_grad_enabled(), default, None)
     autocast = tuple(
