@@ -125,6 +125,23 @@ def test_an_object_holding_state_outside_its_dict_is_refused():
         jitted(torch.ones(2), Failure(2.0))
 
 
+def test_a_numpy_array_argument_is_keyed_by_its_values():
+    import numpy as np
+
+    def scaled_by(x, weights):
+        return (x * torch.as_tensor(weights)).sin().sum()
+
+    x = torch.randn(3, **F64, requires_grad=True)
+    weights = np.array([1.0, 2.0, 3.0])
+    jitted = tv.jit(scaled_by)
+    for value in (1.0, 5.0, 1.0):
+        weights[0] = value  # in place: the trace's constant is what the array held
+        assert_same(value_and_grads(jitted, x, weights), value_and_grads(scaled_by, x, weights))
+    assert jitted.cache_misses == 2
+    with pytest.raises(TypeError, match=r"numpy array of 800000 bytes.*torch.from_numpy"):
+        jitted(x, np.zeros(100_000))
+
+
 # --- the cache: bounded, and says when it retraces too often --------------------------------
 
 

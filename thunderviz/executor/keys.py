@@ -115,6 +115,8 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
         )
     if isinstance(x, _BY_IDENTITY):
         return (kind, _Identity(x))
+    if kind.__module__ == "numpy" and kind.__name__ == "ndarray":
+        return _array_key(x, where)
     if dataclasses.is_dataclass(x):
         return (
             kind,
@@ -150,6 +152,22 @@ _PYTHON_INSTANCE_SIZE = type("_Plain", (), {}).__basicsize__
 
 def _state_is_attributes(kind: type) -> bool:
     return kind.__basicsize__ <= _PYTHON_INSTANCE_SIZE
+
+
+# A numpy array the program uses is a constant of its trace, keyed by its bytes: hashing
+# them is cheap at this size; a larger array should come in as a tensor (an input).
+_MAX_ARRAY_BYTES = 1 << 16
+
+
+def _array_key(x: Any, where: str) -> Any:
+    if x.nbytes > _MAX_ARRAY_BYTES or x.dtype.hasobject:
+        what = "of Python objects" if x.dtype.hasobject else f"of {x.nbytes} bytes"
+        raise UnkeyableArgument(
+            f"thunderviz.jit: {where} is a numpy array {what}, which jit would have to "
+            "compare by value on every call. Pass it as a tensor (`torch.from_numpy(a)`): a "
+            "tensor is an input of the trace, not a constant."
+        )
+    return ("ndarray", x.dtype.str, x.shape, x.strides, x.tobytes())
 
 
 class _Identity:
