@@ -146,6 +146,17 @@ def test_layer_and_group_norm_variants():
     )
 
 
+def test_group_norm_followed_by_a_transpose_of_its_output_or_input():
+    """The CPU backward kernel reads its gradient and input as contiguous memory; a transpose
+    after the norm hands it a transposed gradient (found as a wrong input gradient of a
+    GroupNorm then InstanceNorm over the other axis)."""
+    x, w, b = torch.randn(4, 6, dtype=F64), torch.randn(6, dtype=F64), torch.randn(6, dtype=F64)
+    check_vjp(lambda x, w, b: F.group_norm(x, 2, w, b).t(), x, w, b)
+    check_vjp(lambda x: F.group_norm(x.t().contiguous().t(), 3).mT, x)
+    y = torch.randn(2, 5, 6, dtype=F64)
+    check_vjp(lambda y, w: F.group_norm(y.transpose(1, 2), 3, w).transpose(1, 2), y, w)
+
+
 def test_layer_norm_saves_input_statistics_and_weights():
     x = torch.randn(4, 8, requires_grad=True)
     w, b = torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)

@@ -80,8 +80,19 @@ def native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     d mean/dx = 1/M and d rstd/dx = -rstd^3 (x - mean) / M over each group's M elements."""
     out, mean, rstd = aten.native_group_norm.default(x, weight, bias, N, C, HxW, group, eps)
     g, g_mean, g_rstd = get_grad(out), get_grad(mean), get_grad(rstd)
+    # The CPU kernel reads both as contiguous memory, whatever their strides (a transpose
+    # after the norm hands it a transposed gradient); eager's autograd makes them so.
     grads = aten.native_group_norm_backward.default(
-        g, x, mean, rstd, weight, N, C, HxW, group, needs_grad_mask(x, weight, bias)
+        aten.contiguous.default(g),
+        aten.contiguous.default(x),
+        mean,
+        rstd,
+        weight,
+        N,
+        C,
+        HxW,
+        group,
+        needs_grad_mask(x, weight, bias),
     )
     put_grads((x, weight, bias), grads)
     if requires_grad(x):
