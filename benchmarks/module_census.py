@@ -42,10 +42,12 @@ from torch.testing._internal.common_modules import module_db
 from torch.utils import _pytree as pytree
 
 import thunderviz as tv
-from benchmarks.opinfo_census import DTYPES, TOLERANCES, Outcome, compare
+from benchmarks.opinfo_census import DTYPES, TOLERANCES, Outcome, compare, cotangent
 
 STEPS = 2  # the first call traces and runs what it recorded; the second, the compiled code
-MODES = ("backward", "double-backward", "no-grad")
+# strided-backward: the backward, with cotangents that are not contiguous (as a transpose or
+# a slice after the module hands its backward)
+MODES = ("backward", "strided-backward", "double-backward", "no-grad")
 
 
 def module_infos(names: Iterable[str] | None = None) -> list[Any]:
@@ -83,7 +85,7 @@ def _run(
     wrt += [p for p in module.parameters() if p.requires_grad]
     grads: list[Any] = []
     gen = torch.Generator().manual_seed(20 + step)
-    cts = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in differentiable]
+    cts = [cotangent(o, gen, mode == "strided-backward") for o in differentiable]
     if mode == "double-backward" and differentiable and inputs:
         firsts = torch.autograd.grad(
             differentiable, inputs, cts, create_graph=True, allow_unused=True
@@ -129,14 +131,14 @@ def census_module(info: Any, dtype: torch.dtype, mode: str = "backward") -> Outc
         return Outcome(info.name, "skipped", "eager has no double backward for it")
     compared, problems, errors = 0, [], []
     for training in (True, False):
-        mode = "train" if training else "eval"
+        phase = "train" if training else "eval"  # (not `mode`: that is what is compared)
         inputs = info.module_inputs_func(
             info, device="cpu", dtype=dtype, requires_grad=True, training=training
         )
         for i, module_input in enumerate(inputs):
             if module_input.forward_input is None:
                 continue
-            where = f"{mode} input {i} {module_input.desc!r}"
+            where = f"{phase} input {i} {module_input.desc!r}"
             try:
                 result = check_input(info, module_input, training, dtype, mode)
             except Exception as e:  # noqa: BLE001 - the census reports it and goes on

@@ -145,6 +145,7 @@ def check_sample(
     kwargs: dict[str, Any],
     dtype: torch.dtype,
     notes: list[str] | None = None,
+    strided: bool = False,
 ) -> str | None:
     """'' when thunderviz agrees with torch.autograd, a description when not, None when
     torch.autograd rejects the sample. Raises what thunderviz raises. A gradient where
@@ -158,7 +159,7 @@ def check_sample(
         outs = pytree.tree_leaves(eager)
         # drawn on the CPU whatever the device, so every device compares the same cotangents
         cts = [
-            torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device)
+            cotangent(o, gen, strided)
             if isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())
             else None
             for o in outs
@@ -205,6 +206,16 @@ def check_sample(
                     "differences, thunderviz agrees"
                 )
     return ""
+
+
+def cotangent(o: torch.Tensor, gen: torch.Generator, strided: bool) -> torch.Tensor:
+    """A random cotangent like `o`; `strided`: every other element of a tensor twice as wide
+    (what a transpose or a slice after the op hands its backward), for backward kernels that
+    read memory as contiguous unless the rule makes it so (eager calls `.contiguous()`)."""
+    if not strided or o.dim() == 0:
+        return torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device)
+    wide = torch.randn((*o.shape[:-1], 2 * o.shape[-1]), generator=gen, dtype=o.dtype)
+    return wide[..., ::2].to(o.device)
 
 
 FD_MAX_ELEMENTS = 256  # central differences cost two calls per element
@@ -260,7 +271,7 @@ def _finite_difference_vjp(
 
 
 def census_opinfo(
-    info: Any, dtype: torch.dtype, n_samples: int = 3, device: str = "cpu"
+    info: Any, dtype: torch.dtype, n_samples: int = 3, device: str = "cpu", strided: bool = False
 ) -> Outcome:
     label = label_of(info)
     if dtype not in info.supported_backward_dtypes(device):
@@ -284,7 +295,7 @@ def census_opinfo(
             if any(_is_complex(x) for x in pytree.tree_leaves((args, kwargs, eager))):
                 is_complex = True
             try:
-                result = check_sample(fn, args, kwargs, dtype, notes)
+                result = check_sample(fn, args, kwargs, dtype, notes, strided)
             except AutodiffError as e:
                 compared += 1
                 if "has no grad rule" in str(e) and e.bsym is not None:
@@ -338,11 +349,15 @@ def autograd_opinfos(names: Iterable[str] | None = None) -> list[Any]:
 
 
 def run(
-    dtype: torch.dtype, infos: list[Any], n_samples: int = 3, device: str = "cpu"
+    dtype: torch.dtype,
+    infos: list[Any],
+    n_samples: int = 3,
+    device: str = "cpu",
+    strided: bool = False,
 ) -> list[Outcome]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [census_opinfo(info, dtype, n_samples, device) for info in infos]
+        return [census_opinfo(info, dtype, n_samples, device, strided) for info in infos]
 
 
 def summarize(name: str, outcomes: list[Outcome], seconds: float, verbose: bool) -> None:
@@ -386,6 +401,11 @@ def main() -> None:
     parser.add_argument(
         "--shard", default="1/1", help="K/N: every Nth OpInfo from the Kth (parallel runs)"
     )
+    parser.add_argument(
+        "--strided-cotangents",
+        action="store_true",
+        help="cotangents that are not contiguous (as a transpose or slice after the op hands)",
+    )
     ns = parser.parse_args()
     shard, shards = (int(part) for part in ns.shard.split("/"))
     infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)[shard - 1 :: shards]
@@ -398,7 +418,7 @@ def main() -> None:
     )
     for name in dtypes:
         t0 = time.perf_counter()
-        outcomes = run(DTYPES[name], infos, ns.samples, ns.device)
+        outcomes = run(DTYPES[name], infos, ns.samples, ns.device, ns.strided_cotangents)
         summarize(name, outcomes, time.perf_counter() - t0, ns.verbose)
         every += outcomes
     ranked = rank_missing(every)

@@ -21,6 +21,16 @@ def test_census_slice_passes(info, dtype):
     assert outcome.status == "pass", outcome.detail
 
 
+def test_every_opinfo_agrees_given_cotangents_that_are_not_contiguous():
+    """What a transpose or slice after an op hands its backward. Backward kernels read
+    memory as contiguous unless the rule makes it so, as eager's autograd does (group_norm's
+    CPU kernel read a transposed gradient as if it were not: a wrong input gradient)."""
+    outcomes = census.run(torch.float64, census.autograd_opinfos(), strided=True)
+    wrong = [f"{o.label}: {o.detail}" for o in outcomes if o.status == "wrong"]
+    assert not wrong, wrong
+    assert sum(o.status == "pass" for o in outcomes) > 450
+
+
 def test_a_wrong_rule_is_reported_wrong(monkeypatch):
     """A user rule with a sign error (user rules win over the built-ins): the census must
     say `wrong`, not pass."""
