@@ -15,7 +15,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.trace import Trace
 
-__all__ = ["with_attribute_writes", "assign_attributes"]
+__all__ = ["with_attribute_writes", "assign_attributes", "without_rewritten"]
 
 Targets = tuple[tuple[torch.nn.Module, str], ...]
 
@@ -41,3 +41,30 @@ def assign_attributes(targets: Targets, output: Any) -> Any:
     for (module, name), value in zip(targets, values, strict=True):
         setattr(module, name, value)
     return out
+
+
+def without_rewritten(
+    attributes: tuple[tuple[Any, ...], ...],
+    submodules: list[torch.nn.Module],
+    targets: Targets,
+    constants: dict[str, Any],
+) -> tuple[tuple[Any, ...], ...]:
+    """The attribute snapshot less the tensor attributes the program writes every call
+    without reading what they held (the weight a spectral_norm or weight_norm hook sets from
+    its parameters): jit assigns a new tensor to each after every call, which the snapshot
+    would otherwise see as a change, tracing every call again. One the trace did read is a
+    constant of it (captured by reference) and stays."""
+    written = {(id(module), name) for module, name in targets}
+    if not written:
+        return attributes
+    read = {id(c) for c in constants.values()}
+    return tuple(
+        item
+        for item in attributes
+        if not (
+            item[0] >= 0
+            and (id(submodules[item[0]]), item[2]) in written
+            and isinstance(item[3], torch.Tensor)
+            and id(item[3]) not in read
+        )
+    )

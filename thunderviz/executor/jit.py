@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.nn.parameter import is_lazy
 from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.api import differentiate
@@ -37,7 +38,11 @@ from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.trace import Trace
-from thunderviz.executor.attribute_writes import assign_attributes, with_attribute_writes
+from thunderviz.executor.attribute_writes import (
+    assign_attributes,
+    with_attribute_writes,
+    without_rewritten,
+)
 from thunderviz.executor.bridge import (
     CompiledEntry,
     apply,
@@ -149,6 +154,10 @@ class JittedFunction:
             if self.module is None:
                 self._roots[next(reversed(self._roots))] = (self._root, self._walk)
         arg_leaves, state = _leaves(args), self._walk.state()
+        if self._walk.lazy and self.ddp is None:
+            if any(is_lazy(t) for t in state):
+                return self._materializing_call(args, kwargs)
+            self._walk.lazy = False
         flat_inputs = [*arg_leaves, *state, *_leaves(kwargs)] if kwargs else [*arg_leaves, *state]
         key, entries, repeats = self._lookup(args, kwargs, state)
         if entries is not None:
@@ -213,6 +222,15 @@ class JittedFunction:
             "not the same on two runs with the same inputs (a nondeterministic op?). Compute "
             "it outside the jitted function and pass it in."
         )
+
+    def _materializing_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The call that gives lazy modules (nn.LazyLinear) their parameters runs eagerly, as
+        it would without jit: the parameters' shapes come from the inputs it sees and their
+        initial values from the random generator at that point of the program, which a
+        trace, made on parameters of known shapes, cannot do. Calls after it are traced."""
+        if self.module is None:
+            return self.fn(*args, **kwargs)
+        return self.module.forward(*args, **kwargs)  # (its own hooks run around `_call`)
 
     def _run(
         self, entry: CompiledEntry, flat_inputs: list[Any], recorded: RecordedValues | None = None
@@ -372,6 +390,7 @@ class JittedFunction:
             self._root or self.fn, args, kwargs, keep_values=self.ddp is None
         )
         forward, attribute_targets = with_attribute_writes(traced, self._root)
+        attributes = without_rewritten(attributes, subs, attribute_targets, traced.constants)
         if torch.is_grad_enabled():
             refuse_captured_grads(forward, self._name())
         needs_grad = torch.is_grad_enabled() and any(

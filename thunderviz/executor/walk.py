@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from thunderviz.executor.hooks import inner_hook_dicts
 
@@ -20,7 +21,16 @@ class ModuleWalk:
     the old tree holds the old submodules' code and attributes, and a replacement with no
     parameters (Tanh for ReLU) or the same shapes changes nothing else the key holds."""
 
-    __slots__ = ("generation", "submodules", "paths", "tree", "parameters", "buffers", "hooks")
+    __slots__ = (
+        "generation",
+        "submodules",
+        "paths",
+        "tree",
+        "parameters",
+        "buffers",
+        "hooks",
+        "lazy",
+    )
 
     def __init__(self, module: torch.nn.Module | None, generation: int = 0) -> None:
         self.generation = generation
@@ -32,6 +42,8 @@ class ModuleWalk:
         self.parameters = [m._parameters for m in self.submodules]
         self.buffers = [m._buffers for m in self.submodules]
         self.hooks = inner_hook_dicts(self.submodules)
+        # a lazy module (nn.LazyLinear) not yet called: its parameters have no shape yet
+        self.lazy = any(isinstance(m, LazyModuleMixin) for m in self.submodules)
 
     def changed(self) -> bool:
         return any(live != walked for live, walked in self.tree)

@@ -1,0 +1,67 @@
+"""Module state set up or rewritten by the program itself: weights a spectral_norm or
+weight_norm hook sets from its parameters on every call, a plain tensor attribute read and
+rewritten (a running average), lazy modules whose parameters take their shapes from the
+first call. Losses, gradients and state against eager for three SGD steps, in float64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.nn.utils import spectral_norm, weight_norm
+
+import thunderviz as tv
+
+F64 = dict(dtype=torch.float64)
+
+
+class RunningAverage(nn.Module):
+    """A plain tensor attribute the forward reads and rewrites: the trace holds the old one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 2)
+        self.avg = torch.zeros(2)
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.avg = 0.5 * self.avg + 0.5 * y.detach().mean(0)
+        return y + self.avg
+
+
+MODELS = {
+    "spectral_norm hook": lambda: nn.Sequential(spectral_norm(nn.Linear(5, 5)), nn.Tanh()),
+    "weight_norm hook": lambda: nn.Sequential(weight_norm(nn.Linear(5, 5)), nn.Tanh()),
+    "running average attribute": RunningAverage,
+    "lazy layers": lambda: nn.Sequential(nn.LazyLinear(4), nn.Tanh(), nn.LazyLinear(2)),
+}
+# how many traces three steps take: a rewritten attribute the trace never read is no change
+TRACES = {"spectral_norm hook": 1, "weight_norm hook": 1, "running average attribute": 3}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_three_sgd_steps_match_eager(name):
+    torch.manual_seed(0)
+    ours = MODELS[name]().double()
+    torch.manual_seed(0)
+    theirs = MODELS[name]().double()
+    jitted = tv.jit(ours)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ours, theirs)]
+    for step in range(3):
+        x = torch.randn(4, 5, **F64)
+        losses = []
+        for call in (jitted, theirs):
+            torch.manual_seed(step)  # a lazy layer's first call draws its initial values
+            losses.append(call(x).square().mean())
+        for model, loss in zip((ours, theirs), losses, strict=True):
+            model.zero_grad()
+            loss.backward()
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-14)
+        for optimizer in optimizers:
+            optimizer.step()
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-12, atol=0)
+        for (k, a), b in zip(ours.state_dict().items(), theirs.state_dict().values(), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14, msg=k)
+    if name in TRACES:
+        assert jitted.cache_misses == TRACES[name]
