@@ -61,9 +61,21 @@ def test_a_wrong_gradient_is_reported_wrong(monkeypatch):
     assert outcome.status == "wrong" and "gradient" in outcome.detail
 
 
-def test_each_mode_compares_what_it_names():
+def test_each_mode_compares_what_it_names(monkeypatch):
     """A loop variable once replaced the mode, so every mode ran the plain backward."""
     (info,) = census.module_infos(["nn.Linear"])
+    run, modes = census._run, set()
+
+    def recording(module, call, module_input, step, mode):
+        modes.add(mode)
+        return run(module, call, module_input, step, mode)
+
+    monkeypatch.setattr(census, "_run", recording)
+    for mode in census.MODES:
+        modes.clear()
+        assert census.census_module(info, torch.float64, mode).status == "pass"
+        assert modes == {mode}
+    # and what each mode computes
     module_input = info.module_inputs_func(
         info, device="cpu", dtype=torch.float64, requires_grad=True, training=True
     )[0]
@@ -72,7 +84,7 @@ def test_each_mode_compares_what_it_names():
     ).double()
     seen = {}
     for mode in census.MODES:
-        outs, grads, _ = census._run(module, module, module_input, 0, mode)
+        outs, grads, _ = run(module, module, module_input, 0, mode)
         seen[mode] = (outs[0].requires_grad, len(grads))
     n = 1 + len(list(module.parameters()))  # the input's gradient, the parameters'
     assert seen == {
