@@ -15,30 +15,24 @@ first began, so a user's `gc.disable()` stays.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import threading
-from collections.abc import Iterator
+
+from thunderviz.core.scopes import OutermostScope
 
 __all__ = ["collection_paused"]
 
-_LOCK = threading.Lock()
-_depth = 0  # pauses running now, in every thread
-_was_enabled = False  # whether collection was enabled when the outermost began
+_was_enabled = False  # whether collection was enabled when the outermost pause began
 
 
-@contextlib.contextmanager
-def collection_paused() -> Iterator[None]:
-    global _depth, _was_enabled
-    with _LOCK:
-        if _depth == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _depth -= 1
-            if _depth == 0 and _was_enabled:
-                gc.enable()
+def _pause() -> None:
+    global _was_enabled
+    _was_enabled = gc.isenabled()
+    gc.disable()
+
+
+def _resume() -> None:
+    if _was_enabled:
+        gc.enable()
+
+
+collection_paused = OutermostScope(_pause, _resume)

@@ -24,20 +24,17 @@ them at once: the import hook is installed by the first and removed by the last.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import sys
-import threading
 import types
-from collections.abc import Iterator
 from typing import Any
+
+from thunderviz.core.scopes import OutermostScope
 
 __all__ = ["dynamo_import_deferred"]
 
 _DYNAMO = "torch._dynamo"
 _CACHE = "__dynamo_disable"  # the attribute `torch._compile._disable_dynamo` caches on
-_LOCK = threading.Lock()
-_depth = 0
-_real_import: Any = None
+_real_import: Any = None  # the import our hook passes on to, while it is installed
 _undisabled: list[Any] = []  # the functions whose cache holds the stand-in's answer
 
 
@@ -53,7 +50,7 @@ _STAND_IN = types.SimpleNamespace(_dynamo=types.SimpleNamespace(disable=_disable
 
 def _import(name: str, globals: Any = None, *args: Any, **kwargs: Any) -> Any:
     if (
-        _depth > 0
+        dynamo_import_deferred.held
         and name == _DYNAMO
         and globals
         and globals.get("__name__") == "torch._compile"
@@ -63,24 +60,22 @@ def _import(name: str, globals: Any = None, *args: Any, **kwargs: Any) -> Any:
     return _real_import(name, globals, *args, **kwargs)
 
 
-@contextlib.contextmanager
-def dynamo_import_deferred() -> Iterator[None]:
-    global _depth, _real_import
-    with _LOCK:
-        if _depth == 0 and _real_import is None and _DYNAMO not in sys.modules:
-            _real_import = builtins.__import__
-            builtins.__import__ = _import
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _depth -= 1
-            if _depth == 0:
-                if builtins.__import__ is _import:  # (else another hook wraps ours: it stays,
-                    builtins.__import__ = _real_import  # and passes every import on)
-                    _real_import = None
-                for fn in _undisabled:
-                    if getattr(fn, _CACHE, None) is fn:
-                        delattr(fn, _CACHE)
-                _undisabled.clear()
+def _install() -> None:
+    global _real_import
+    if _real_import is None and _DYNAMO not in sys.modules:
+        _real_import = builtins.__import__
+        builtins.__import__ = _import
+
+
+def _uninstall() -> None:
+    global _real_import
+    if builtins.__import__ is _import:  # (else another hook wraps ours: it stays, and
+        builtins.__import__ = _real_import  # passes every import on)
+        _real_import = None
+    for fn in _undisabled:
+        if getattr(fn, _CACHE, None) is fn:
+            delattr(fn, _CACHE)
+    _undisabled.clear()
+
+
+dynamo_import_deferred = OutermostScope(_install, _uninstall)
