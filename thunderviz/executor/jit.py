@@ -67,6 +67,7 @@ from thunderviz.executor.keys import (
     value_key,
 )
 from thunderviz.executor.repeat import RepeatedCall
+from thunderviz.executor.retrace_reasons import attribute_reason, miss_reason
 from thunderviz.executor.runnable import without_identity_reshapes, without_no_grad
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
@@ -177,9 +178,9 @@ class JittedFunction:
         self._repeated = None
         seen: dict[Any, Any] = {}  # guard key -> the value this call showed
         reason = (
-            self._miss_reason(key)
+            miss_reason(next(reversed(self._cache), None), key)
             if entries is None
-            else self._attribute_reason(entries[-1], flat_inputs)
+            else attribute_reason(entries[-1], flat_inputs, self._walk)
         )
         for _ in range(_MAX_RETRACES_PER_CALL + 1):
             entry = next(
@@ -297,40 +298,6 @@ class JittedFunction:
             [(t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state]
         )
         return (inputs, named, params, *rest)
-
-    def _miss_reason(self, key: Any) -> str:
-        if not self._cache:
-            return "first call"
-        last = next(reversed(self._cache))
-        parts = (
-            "the positional arguments",
-            "the keyword arguments",
-            "the module's parameters or buffers",
-            "the module's submodules (one was added, replaced or removed)",
-            "a submodule's training flag or hooks",
-            "grad mode, the default dtype, deterministic algorithms or autocast",
-            "DDP's gradient sync (no_sync)",
-        )
-        changed = [p for p, a, b in zip(parts, key, last, strict=True) if a != b]
-        return "a change in " + (", ".join(changed) or "the call")
-
-    def _attribute_reason(self, entry: CompiledEntry, flat_inputs: list[Any]) -> str:
-        changed = changed_attribute(entry.attributes)
-        if changed is None:
-            if not entry.shares_as_traced(flat_inputs):
-                return "inputs sharing memory otherwise than when traced (one tensor twice?)"
-            return ""
-        index, state, name, value = changed
-        if index < 0:
-            return (
-                f"a change of {name}, read by the jitted code from outside it (traced with "
-                f"{value!r}, now {state.get(name)!r})"
-            )
-        path = self._walk.paths[index] or type(self._walk.submodules[index]).__name__
-        return (
-            f"a change of the module attribute {path}.{name} (traced with {value!r}, now "
-            f"{state.get(name)!r})"
-        )
 
     def _store(self, key: Any, entry: CompiledEntry, reason: str) -> list[CompiledEntry]:
         self.cache_misses += 1
