@@ -35,8 +35,11 @@ MODELS = {
     "running average attribute": RunningAverage,
     "lazy layers": lambda: nn.Sequential(nn.LazyLinear(4), nn.Tanh(), nn.LazyLinear(2)),
 }
-# how many traces three steps take: a rewritten attribute the trace never read is no change
-TRACES = {"spectral_norm hook": 1, "weight_norm hook": 1, "running average attribute": 3}
+# How many traces three steps take. A rewritten attribute the trace never read is held by
+# its metadata: the weight the norm hooks set at construction is float32 (`.double()`
+# converts parameters, not a plain attribute), the one the first call sets float64, so the
+# second call traces again, and no call after it. One the trace reads changes every call.
+TRACES = {"spectral_norm hook": 2, "weight_norm hook": 2, "running average attribute": 3}
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -65,3 +68,30 @@ def test_three_sgd_steps_match_eager(name):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14, msg=k)
     if name in TRACES:
         assert jitted.cache_misses == TRACES[name]
+
+
+class StoresLast(nn.Module):
+    """Keeps its last output on itself, and takes another path while it has none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 2)
+        self.last = None
+
+    def forward(self, x):
+        y = self.lin(x * 2 if self.last is None else x * 3)
+        self.last = y
+        return y
+
+
+def test_a_rewritten_attribute_reset_by_the_user_takes_eagers_path_again():
+    torch.manual_seed(0)
+    ours, theirs = StoresLast().double(), StoresLast().double()
+    theirs.load_state_dict(ours.state_dict())
+    jitted = tv.jit(ours)
+    for step in range(6):
+        if step == 4:
+            ours.last = theirs.last = None  # the user resets it: `is None` holds again
+        x = torch.randn(3, 5, **F64)
+        torch.testing.assert_close(jitted(x), theirs(x), rtol=0, atol=0)
+    assert jitted.cache_misses == 2  # one trace per path, each found again

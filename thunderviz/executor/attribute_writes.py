@@ -14,6 +14,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.trace import Trace
+from thunderviz.executor.keys import RewrittenTensor
 
 __all__ = ["with_attribute_writes", "assign_attributes", "without_rewritten"]
 
@@ -49,22 +50,21 @@ def without_rewritten(
     targets: Targets,
     constants: dict[str, Any],
 ) -> tuple[tuple[Any, ...], ...]:
-    """The attribute snapshot less the tensor attributes the program writes every call
-    without reading what they held (the weight a spectral_norm or weight_norm hook sets from
-    its parameters): jit assigns a new tensor to each after every call, which the snapshot
-    would otherwise see as a change, tracing every call again. One the trace did read is a
-    constant of it (captured by reference) and stays."""
+    """The attribute snapshot, where a tensor attribute the program rewrites every call
+    without reading its values (the weight a spectral_norm or weight_norm hook sets from its
+    parameters) is held by its metadata, not its identity: jit assigns a new tensor to it
+    after every call, which the snapshot would otherwise see as a change, tracing every call
+    again. One the trace did read is a constant of it (captured by reference) and stays."""
     written = {(id(module), name) for module, name in targets}
     if not written:
         return attributes
     read = {id(c) for c in constants.values()}
     return tuple(
-        item
-        for item in attributes
-        if not (
-            item[0] >= 0
-            and (id(submodules[item[0]]), item[2]) in written
-            and isinstance(item[3], torch.Tensor)
-            and id(item[3]) not in read
-        )
+        (index, state, name, RewrittenTensor(value))
+        if index >= 0
+        and (id(submodules[index]), name) in written
+        and isinstance(value, torch.Tensor)
+        and id(value) not in read
+        else (index, state, name, value)
+        for index, state, name, value in attributes
     )

@@ -359,6 +359,27 @@ def _holds_identities(held: Any) -> bool:
 MISSING = object()
 
 
+class RewrittenTensor:
+    """A snapshot entry for a tensor attribute the program rewrites every call without
+    reading its values (a spectral_norm hook's weight): jit assigns a new tensor after every
+    call, so identity says nothing. What the program could still have branched on is that
+    it is a tensor (`if self.h is None`) and its metadata (`self.h.shape`)."""
+
+    __slots__ = ("metadata",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.metadata = (t.shape, t.dtype, t.device)
+
+    def changed(self, now: Any) -> bool:
+        return not isinstance(now, torch.Tensor) or (now.shape, now.dtype, now.device) != (
+            self.metadata
+        )
+
+    def __repr__(self) -> str:
+        shape, dtype, device = self.metadata
+        return f"a tensor {tuple(shape)} {dtype} on {device}"
+
+
 def snapshot_worthy(value: Any) -> bool:
     """A value read from outside that a trace bakes in: plain values (compared by value) and
     code, classes and modules (by identity)."""
@@ -377,6 +398,10 @@ def changed_attribute(snapshot: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...] 
     for item in snapshot:
         _, state, name, value = item
         now = state.get(name, MISSING)
+        if type(value) is RewrittenTensor:
+            if value.changed(now):
+                return item
+            continue
         if type(value) is HeldContents:
             key = (id(value), id(now))
             if key not in checked:
