@@ -29,19 +29,19 @@ from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.rewriting import WrittenOut
 from thunderviz.capture.stamped_values import replaying
 from thunderviz.capture.stamping import stamping_blocks
+from thunderviz.capture.write_backs import (
+    input_write_backs,
+    outside_write_backs,
+    restore_outside,
+)
 from thunderviz.core.collection import collection_paused
 from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 
 __all__ = ["trace", "trace_for_jit", "CaptureError"]
-
-_COPY_BACK = Symbol(
-    name="copy_", id="torch.Tensor.copy_", fn=torch.Tensor.copy_, kind=SymbolKind.METHOD
-)
 
 
 def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any) -> Trace:
@@ -188,8 +188,9 @@ def _trace(
             written = writes.collect(recorder)
         finally:
             writes.restore()
+            restore_outside(recorder)
         replaced = _reassigned(before, run_state, state_proxies)
-        epilogue = _write_backs(recorder, [*originals, *replaced])
+        epilogue = input_write_backs(recorder, [*originals, *replaced])
         input_proxies = [*trace_args, *trace_kwargs.values()]
         written_names = {b.args[0].name for b in epilogue}
         inputs_written = {i for i, p in enumerate(input_proxies) if p.name in written_names}
@@ -197,6 +198,7 @@ def _trace(
         # here, where the program's draws are done and the generators not yet restored
         recorder.generators.settle()
         recorded = recorder.recorded(originals) if keep else None
+        epilogue += outside_write_backs(recorder)
         prelude = recorder.generators.finish(recorder.constants, recorder.proxy_of)
     flat, spec = pytree.tree_flatten(output)
     dropped = [type(x).__name__ for x in flat if not _printable_leaf(x)]
@@ -292,28 +294,6 @@ def _module_hooks(recorder: Recorder) -> Iterator[None]:
     finally:
         for handle in handles:
             handle.remove()
-
-
-def _write_backs(
-    recorder: Recorder, originals: list[tuple[torch.Tensor, Proxy]]
-) -> list[BoundSymbol]:
-    """Inputs the program mutated (BatchNorm's running statistics, an in-place update of an
-    argument) get their new value copied back at the end, as eager would leave them."""
-    out = []
-    for tensor, original in originals:
-        final = recorder.proxy_of(tensor)
-        if final.name != original.name:
-            out.append(
-                BoundSymbol(
-                    sym=_COPY_BACK,
-                    args=(original, final),
-                    kwargs={},
-                    output=None,
-                    tags={BsymTag.MUTATION_EPILOGUE},
-                    header=f"write the new value of {original.name} back into it",
-                )
-            )
-    return out
 
 
 def _reassigned(

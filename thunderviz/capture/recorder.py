@@ -49,6 +49,7 @@ from thunderviz.capture.no_grad_updates import (
 from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.capture.tensor_hooks import record_tensor_hook
+from thunderviz.capture.write_backs import note_outside_write
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import NameGenerator, NumberProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
@@ -280,6 +281,8 @@ class Recorder(FunctionalizingRecorder):
         p_args, p_kwargs = self.proxify((args, kwargs))
         if has_registered_autograd(func) and self._wants_grad(func, p_args, p_kwargs):
             return record_custom_op_call(self, func, args, kwargs)  # its own backward
+        if self.outside and mutated_arg_indices(func):
+            note_outside_write(self, func, args, kwargs)
         out = func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
             proxy = NumberProxy(name=self.names.fresh("n"), value=out)

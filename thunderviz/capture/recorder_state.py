@@ -83,6 +83,9 @@ class RecorderState:
         # kept for the call's first run (`keep_values`)
         self._tracker: ValueTracker | None = None
         self._views: dict[int, ViewInfo] = {}
+        # tensors from outside the program, by id: (tensor, its constant's proxy), and its
+        # value before the program first wrote into it, if it did (capture/write_backs.py)
+        self.outside: dict[int, tuple[Any, ...]] = {}
         self._versions: dict[int, int] = {}
         self.constants: dict[str, torch.Tensor] = {}
         self.top = Frame()
@@ -155,6 +158,7 @@ class RecorderState:
             self.constants[name] = t
             proxy = tensor_proxy(name, t, requires_grad=False)
             self.bind(t, proxy)
+            self.outside[key] = (t, proxy)  # (capture/write_backs.py: if the program writes)
             return proxy
         info = self._views.get(key)
         if info is not None and info.version != self._versions.get(id(info.base), 0):
