@@ -95,3 +95,38 @@ def test_a_rewritten_attribute_reset_by_the_user_takes_eagers_path_again():
         x = torch.randn(3, 5, **F64)
         torch.testing.assert_close(jitted(x), theirs(x), rtol=0, atol=0)
     assert jitted.cache_misses == 2  # one trace per path, each found again
+
+
+class KeyQueue(nn.Module):
+    """A MoCo-style queue: keys written at a pointer kept as a plain int attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.register_buffer("queue", torch.zeros(8, 2))
+        self.ptr = 0
+
+    def forward(self, x):
+        keys = self.lin(x)
+        with torch.no_grad():
+            self.queue[self.ptr : self.ptr + x.shape[0]] = keys.detach()
+        self.ptr = (self.ptr + x.shape[0]) % self.queue.shape[0]
+        return (keys @ self.queue.t()).sum()
+
+
+def test_a_plain_value_the_forward_assigns_is_assigned_by_every_run():
+    """The pointer comes round to a value already traced: that trace runs, and must move the
+    pointer on as its forward did (it stayed, and the queue was written at the same place)."""
+    torch.manual_seed(0)
+    ours, theirs = KeyQueue().double(), KeyQueue().double()
+    theirs.load_state_dict(ours.state_dict())
+    jitted = tv.jit(ours)
+    for _ in range(10):
+        x = torch.randn(2, 3, **F64)
+        torch.testing.assert_close(jitted(x), theirs(x), rtol=0, atol=0)
+        assert ours.ptr == theirs.ptr
+        torch.testing.assert_close(ours.queue, theirs.queue, rtol=0, atol=0)
+    assert jitted.cache_misses == 4  # one trace per pointer value
+    trace = tv.trace(ours, torch.randn(2, 3, **F64))
+    assert ours.ptr == theirs.ptr  # tracing alone moved nothing
+    assert trace.meta["attribute_values"] == [("", "ptr", (ours.ptr + 2) % 8)]

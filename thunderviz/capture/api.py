@@ -186,6 +186,7 @@ def _trace(
             )
             output = recorder.proxify(out)
             written = writes.collect(recorder)
+            written_values = writes.collect_values()
         finally:
             writes.restore()
             restore_outside(recorder)
@@ -225,6 +226,8 @@ def _trace(
             "function": getattr(fn, "__name__", type(fn).__name__),
             # (module path, attribute, proxy): tensors the forward assigned to attributes
             "attribute_writes": written,
+            # (module path, attribute, value): plain values it assigned (`self.ptr = 3`)
+            "attribute_values": written_values,
             # repeated blocks written out from one recording (capture/rewriting.WrittenOut)
             "written_out": written_out,
             # why a run of the trace is not this program's run on other inputs ("": it is):

@@ -18,6 +18,11 @@ from thunderviz.core.proxies import Proxy
 __all__ = ["AttributeWrites"]
 
 _ABSENT = object()
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def _plain(value: Any) -> bool:
+    return type(value) in _PLAIN or (type(value) is tuple and all(_plain(v) for v in value))
 
 
 class AttributeWrites:
@@ -40,6 +45,20 @@ class AttributeWrites:
                     continue
                 self._written.append((m, name, before.get(name, _ABSENT)))
                 found.append((path, name, recorder.proxy_of(value)))
+        return found
+
+    def collect_values(self) -> list[tuple[str, str, Any]]:
+        """(path, attribute, value) for each plain value (a number, a string, a tuple of
+        them) the forward assigned to an attribute: a queue's write pointer
+        (`self.ptr = (self.ptr + n) % size`), a step count. What the forward computed it from
+        is in the trace's key and snapshot, so a run of the trace assigns the same value."""
+        found: list[tuple[str, str, Any]] = []
+        for path, m, before in self._before:
+            for name, value in m.__dict__.items():
+                old = before.get(name, _ABSENT)
+                if _plain(value) and not (type(old) is type(value) and old == value):
+                    self._written.append((m, name, old))
+                    found.append((path, name, value))
         return found
 
     def restore(self) -> None:

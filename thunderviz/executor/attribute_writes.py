@@ -16,7 +16,12 @@ from torch.utils import _pytree as pytree
 from thunderviz.core.trace import Trace
 from thunderviz.executor.keys import RewrittenTensor
 
-__all__ = ["with_attribute_writes", "assign_attributes", "without_rewritten"]
+__all__ = [
+    "with_attribute_writes",
+    "assign_attributes",
+    "without_rewritten",
+    "attribute_values",
+]
 
 Targets = tuple[tuple[torch.nn.Module, str], ...]
 
@@ -34,6 +39,17 @@ def with_attribute_writes(forward: Trace, root: torch.nn.Module | None) -> tuple
     flat = list(forward.output)
     spec = pytree.tree_structure((pytree.tree_unflatten(flat, forward.output_spec), values))
     return forward.from_trace(output=(*flat, *values), output_spec=spec), targets
+
+
+def attribute_values(
+    forward: Trace, root: torch.nn.Module | None
+) -> tuple[tuple[torch.nn.Module, str, Any], ...]:
+    """(module, attribute, value) for each plain value the traced forward assigned to a
+    module attribute (capture/attribute_writes.py): jit assigns it after every run."""
+    writes = forward.meta.get("attribute_values") or []
+    if root is None:
+        return ()
+    return tuple((root.get_submodule(path), name, value) for path, name, value in writes)
 
 
 def assign_attributes(targets: Targets, output: Any) -> Any:

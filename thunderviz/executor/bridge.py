@@ -65,6 +65,8 @@ class CompiledEntry:
     inputs_read: list[frozenset[int]] | None = None  # per differentiable output, made on demand
     # (module, attribute) the forward sets to tensors: the trace's output is (output, values)
     attribute_targets: tuple[tuple[torch.nn.Module, str], ...] = ()
+    # (module, attribute, value): the plain values the forward assigns, after every run
+    attribute_values: tuple[tuple[torch.nn.Module, str, Any], ...] = ()
     recompute: Callable[..., Any] | None = None  # for create_graph=True, made on first use
     backward_twice: Callable[..., Any] | None = None  # its backward, made on first use
     # whether the first run took its values from the trace (executor/first_run.py)

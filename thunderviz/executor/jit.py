@@ -40,6 +40,7 @@ from thunderviz.core.rng import RngState
 from thunderviz.core.trace import Trace
 from thunderviz.executor.attribute_writes import (
     assign_attributes,
+    attribute_values,
     with_attribute_writes,
     without_rewritten,
 )
@@ -145,7 +146,7 @@ class JittedFunction:
             outs = repeated.run_if_repeated(args)
             if outs is not None:  # the common case in a training loop
                 entry = self.last = repeated.entry
-                return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
+                return self._unflatten(entry, list(outs))
         if self.ddp is not None:
             self.ddp.before_forward()
         if self.module is None:  # a plain function: the modules it reads, or is given
@@ -247,7 +248,7 @@ class JittedFunction:
             )
             return self._unflatten(entry, pytree.tree_leaves(out))
         outs = apply(entry, flat_inputs, recorded)
-        return outs[0] if entry.single_output else self._unflatten(entry, list(outs))
+        return self._unflatten(entry, list(outs))
 
     def _use_modules(self, modules: dict[str, torch.nn.Module]) -> None:
         """Make the root and walk those of `modules` (a plain function's)."""
@@ -373,6 +374,7 @@ class JittedFunction:
                 executed=[guarded],
                 attributes=attributes,
                 attribute_targets=attribute_targets,
+                attribute_values=attribute_values(traced, self._root),
             )
             return entry, recorded
         result = differentiate(forward)
@@ -406,10 +408,13 @@ class JittedFunction:
             executed=[augmented, backward],
             attributes=attributes,
             attribute_targets=attribute_targets,
+            attribute_values=attribute_values(traced, self._root),
         )
         return entry, recorded
 
     def _unflatten(self, entry: CompiledEntry, flat_out: list[Any]) -> Any:
+        for module, name, value in entry.attribute_values:  # as the traced forward set them
+            setattr(module, name, value)
         if entry.single_output:
             return flat_out[0]
         out = pytree.tree_unflatten(flat_out, entry.output_spec)
