@@ -11,6 +11,7 @@ import torch.nn as nn
 from torch.nn.utils import spectral_norm, weight_norm
 
 import thunderviz as tv
+from tests.helpers import jitted_twin
 
 F64 = dict(dtype=torch.float64)
 
@@ -85,10 +86,7 @@ class StoresLast(nn.Module):
 
 
 def test_a_rewritten_attribute_reset_by_the_user_takes_eagers_path_again():
-    torch.manual_seed(0)
-    ours, theirs = StoresLast().double(), StoresLast().double()
-    theirs.load_state_dict(ours.state_dict())
-    jitted = tv.jit(ours)
+    theirs, ours, jitted = jitted_twin(StoresLast)
     for step in range(6):
         if step == 4:
             ours.last = theirs.last = None  # the user resets it: `is None` holds again
@@ -117,10 +115,7 @@ class KeyQueue(nn.Module):
 def test_a_plain_value_the_forward_assigns_is_assigned_by_every_run():
     """The pointer comes round to a value already traced: that trace runs, and must move the
     pointer on as its forward did (it stayed, and the queue was written at the same place)."""
-    torch.manual_seed(0)
-    ours, theirs = KeyQueue().double(), KeyQueue().double()
-    theirs.load_state_dict(ours.state_dict())
-    jitted = tv.jit(ours)
+    theirs, ours, jitted = jitted_twin(KeyQueue)
     for _ in range(10):
         x = torch.randn(2, 3, **F64)
         torch.testing.assert_close(jitted(x), theirs(x), rtol=0, atol=0)

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 import thunderviz as tv
+from tests.helpers import jitted_twin
 
 F64 = dict(dtype=torch.float64)
 COUNTER = torch.zeros((), **F64)
@@ -66,10 +67,7 @@ def test_a_global_written_in_place_changes_on_every_call_as_in_eager(fn, state):
 
 
 def test_a_plain_tensor_attribute_written_in_place_counts_every_call():
-    torch.manual_seed(0)
-    ours, theirs = Steps().double(), Steps().double()
-    theirs.load_state_dict(ours.state_dict())
-    jitted = tv.jit(ours)
+    theirs, ours, jitted = jitted_twin(Steps)
     for _ in range(3):
         x = torch.randn(2, 4, **F64)
         torch.testing.assert_close(jitted(x), theirs(x), rtol=0, atol=0)
