@@ -30,9 +30,9 @@ from thunderviz.capture.rewriting import WrittenOut
 from thunderviz.capture.stamped_values import replaying
 from thunderviz.capture.stamping import stamping_blocks
 from thunderviz.capture.write_backs import (
-    input_write_backs,
     outside_write_backs,
     restore_outside,
+    write_backs,
 )
 from thunderviz.core.collection import collection_paused
 from thunderviz.core.dynamo_import import dynamo_import_deferred
@@ -172,9 +172,10 @@ def _trace(
             originals.append((copy, proxy))
         for alias, first in convert.aliases:
             recorder.bind_alias(alias, first)
+        input_proxies = [*trace_args, *holder]  # as `users` are ordered
         recorder.leaf_inputs = frozenset(
             p.name
-            for p, u in zip([*trace_args, *holder], users, strict=True)
+            for p, u in zip(input_proxies, users, strict=True)
             if isinstance(u, torch.Tensor) and u.is_leaf
         )
         before = dict(run_state)
@@ -191,11 +192,11 @@ def _trace(
             writes.restore()
             restore_outside(recorder)
         replaced = _reassigned(before, run_state, state_proxies)
-        epilogue = input_write_backs(recorder, [*originals, *replaced])
-        input_proxies = [*trace_args, *trace_kwargs.values()]
+        epilogue = write_backs(recorder, [*originals, *replaced])
         written_names = {b.args[0].name for b in epilogue}
         inputs_written = {i for i, p in enumerate(input_proxies) if p.name in written_names}
-        refuse_written_overlaps(users, [p.name for p in input_proxies], inputs_written)
+        shared = sharing(users)
+        refuse_written_overlaps(users, shared, [p.name for p in input_proxies], inputs_written)
         # here, where the program's draws are done and the generators not yet restored
         recorder.generators.settle()
         recorded = recorder.recorded(originals) if keep else None
@@ -233,9 +234,8 @@ def _trace(
             # why a run of the trace is not this program's run on other inputs ("": it is):
             # Python or numpy random draws (capture/generators.py), values handed to numpy
             "unreplayable": python_draws.drawn() or recorder.unreplayable,
-            # the inputs that shared memory, and those written (capture/input_aliasing.py)
-            "input_sharing": sharing(users),
-            "inputs_written": frozenset(inputs_written),
+            # the inputs that shared memory (capture/input_aliasing.py)
+            "input_sharing": shared,
         },
     )
     return trace, recorded

@@ -101,11 +101,13 @@ class SameViewInputs:
         return alias
 
 
-def refuse_written_overlaps(users: Sequence[Any], names: Sequence[str], written: set[int]) -> None:
+def refuse_written_overlaps(
+    users: Sequence[Any], shared: Any, names: Sequence[str], written: set[int]
+) -> None:
     """Raise if a written input overlaps another input without being the same view of it.
-    `users`: the user's values in the trace's input order; `names`: the inputs' names;
-    `written`: the positions the program wrote into."""
-    for group in sharing(users):
+    `users`: the user's values in the trace's input order; `shared`: `sharing(users)`;
+    `names`: the inputs' names; `written`: the positions the program wrote into."""
+    for group in shared:
         for i, view in group:
             if i not in written:
                 continue

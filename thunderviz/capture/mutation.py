@@ -19,7 +19,7 @@ from thunderviz.capture.functional_ops import functional_variant, scatter_into_b
 from thunderviz.capture.rng import draw_order, inverse
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import Proxy, TensorProxy
-from thunderviz.prims.aliasing import mutated_arg_indices
+from thunderviz.prims.aliasing import mutated_tensors
 from thunderviz.prims.call_args import op_args
 
 __all__ = ["FunctionalizingRecorder"]
@@ -52,11 +52,7 @@ class FunctionalizingRecorder(DecomposingRecorder):
         outs = {a.name for a in schema_args if a.is_out}
         if outs:
             p_kwargs = {k: v for k, v in p_kwargs.items() if k not in outs}
-        mutated = []
-        for i in mutated_arg_indices(func):
-            value = args[i] if i < len(args) else kwargs.get(schema_args[i].name)
-            if isinstance(value, torch.Tensor):
-                mutated.append(value)
+        mutated = mutated_tensors(func, args, kwargs)
         wants_grad = self._wants_grad(func, p_args, p_kwargs)
         order = None if returns_mutated else draw_order(func, functional, args, kwargs)
         if order is not None:

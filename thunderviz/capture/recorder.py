@@ -281,7 +281,8 @@ class Recorder(FunctionalizingRecorder):
         p_args, p_kwargs = self.proxify((args, kwargs))
         if has_registered_autograd(func) and self._wants_grad(func, p_args, p_kwargs):
             return record_custom_op_call(self, func, args, kwargs)  # its own backward
-        if self.outside and mutated_arg_indices(func):
+        writes = mutated_arg_indices(func)
+        if writes and self.outside:
             note_outside_write(self, func, args, kwargs)
         out = func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
@@ -290,7 +291,7 @@ class Recorder(FunctionalizingRecorder):
             bsym.tags.add(BsymTag.DATA_DEPENDENT)
             self._append(bsym)
             return out
-        if mutated_arg_indices(func):
+        if writes:
             self._record_mutation(func, args, kwargs, p_args, p_kwargs, out)
             if self.unfilled:
                 forget_written(self)

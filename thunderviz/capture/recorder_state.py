@@ -83,9 +83,10 @@ class RecorderState:
         # kept for the call's first run (`keep_values`)
         self._tracker: ValueTracker | None = None
         self._views: dict[int, ViewInfo] = {}
-        # tensors from outside the program, by id: (tensor, its constant's proxy), and its
-        # value before the program first wrote into it, if it did (capture/write_backs.py)
-        self.outside: dict[int, tuple[Any, ...]] = {}
+        # tensors from outside the program, by id: (tensor, its constant's proxy); and the
+        # value of those it wrote into, before its first write (capture/write_backs.py)
+        self.outside: dict[int, tuple[torch.Tensor, Proxy]] = {}
+        self.outside_before: dict[int, torch.Tensor] = {}
         self._versions: dict[int, int] = {}
         self.constants: dict[str, torch.Tensor] = {}
         self.top = Frame()

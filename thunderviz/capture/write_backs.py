@@ -20,10 +20,10 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
-from thunderviz.prims.aliasing import mutated_arg_indices
+from thunderviz.prims.aliasing import mutated_tensors
 
 __all__ = [
-    "input_write_backs",
+    "write_backs",
     "note_outside_write",
     "outside_write_backs",
     "restore_outside",
@@ -34,64 +34,46 @@ _COPY_BACK = Symbol(
 )
 
 
-def _copy_back(target: Proxy, value: Proxy) -> BoundSymbol:
-    return BoundSymbol(
-        sym=_COPY_BACK,
-        args=(target, value),
-        kwargs={},
-        output=None,
-        tags={BsymTag.MUTATION_EPILOGUE},
-        header=f"write the new value of {target.name} back into it",
-    )
-
-
-def input_write_backs(
-    recorder: Any, originals: list[tuple[torch.Tensor, Proxy]]
-) -> list[BoundSymbol]:
-    """Inputs the program mutated get their new value copied back at the end, as eager would
-    leave them. `originals`: (the copy the program ran on, the input's proxy)."""
+def write_backs(recorder: Any, written: list[tuple[torch.Tensor, Proxy]]) -> list[BoundSymbol]:
+    """A write-back of each tensor whose value moved on: `written` holds (the tensor the
+    program ran on, the proxy it had when the trace began)."""
     out = []
-    for tensor, original in originals:
+    for tensor, original in written:
         final = recorder.proxy_of(tensor)
         if final.name != original.name:
-            out.append(_copy_back(original, final))
+            out.append(
+                BoundSymbol(
+                    sym=_COPY_BACK,
+                    args=(original, final),
+                    kwargs={},
+                    output=None,
+                    tags={BsymTag.MUTATION_EPILOGUE},
+                    header=f"write the new value of {original.name} back into it",
+                )
+            )
     return out
 
 
 def note_outside_write(recorder: Any, func: Any, args: Any, kwargs: Any) -> None:
     """Before an ATen op that writes in place runs: a tensor from outside the program it is
     about to write into for the first time (directly or through a view) has its value kept."""
-    schema = func._schema.arguments
-    for i in mutated_arg_indices(func):
-        value = args[i] if i < len(args) else kwargs.get(schema[i].name)
-        if not isinstance(value, torch.Tensor):
-            continue
+    for value in mutated_tensors(func, args, kwargs):
         view = recorder._views.get(id(value))
         base = view.base if view is not None else value
-        held = recorder.outside.get(id(base))
-        if held is not None and len(held) == 2:  # (tensor, proxy): not written yet
+        if id(base) in recorder.outside and id(base) not in recorder.outside_before:
             with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
-                before = base.clone()
-            recorder.outside[id(base)] = (*held, before)
+                recorder.outside_before[id(base)] = base.clone()
 
 
 def outside_write_backs(recorder: Any) -> list[BoundSymbol]:
     """The write-backs into the tensors from outside that the program wrote into."""
-    out = []
-    for held in recorder.outside.values():
-        if len(held) == 3:
-            tensor, original, _ = held
-            final = recorder.proxy_of(tensor)
-            if final.name != original.name:
-                out.append(_copy_back(original, final))
-    return out
+    return write_backs(recorder, [recorder.outside[k] for k in recorder.outside_before])
 
 
 def restore_outside(recorder: Any) -> None:
     """The tensors from outside the program wrote into, as they were before it ran (the
     proxies keep what the recording saw)."""
-    for held in recorder.outside.values():
-        if len(held) == 3:
-            tensor, _, before = held
-            with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
-                tensor.copy_(before)
+    for k, before in recorder.outside_before.items():
+        tensor, _ = recorder.outside[k]
+        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+            tensor.copy_(before)

@@ -85,14 +85,14 @@ class CompiledEntry:
         self.draws_random = any(draws_random(b) for b in self.forward.bound_symbols)
         # the program's own generators (capture/generators.py), restored with torch's
         self.generators = generators_of(self.forward.constants)
-        self.inputs_written = (
-            inputs_written(self.result.augmented_forward) if self.result is not None else ()
+        # the inputs the forward that runs writes into, by a write-back or an in-place kernel
+        self.inputs_written = inputs_written(
+            self.result.augmented_forward if self.result is not None else self.forward
         )
         # which inputs shared memory when traced: it matters, and is checked on every call,
         # where the program writes into an input (capture/input_aliasing.py)
-        meta = self.forward.meta
-        self.input_sharing = meta.get("input_sharing", ())
-        self.checks_sharing = bool(meta.get("inputs_written"))
+        self.input_sharing = self.forward.meta.get("input_sharing", ())
+        self.checks_sharing = bool(self.inputs_written)
         # positions of the saved values that are tensors; None: all of them (the common case)
         saved = self.result.augmented_forward.output[1] if self.result is not None else ()
         positions = tuple(i for i, p in enumerate(saved) if isinstance(p, TensorProxy))
@@ -150,9 +150,7 @@ class CompiledEntry:
         (`recorded`; executor/first_run.py); None: the compiled trace runs."""
         if recorded is None:
             return None
-        executed = self.executed[0]
-        written = self.inputs_written if self.result is not None else inputs_written(executed)
-        ran = first_run(executed, recorded, flat, written)
+        ran = first_run(self.executed[0], recorded, flat, self.inputs_written)
         self.first_run_from_trace = ran is not None
         return ran
 

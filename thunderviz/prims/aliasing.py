@@ -4,10 +4,11 @@ its outputs are views of its input."""
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
-__all__ = ["is_view_op", "mutated_arg_indices"]
+__all__ = ["is_view_op", "mutated_arg_indices", "mutated_tensors"]
 
 _OpOverload = torch._ops.OpOverload
 
@@ -20,6 +21,17 @@ def mutated_arg_indices(op: _OpOverload) -> tuple[int, ...]:
         for i, a in enumerate(op._schema.arguments)
         if a.alias_info is not None and a.alias_info.is_write
     )
+
+
+def mutated_tensors(op: _OpOverload, args: Any, kwargs: Any) -> list[torch.Tensor]:
+    """The tensors a call of `op` writes into, positional or keyword."""
+    schema = op._schema.arguments
+    out = []
+    for i in mutated_arg_indices(op):
+        value = args[i] if i < len(args) else kwargs.get(schema[i].name)
+        if isinstance(value, torch.Tensor):
+            out.append(value)
+    return out
 
 
 @functools.cache
