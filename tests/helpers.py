@@ -41,6 +41,14 @@ def autograd_reference(
     return out.detach(), grads
 
 
+def assert_same(got: Any, want: Any) -> None:
+    """Two `value_and_grads` results equal, bit for bit."""
+    (vg, gg), (vw, gw) = got, want
+    torch.testing.assert_close(vg, vw, rtol=0, atol=0)
+    for a, b in zip(gg, gw, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def value_and_grads(fn: Any, *args: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """`fn(*args)` (a scalar), detached, and by torch.autograd its gradients with respect to the
     tensor arguments that require grad; `fn` eager or jitted, so both sides are read alike."""
