@@ -196,14 +196,15 @@ def ambient_key() -> tuple[Any, ...]:
     `torch.ones(3)` and `torch.tensor(0.1)` make), deterministic algorithms (on which torch's
     own Python picks other ops: `F.pad(mode="replicate")` and max_pool3d on a GPU), and
     autocast (enabled, dtype) per device type, which decides the casts a trace holds."""
-    default = (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled())
+    # the default dtype, and whether deterministic algorithms are on
+    settings = (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled())
     if not torch._C._is_any_autocast_enabled():
-        return (torch.is_grad_enabled(), default, None)
+        return (torch.is_grad_enabled(), settings, None)
     autocast = tuple(
         (torch.get_autocast_dtype(d) if torch.is_autocast_enabled(d) else None)
         for d in _AUTOCAST_DEVICES
     )
-    return (torch.is_grad_enabled(), default, autocast)
+    return (torch.is_grad_enabled(), settings, autocast)
 
 
 # --- module attributes --------------------------------------------------------------------
