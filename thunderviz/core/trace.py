@@ -29,6 +29,7 @@ from thunderviz.core.quoting import (
 from thunderviz.core.symbol import BoundSymbol
 
 __all__ = [
+    "without_no_grad",
     "Trace",
     "TraceTag",
     "Provenance",
@@ -412,3 +413,13 @@ def _compile(source: str, name: str, names: tuple[tuple[str, Any], ...] = ()) ->
     code = compile(_bind_ops(source, namespace), f"<thunderviz trace {name}>", "exec")
     exec(code, namespace)  # noqa: S102 - generated source; user text only through core/quoting
     return namespace[name]
+
+
+def without_no_grad(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A compiled trace (`Trace.python_callable`) without its `@torch.no_grad()` wrapper:
+    for callers already in no-grad (entering and leaving the mode is a measurable part of a
+    small program's call), and for one whose run autograd is to record (a backward traced
+    inside a program, `autodiff/inner_grad.py`)."""
+    if isinstance(fn, functools.partial):
+        return functools.partial(without_no_grad(fn.func), *fn.args, **fn.keywords)
+    return getattr(fn, "__wrapped__", fn)

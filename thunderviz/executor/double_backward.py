@@ -25,9 +25,8 @@ from torch._decomp import decomposition_table
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
-from thunderviz.core.trace import Trace
+from thunderviz.core.trace import Trace, without_no_grad
 from thunderviz.executor.guards import GUARD_NAMES
-from thunderviz.executor.runnable import without_no_grad
 from thunderviz.prims.aliasing import mutated_arg_indices
 
 __all__ = ["differentiable_backward", "inputs_written"]

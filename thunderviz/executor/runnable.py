@@ -12,17 +12,13 @@ backward is rewritten: the augmented forward's saved values are told apart by id
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any
-
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import Proxy, TensorProxy, proxies_in
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace
 
-__all__ = ["without_identity_reshapes", "without_no_grad"]
+__all__ = ["without_identity_reshapes"]
 
 _RESHAPES = frozenset(("aten.reshape.default", "aten.view.default"))
 
@@ -62,11 +58,3 @@ def without_identity_reshapes(trace: Trace) -> Trace:
     if not renames:
         return trace
     return trace.from_trace(bound_symbols=kept)
-
-
-def without_no_grad(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A compiled trace without its `@torch.no_grad()` wrapper (entering and leaving the
-    mode is a measurable part of a small program's call), for callers already in no-grad."""
-    if isinstance(fn, functools.partial):
-        return functools.partial(without_no_grad(fn.func), *fn.args, **fn.keywords)
-    return getattr(fn, "__wrapped__", fn)
