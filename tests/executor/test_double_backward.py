@@ -14,7 +14,6 @@ import torch.nn as nn
 
 import thunderviz as tv
 from tests.helpers import DEVICES
-from thunderviz.capture.errors import CaptureError
 
 F64 = dict(dtype=torch.float64)
 CLOSE = dict(rtol=1e-10, atol=1e-10)
@@ -94,15 +93,3 @@ def test_a_hessian_vector_product_through_jit_is_eagers():
 
     x, v = torch.randn(4, 3, **F64), torch.randn(4, 3, **F64)
     torch.testing.assert_close(hvp(tv.jit(model), x, v), hvp(model, x, v), **CLOSE)
-
-
-def inner_grad(x):
-    y = (x * x).sum()
-    (g,) = torch.autograd.grad(y, x, create_graph=True)
-    return g.sum()
-
-
-def test_a_gradient_taken_inside_the_program_is_refused_with_the_way_out():
-    x = torch.randn(3, requires_grad=True)
-    with pytest.raises(CaptureError, match=r"inside the traced program.*create_graph=True"):
-        tv.jit(inner_grad)(x)

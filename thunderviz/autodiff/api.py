@@ -13,10 +13,12 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.autodiff.inner_grad import grad_of_recording
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules import BUILTIN_RULES
 from thunderviz.autodiff.vjp import AutodiffResult, autodiff
 from thunderviz.capture import trace
+from thunderviz.capture.recorder import INNER_GRAD
 from thunderviz.core.collection import collection_paused
 from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.proxies import TensorProxy
@@ -43,6 +45,10 @@ def differentiate(forward: Trace, **kwargs: Any) -> AutodiffResult:
         )
     with collection_paused(), dynamo_import_deferred():  # core/collection.py, dynamo_import.py
         return autodiff(forward, active_rules(), **kwargs)
+
+
+# `torch.autograd.grad` inside a traced program is this module's VJP of the recording so far
+INNER_GRAD[:] = [functools.partial(grad_of_recording, differentiate, active_rules)]
 
 
 def _with_grad(args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -61,6 +61,9 @@ class SweepState:
     ct_log: list[tuple[str, Proxy]] = field(default_factory=list)  # cts[name] = proxy, in order
     # op outputs a grad rule made differently, by name: their op (vjp._place)
     unmade: dict[str, BoundSymbol] = field(default_factory=dict)
+    # values a backward traced inside the program reads, whose cotangents its ops gave
+    # (a gradient of a gradient: vjp._check_cotangents_read)
+    read_by_inner_grads: set[str] = field(default_factory=set)
 
 
 def tagged(bsym: BoundSymbol, unit: Any) -> BoundSymbol:

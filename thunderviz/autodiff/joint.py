@@ -18,7 +18,7 @@ from thunderviz.core.context import current_builder, pop_builder, push_builder
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
 from thunderviz.core.symbol import NO_ORIGIN, Origin
 
-__all__ = ["get_grad", "put_grad", "requires_grad", "JointRun", "run_joint"]
+__all__ = ["get_grad", "output_has_grad", "put_grad", "requires_grad", "JointRun", "run_joint"]
 
 
 @dataclass
@@ -35,6 +35,8 @@ class JointRun:
     none_if_absent: set[str] = field(default_factory=set)
     in_backward: bool = False
     result: Any = None
+    # per output of the op, whether a cotangent flows into it (None: not known, all may)
+    output_grads: tuple[bool, ...] | None = None
 
     def switch_to_backward(self) -> None:
         if not self.in_backward:
@@ -74,6 +76,14 @@ def get_grad(out: Any, *, none_if_absent: bool = False) -> TensorProxy | None:
     return ph
 
 
+def output_has_grad(i: int) -> bool:
+    """Whether a cotangent flows into the op's `i`-th output, for a rule that does work only
+    for those that have one (a normalization's statistics, which only a gradient of its
+    gradient reads). Where autodiff cannot tell, True."""
+    grads = _current("output_has_grad").output_grads
+    return grads is None or (i < len(grads) and grads[i])
+
+
 def put_grad(x: Any, g: Any) -> None:
     """Record `g` as (a contribution to) the gradient of the rule's input `x`."""
     run = _current("put_grad")
@@ -97,11 +107,13 @@ def run_joint(
     names: NameGenerator,
     needs_grad: Callable[[Proxy], bool],
     origin: Origin = NO_ORIGIN,
+    output_grads: tuple[bool, ...] | None = None,
 ) -> JointRun:
     run = JointRun(
         TraceBuilder(names, origin),
         TraceBuilder(names, origin),
         needs_grad,
+        output_grads=output_grads,
     )
     token = _runs.set((*_runs.get(), run))
     push_builder(run.forward)

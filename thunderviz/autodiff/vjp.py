@@ -22,6 +22,7 @@ from thunderviz.autodiff.joint import JointRun, run_joint
 from thunderviz.autodiff.registry import JointFn, RuleSet
 from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
+from thunderviz.capture.recorder import INNER_GRAD_ID
 from thunderviz.capture.rewriting import proxies_in
 from thunderviz.core.builder import TraceBuilder
 from thunderviz.core.proxies import Proxy, TensorProxy
@@ -137,6 +138,13 @@ def _flatten(
     if not touches_grad:
         units.append(_Unit(bsym, top, None))
         return
+    if bsym.executes_subsymbols:
+        # a functionalized call (`y[i] = v`), or one whose inner values are read from
+        # outside it: its outputs, if any, are not where its new values live; its
+        # subsymbols are the code, and are differentiated as such
+        for sub in bsym.subsymbols:
+            _flatten(sub, top, rules, needs, units)
+        return
     rule = rules.get(bsym.sym.id)
     if rule is not None and not rule.applies_to(bsym):
         rule = None  # this call is differentiated through its subsymbols
@@ -147,12 +155,6 @@ def _flatten(
         units.append(_Unit(bsym, top, rule.joint))
         if rule.differentiable:
             needs.update(p.name for p in _float_outs(bsym))
-        return
-    if bsym.executes_subsymbols:
-        # a functionalized call (`y[i] = v`): its outputs, if any, are not where its new
-        # values live; its subsymbols are the code, and are differentiated as such
-        for sub in bsym.subsymbols:
-            _flatten(sub, top, rules, needs, units)
         return
     if not _float_outs(bsym):
         units.append(_Unit(bsym, top, None))
@@ -239,7 +241,10 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
             names,
             lambda p: p.name in needs,
             b.origin,
+            tuple(isinstance(o, Proxy) and o.name in cts for o in b.flat_outs),
         )
+    if any(name in state.read_by_inner_grads for name in out_cts):
+        _check_cotangents_read(run, b, out_cts, state.read_by_inner_grads)
     forward, backward = _place(run, b, out_cts, names, state.unmade)
     state.fwd_segments[i] = [tagged(x, unit) for x in forward]
     emitted = [tagged(x, unit) for x in backward]
@@ -254,6 +259,8 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
                 Contribution(x.name, g.name, None if old is None else old.name, cts[x.name].name)
             )
     emitted += [tagged(x, unit) for x in accumulate.bound_symbols]
+    if unit.top.sym.id == INNER_GRAD_ID:
+        state.read_by_inner_grads.update(x.name for x, _ in run.grads)
     state.bwd.extend(emitted)
     state.applications.append(
         RuleApplication(
@@ -369,6 +376,37 @@ def _place(
     backward = zeros + [x.rename(renames) for x in run.backward.bound_symbols]
     run.grads = [(x, renames.get(g.name, g)) for x, g in run.grads]
     return forward, backward
+
+
+def _check_cotangents_read(
+    run: JointRun, b: BoundSymbol, out_cts: dict[str, Proxy | None], read_by_inner: set[str]
+) -> None:
+    """A gradient of a gradient reaches an output of `b` that a backward traced inside the
+    program reads (`autodiff/inner_grad.py`): the rule must take it, or it would be dropped
+    without a word. Rules that take them are those of the ops torch differentiates twice
+    (a normalization's statistics, log_sigmoid's buffer); the others (the log-sum-exp an
+    attention kernel saves, which torch too treats as a constant) are refused, naming it,
+    never a wrong gradient."""
+    pairs = _output_pairs(run.result, b)
+    asked = run.placeholders.keys()
+    passed_through = {p.name for p in b.flat_proxy_args}  # (`broadcast_tensors` of a fit one)
+    for r, o in pairs:
+        if (
+            isinstance(o, TensorProxy)
+            and o.name in read_by_inner
+            and o.name not in passed_through
+            and out_cts.get(o.name) is not None
+            and r.name not in asked
+            and o.is_float
+        ):
+            raise AutodiffError(
+                f"thunderviz cannot differentiate {b.sym.id} as to its output {o.name}, which "
+                "a torch.autograd.grad inside the program reads in its backward, so a "
+                "gradient of that gradient reaches it; torch too treats it as a constant, and "
+                "its rule would drop that gradient. Take the inner gradient through ops torch "
+                "differentiates twice (for attention, the math form: softmax(q @ k.T) @ v).",
+                bsym=b,
+            )
 
 
 def _same_args(a: BoundSymbol, b: BoundSymbol) -> bool:

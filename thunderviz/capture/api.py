@@ -196,6 +196,11 @@ def _trace(
         written_names = {b.args[0].name for b in epilogue}
         inputs_written = {i for i, p in enumerate(input_proxies) if p.name in written_names}
         shared = sharing(users)
+        made_leaves = tuple(
+            i
+            for i, p in enumerate(input_proxies)
+            if p.name in recorder.made_leaves and p.name in recorder.leaf_inputs
+        )
         refuse_written_overlaps(users, shared, [p.name for p in input_proxies], inputs_written)
         # here, where the program's draws are done and the generators not yet restored
         recorder.generators.settle()
@@ -236,6 +241,8 @@ def _trace(
             "unreplayable": python_draws.drawn() or recorder.unreplayable,
             # the inputs that shared memory (capture/input_aliasing.py)
             "input_sharing": shared,
+            # positions of the inputs the program made leaves (`x.requires_grad_()`)
+            "inputs_made_leaves": made_leaves,
         },
     )
     return trace, recorded

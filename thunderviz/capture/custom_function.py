@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch.autograd.function import Function, FunctionCtx
 
+from thunderviz.capture.dispatch_mode import recording
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.symbol import Symbol, SymbolKind
 
@@ -206,6 +207,11 @@ class AutogradFunctionCall:
             return a
         if index in self.dirty_inputs:
             a = a.clone()
+        if recording():
+            # a backward traced inside the program runs this forward: the recorder knows
+            # what needs a gradient, and a detach would cut what the user's backward reads
+            # from what the gradient of that backward flows to (its create_graph)
+            return a
         return a.detach().requires_grad_(True) if needs_grad else a
 
     # --- the backward --------------------------------------------------------------------

@@ -220,7 +220,9 @@ class DecomposingRecorder(RecorderState):
         """Give a recorded ATen call the subsymbols it needs below Core ATen, if any."""
         if selects_by_mask(func, args):
             self._select_by_positions(bsym, func, args)
-        elif not is_core_aten(func):
+        elif not is_core_aten(func) or (
+            self.decomposes_also is not None and self.decomposes_also(func)
+        ):
             self._decompose(bsym, func, args, kwargs)
 
     def _select_by_positions(self, bsym: BoundSymbol, func: Any, args: Any) -> None:

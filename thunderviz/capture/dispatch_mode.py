@@ -16,13 +16,16 @@ from typing import Any
 
 import torch
 from torch._compile import _disable_dynamo
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
-__all__ = ["DynamoSafeDispatchMode"]
+__all__ = ["DynamoSafeDispatchMode", "recording"]
 
 
 class DynamoSafeDispatchMode(TorchDispatchMode):
     """A TorchDispatchMode whose ATen calls go to `on_dispatch(func, args, kwargs)`."""
+
+    # whether the ops it sees are a program's being recorded (the recorder's mode)
+    records_program = False
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -51,3 +54,9 @@ _eval_frame_callback: Callable[[], Any] = getattr(
     "get_eval_frame_callback",
     lambda: True,
 )
+
+
+def recording() -> bool:
+    """Whether the ops run now are recorded as a program's (a backward traced inside the
+    program runs a user's Function's forward so, `autodiff/inner_grad.py`)."""
+    return getattr(_get_current_dispatch_mode(), "records_program", False)

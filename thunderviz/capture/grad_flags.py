@@ -23,8 +23,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from thunderviz.core.proxies import TensorProxy
+from thunderviz.core.symbol import BsymTag
 
-__all__ = ["REQUIRES_GRAD", "answering_grad_flags"]
+__all__ = ["REQUIRES_GRAD", "REQUIRES_GRAD_SETTERS", "answering_grad_flags", "made_a_leaf"]
 
 REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
 # Runs a torch function's body past the torch-function hop that led to a mode's handler
@@ -63,3 +64,31 @@ class _GradFlags(TorchFunctionMode):
         assert skip_one_hop is not None  # (the mode is only made where torch has it)
         with self:  # on again for a Python body: the call skips the hop that led here
             return skip_one_hop(func, types, args, kwargs or {})
+
+
+REQUIRES_GRAD_SETTERS = (torch.Tensor.requires_grad_, REQUIRES_GRAD.__set__)
+
+
+def made_a_leaf(recorder: Any, t: torch.Tensor, flag: bool) -> torch.Tensor:
+    """`t.requires_grad_()` (or `t.requires_grad = True`) in the program: from here on the
+    program reads `t` as a new leaf that requires grad, which a `torch.autograd.grad` inside
+    it can differentiate as to (`mix.requires_grad_()` in a WGAN-GP penalty). The trace
+    names it anew (an `alias` recorded without gradient: as in eager, nothing flows back
+    through it, for `t` required none). Turning a flag off, or on where it is on, changes
+    nothing the trace holds. Where `t` is one of the program's inputs, the trace says so
+    (`inputs_made_leaves`), and `jit` does to the user's tensor what eager does."""
+    proxy = recorder.proxy_of(t)
+    if not flag or not isinstance(proxy, TensorProxy) or proxy.requires_grad:
+        return t
+    if not (t.dtype.is_floating_point or t.dtype.is_complex):
+        raise RuntimeError("only Tensors of floating point dtype can require gradients")
+    leaf = TensorProxy(
+        recorder.names.fresh(), proxy.shape, proxy.dtype, proxy.device, requires_grad=True
+    )
+    bsym = recorder._bsym(torch.ops.aten.alias.default, (proxy,), {}, leaf)
+    bsym.tags.add(BsymTag.NO_GRAD)
+    bsym.header = "requires_grad_(): a new leaf of autograd's graph"
+    recorder.made_leaves.append(proxy.name)
+    recorder._append(bsym)
+    recorder.bind(t, leaf)
+    return t

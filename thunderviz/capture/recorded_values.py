@@ -98,6 +98,15 @@ class ValueTracker:
         """An in-place write begins: what was bound before it may no longer hold its value."""
         self._clock += 1
 
+    def holds(self, t: torch.Tensor) -> bool:
+        """Whether `t` still holds the value of the proxy it was last bound to."""
+        bound = self._bound.get(id(t))
+        return (
+            bound is not None
+            and bound[0] == t._version
+            and (not self._writes or self._writes.get(_storage(t), -1) <= bound[1])
+        )
+
     def recorded(
         self,
         proxies: dict[int, Proxy],
@@ -111,12 +120,10 @@ class ValueTracker:
         the program has just ended, so that `rng_after` is the state it left."""
         values: dict[str, torch.Tensor] = {}
         for t in {id(t): t for t in tensors}.values():
-            proxy, bound = proxies.get(id(t)), self._bound.get(id(t))
+            proxy = proxies.get(id(t))
             if (
                 isinstance(proxy, TensorProxy)
-                and bound is not None
-                and bound[0] == t._version
-                and (not self._writes or self._writes.get(_storage(t), -1) <= bound[1])
+                and self.holds(t)
                 and proxy.describes(t)  # not a meta tensor a decomposition was recorded on
             ):
                 values[proxy.name] = t

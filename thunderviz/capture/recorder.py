@@ -10,6 +10,7 @@ tensor -> proxy map and the frames being filled are `recorder_state.py`'s.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,13 @@ from thunderviz.capture.custom_op_autograd import has_registered_autograd, recor
 from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import printable_arguments
-from thunderviz.capture.grad_flags import REQUIRES_GRAD, answering_grad_flags, flag_of
+from thunderviz.capture.grad_flags import (
+    REQUIRES_GRAD,
+    REQUIRES_GRAD_SETTERS,
+    answering_grad_flags,
+    flag_of,
+    made_a_leaf,
+)
 from thunderviz.capture.guards import has_data_dependent_size, reads_values
 from thunderviz.capture.host_filled import (
     EMPTY_FACTORIES,
@@ -97,6 +104,13 @@ _VALUES_LEAVE_TORCH = {
     torch.Tensor.__format__: "formats tensor values into a string",
 }
 _INNER_AUTOGRAD = (torch.autograd.grad, torch.autograd.backward, torch.Tensor.backward)
+# How `torch.autograd.grad` inside the program is taken: by the autodiff layer, above this
+# one, which registers its function here (autodiff/inner_grad.py). It is called as
+# `fn(recorder, *args, **kwargs)` in place of torch's, and its ATen ops are recorded as the
+# call's subsymbols. While none is registered, the call is refused.
+INNER_GRAD: list[Callable[..., Any]] = []
+INNER_GRAD_ID = "torch.autograd.grad"  # the id of such a call's bound symbol
+_INNER_GRAD_SYMBOL = Symbol(name=INNER_GRAD_ID, id=INNER_GRAD_ID, fn=torch.autograd.grad)
 
 
 class Recorder(FunctionalizingRecorder):
@@ -133,15 +147,23 @@ class Recorder(FunctionalizingRecorder):
                 return flag
         return func(*args, **kwargs)
 
+    def _what_runs(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """What runs for the program's call of `func`: itself, but for autograd's calls."""
+        if func is torch.autograd.grad and INNER_GRAD:
+            return functools.partial(INNER_GRAD[0], self)
+        if func in _INNER_AUTOGRAD:
+            self._refuse_inner_autograd(func)
+        return func
+
     def _refuse_inner_autograd(self, func: Callable[..., Any]) -> None:
         source = user_source(skip=4)
         name = _call_name(func)
         raise CaptureError(
-            f"{name} at {where(source, self.module_path)}: a gradient taken inside the traced "
-            "program (a gradient penalty, an inner optimisation step) needs a backward traced "
-            "inside the trace, which thunderviz does not build. Take it outside the traced "
-            "call instead: `out = jitted(x)` then `torch.autograd.grad(out, x, "
-            "create_graph=True)` works through jit and can be differentiated again.",
+            f"{name} at {where(source, self.module_path)}: a backward inside the traced "
+            "program accumulates into the `.grad` of each leaf it reaches, an effect a trace "
+            "does not carry. Take the gradients as values instead, `torch.autograd.grad(loss, "
+            "params)`, which thunderviz traces (with create_graph=True too), or call "
+            "`.backward()` on the traced call's output, outside it.",
             op=name,
             source=source,
             module_path=self.module_path,
@@ -176,8 +198,10 @@ class Recorder(FunctionalizingRecorder):
             return self._read_property(func, args, kwargs)
         if func is _REGISTER_HOOK and args and getattr(self.proxy_of(args[0]), "requires_grad", 0):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
-        if func in _INNER_AUTOGRAD:
-            self._refuse_inner_autograd(func)
+        run = self._what_runs(func)
+        if func in REQUIRES_GRAD_SETTERS and args:
+            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+            return made_a_leaf(self, args[0], bool(flag))
         if func is _RETAIN_GRAD and args:
             return self._retain_grad(args[0])
         leaves = _VALUES_LEAVE_TORCH.get(func)
@@ -200,7 +224,7 @@ class Recorder(FunctionalizingRecorder):
         self.generators.enter_call()
         try:
             with self._collecting(frame), answering_grad_flags(self, func):
-                out = func(*args, **kwargs)
+                out = run(*args, **kwargs)
         except CaptureError:
             raise
         except Exception as e:
@@ -228,7 +252,7 @@ class Recorder(FunctionalizingRecorder):
         if not frame.bsyms and not reads:
             self._alias_unknown_outputs(out, args)
             return out
-        sym = torch_symbol(func)
+        sym = _INNER_GRAD_SYMBOL if run is not func else torch_symbol(func)
         bsym = BoundSymbol(
             sym=sym or _opaque_symbol(func),
             args=p_args,
@@ -237,10 +261,12 @@ class Recorder(FunctionalizingRecorder):
             subsymbols=frame.bsyms,
             origin=Origin(source, self.module_path),
         )
-        if not grad_enabled:
+        if not grad_enabled or frame.without_grad:
             bsym.tags.add(BsymTag.NO_GRAD)
-        if sym is None:
-            bsym.tags.add(BsymTag.FUNCTIONALIZED)  # no public name to call: run its ATen ops
+        if sym is None or run is not func or frame.subsymbols_read:
+            # no public name to call (or none that runs on the trace's tensors, or a value
+            # made inside is read from outside): its ATen ops are the code
+            bsym.tags.add(BsymTag.FUNCTIONALIZED)
         elif frame.mutated:
             functional = functional_method_name(sym)
             twin = (
@@ -260,9 +286,16 @@ class Recorder(FunctionalizingRecorder):
             for cast in hoist_autocast_casts(bsym):  # autocast's casts as calls of their own
                 self._append(cast)
         self._append(bsym)
+        self._after_call(out, kwargs, no_grad_targets)
+        return out
+
+    def _after_call(self, out: Any, kwargs: dict[str, Any], no_grad_targets: list[Any]) -> None:
+        """What a recorded call changes beyond its values: no_grad updates of tensors that need
+        a gradient; a new leaf (`torch.zeros_like(x, requires_grad=True)`)."""
         if no_grad_targets:
             reattach_no_grad_updates(self, no_grad_targets)
-        return out
+        if kwargs.get("requires_grad") is True and isinstance(out, torch.Tensor):
+            made_a_leaf(self, out, True)
 
     def _alias_unknown_outputs(self, out: Any, args: tuple[Any, ...]) -> None:
         """A torch-level call with no ATen ops returned a tensor we have not seen (`x.data`):
@@ -354,6 +387,8 @@ class _FunctionMode(TorchFunctionMode):
 
 
 class _DispatchMode(DynamoSafeDispatchMode):
+    records_program = True
+
     def __init__(self, recorder: Recorder) -> None:
         super().__init__()
         self.recorder = recorder

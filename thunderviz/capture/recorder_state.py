@@ -8,6 +8,7 @@ the program is (the user's line, the module path).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,12 @@ class Frame:
     bsyms: list[BoundSymbol] = field(default_factory=list)
     mutated: bool = False
     mutated_views: bool = False
+    # a value made inside this call is read from outside it (autodiff/inner_grad.py), so
+    # its subsymbols must be the code that makes it
+    subsymbols_read: bool = False
+    # the call's values carry no gradient, whatever grad mode it ran in (a
+    # `torch.autograd.grad` without create_graph)
+    without_grad: bool = False
 
 
 @dataclass
@@ -97,6 +104,11 @@ class RecorderState:
         # tensors made by an `empty` factory, nothing recorded written yet: id -> their proxy
         self.unfilled: dict[int, Proxy] = {}
         self.generators = GeneratorUse(names.claim)  # those the program draws from
+        # Core ATen ops to decompose all the same (`decompositions.py`): those with no grad
+        # rule, while a backward traced inside the program runs (autodiff/inner_grad.py)
+        self.decomposes_also: Callable[[Any], bool] | None = None
+        # proxies of the values the program called `requires_grad_()` on (grad_flags.py)
+        self.made_leaves: list[str] = []
 
     # --- the tensor -> proxy map ------------------------------------------------------
     def bind(self, t: Any, proxy: Proxy) -> None:
@@ -148,6 +160,41 @@ class RecorderState:
         return self._tracker.recorded(
             self._proxies, self._keepalive, inputs, self.generators.persistent()
         )
+
+    def recorded_so_far(self) -> list[BoundSymbol]:
+        """The bound symbols recorded before the call being recorded now, in order: the
+        calls still open (one inside another) hold theirs in frames above the top."""
+        return [b for frame in self._frames[:-1] for b in frame.bsyms]
+
+    def call_without_grad(self) -> None:
+        """The call being recorded now makes values that carry no gradient."""
+        self._frames[-1].without_grad = True
+
+    def open_calls_read(self) -> None:
+        """Values made inside the calls still open (not the innermost: the one being recorded
+        now) are read from outside them: their subsymbols are to be the code."""
+        for frame in self._frames[1:-1]:
+            frame.subsymbols_read = True
+
+    def current_values(self) -> dict[str, torch.Tensor]:
+        """Each proxy whose value a tensor still holds, by name, with that tensor; and the
+        constants. A value a tensor held before a write into it is not here, nor a view's
+        whose base was written since (its proxy is re-derived at its next read)."""
+        # (where values are kept, `jit`'s case, their tracker also tells writes no op
+        # announced; without it, such a value is taken as it is now)
+        values = dict(self.constants)
+        tracker = self._tracker
+        for t in self._keepalive:
+            proxy = self._proxies.get(id(t)) if isinstance(t, torch.Tensor) else None
+            if not isinstance(proxy, TensorProxy) or not proxy.describes(t):
+                continue  # (a meta tensor a decomposition was recorded on)
+            if tracker is not None and t.numel() and not tracker.holds(t):
+                continue  # written since, unannounced (through an `unsafe_split` output)
+            info = self._views.get(id(t))
+            if info is not None and info.version != self._versions.get(id(info.base), 0):
+                continue
+            values[proxy.name] = t
+        return values
 
     def proxy_of(self, t: torch.Tensor) -> Proxy:
         key = id(t)

@@ -23,13 +23,12 @@ from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState, generators_of
 from thunderviz.core.run_errors import attribute_error
-from thunderviz.core.trace import Trace
+from thunderviz.core.trace import Trace, without_no_grad
 from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
 from thunderviz.executor.double_backward import differentiable_backward, inputs_written
 from thunderviz.executor.first_run import first_run
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
 from thunderviz.executor.interpreted import interpreted
-from thunderviz.executor.runnable import without_no_grad
 from thunderviz.prims.randomness import draws_random
 
 __all__ = [
@@ -72,6 +71,12 @@ class CompiledEntry:
     # whether the first run took its values from the trace (executor/first_run.py)
     first_run_from_trace: bool = False
 
+    @property
+    def makes_leaves(self) -> tuple[int, ...]:
+        """Positions of the inputs the program calls `requires_grad_()` on, which did not
+        require grad when traced (`capture/grad_flags.made_a_leaf`)."""
+        return self.forward.meta.get("inputs_made_leaves", ())
+
     def __post_init__(self) -> None:
         # the compiled augmented forward and backward, once `augmented` and
         # `backward_in_no_grad` have made them
@@ -100,10 +105,15 @@ class CompiledEntry:
         n_outputs = len(pytree.tree_leaves(self.forward.output))
         # the common case (a loss): the cotangents are autograd's grad_outputs as they come
         self.all_outputs_differentiable = self.differentiable_outputs == list(range(n_outputs))
+        # outputs no gradient flows back from are marked so, but those eager gives
+        # `requires_grad` all the same (a `sign`, a ReLU mask's use, what depends on the
+        # inputs only through a step): their gradients are zeros there, as here
         self.non_differentiable_outputs = [
             i
             for i, p in enumerate(pytree.tree_leaves(self.forward.output))
-            if isinstance(p, TensorProxy) and i not in self.differentiable_outputs
+            if isinstance(p, TensorProxy)
+            and i not in self.differentiable_outputs
+            and not p.requires_grad
         ]
 
     def augmented(self) -> Callable[..., Any]:

@@ -28,6 +28,7 @@ import torch
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import proxies_in
 from thunderviz.core.trace import Trace
+from thunderviz.executor.code_reads import names_looked_up
 
 __all__ = ["FunctionModules", "function_modules", "referenced_modules", "refuse_captured_grads"]
 
@@ -50,7 +51,7 @@ def referenced_modules(fn: Callable[..., Any]) -> dict[str, torch.nn.Module]:
         if isinstance(value, torch.nn.Module):
             found[name] = value
     module_globals = getattr(fn, "__globals__", {})
-    for name in code.co_names:
+    for name in names_looked_up(code):  # (a lambda's too: `jacobian(lambda z: model(z), x)`)
         value = module_globals.get(name)
         if isinstance(value, torch.nn.Module) and name not in found:
             found[name] = value

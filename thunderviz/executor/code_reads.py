@@ -70,12 +70,13 @@ def _function(obj: Any) -> types.FunctionType | None:
     return obj if isinstance(obj, types.FunctionType) and _is_users(obj) else None
 
 
-def _names(code: types.CodeType) -> set[str]:
-    """Names the code (and the comprehensions and lambdas inside it) looks up."""
-    names = set(code.co_names)
+def names_looked_up(code: types.CodeType) -> dict[str, None]:
+    """Names the code (and the comprehensions, lambdas and inner `def`s inside it) looks up
+    as globals or attributes, in order (a dict used as an ordered set)."""
+    names = dict.fromkeys(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _names(const)
+            names.update(names_looked_up(const))
     return names
 
 
@@ -97,7 +98,7 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
         if func.__code__ in seen_code:
             continue
         seen_code.add(func.__code__)
-        names = _names(func.__code__)
+        names = names_looked_up(func.__code__)
         cells = zip(func.__code__.co_freevars, func.__closure__ or (), strict=False)
         reads = [(_Cell(cell), name) for name, cell in cells]
         reads += [(func.__globals__, name) for name in names]
@@ -134,7 +135,7 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
 
 
 def _class_attributes(
-    cls: type, names: set[str], submodules: list[torch.nn.Module]
+    cls: type, names: dict[str, None], submodules: list[torch.nn.Module]
 ) -> list[tuple[Any, ...]]:
     """`self.scale` where `scale` is an attribute of the module's class: its value in the
     class (`Model.scale = 3` changes it), and its absence from each instance of the class

@@ -37,7 +37,7 @@ from thunderviz.core.collection import collection_paused
 from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
-from thunderviz.core.trace import Trace
+from thunderviz.core.trace import Trace, without_no_grad
 from thunderviz.executor.attribute_writes import (
     assign_attributes,
     attribute_values,
@@ -69,7 +69,7 @@ from thunderviz.executor.keys import (
 )
 from thunderviz.executor.repeat import RepeatedCall
 from thunderviz.executor.retrace_reasons import attribute_reason, miss_reason
-from thunderviz.executor.runnable import without_identity_reshapes, without_no_grad
+from thunderviz.executor.runnable import without_identity_reshapes
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
 
@@ -168,6 +168,7 @@ class JittedFunction:
                 not last.guards
                 and changed_attribute(last.attributes) is None
                 and last.shares_as_traced(flat_inputs)
+                and not last.makes_leaves
             ):
                 self.last = last  # nothing to check while running
                 self._repeated = (
@@ -207,6 +208,8 @@ class JittedFunction:
                     elif entries is not None and entries[-1] is not entry:  # found in entries
                         entries.remove(entry)
                         entries.append(entry)
+                    if entry.makes_leaves:
+                        return self._as_leaves(entry, flat_inputs, args, kwargs)
                     self.last = entry
                     rng = RngState(entry.generators) if entry.guards else None
                     return self._run(entry, flat_inputs, recorded)
@@ -224,6 +227,22 @@ class JittedFunction:
             "not the same on two runs with the same inputs (a nondeterministic op?). Compute "
             "it outside the jitted function and pass it in."
         )
+
+    def _as_leaves(
+        self,
+        entry: CompiledEntry,
+        flat_inputs: list[Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """The program makes some of its inputs leaves that require grad
+        (`x.requires_grad_()`, as a physics-informed loss does before taking du/dx): eager's
+        effect on the user's tensors, then the call again, which finds (or traces) the
+        entry where they require grad from the start, so that their gradients flow, as in
+        eager. This entry only redirects."""
+        for i in entry.makes_leaves:
+            flat_inputs[i].requires_grad_()
+        return self._call(*args, **kwargs)
 
     def _materializing_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The call that gives lazy modules (nn.LazyLinear) their parameters runs eagerly, as
