@@ -8,8 +8,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.joint import get_grad, output_has_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.symbol import Symbol
 from thunderviz.prims import aten
 from thunderviz.prims.call_args import op_args
@@ -162,14 +163,22 @@ def backward_kernel(
     op: Symbol,
     backward: Symbol,
     kernel_args: Callable[..., tuple[Any, ...]] = _g_x_rest,
+    constant_extras: bool = False,
     **options: Any,
 ) -> None:
     """`out = op(x, *rest)` (or `out, *extra = op(...)`) whose gradient in `x` is eager's own
     backward kernel, `backward(*kernel_args(g, x, *rest, *extra))` with every argument of the
-    call spelled out (`op_args`); by default `backward(g, x, *rest, *extra)`."""
+    call spelled out (`op_args`); by default `backward(g, x, *rest, *extra)`.
+    `constant_extras`: the extra outputs do not change with `x` (the slopes a random draw
+    gave, a count of targets), so a gradient reaching them (a gradient of the kernel's
+    gradient, which reads them) goes nowhere, as in eager."""
 
     def put_kernel_grad(result, x, *rest):
         out, *extra = result if isinstance(result, tuple) else (result,)
+        if constant_extras:
+            for i, e in enumerate(extra, start=1):
+                if isinstance(e, TensorProxy) and output_has_grad(i):
+                    get_grad(e)  # taken, and dropped: see above
         put_grad(x, backward(*kernel_args(get_grad(out), x, *rest, *extra)))
 
     with_arguments(rules, op, put_kernel_grad, **options)

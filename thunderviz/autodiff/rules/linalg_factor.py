@@ -11,7 +11,7 @@ forward: the gradient needs them.
 from __future__ import annotations
 
 from thunderviz.autodiff.errors import AutodiffError
-from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.joint import get_grad, output_has_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import unary
 from thunderviz.autodiff.rules.linalg_common import (
@@ -63,10 +63,18 @@ def _lu_grad(gl, gu, p, lower, upper):
     return matmul(p, ga)
 
 
+def _constant_permutation(p) -> None:
+    """The permutation P is piecewise constant in A: a gradient reaching it (a gradient of a
+    gradient that reads P) goes nowhere, as in eager."""
+    if output_has_grad(0):
+        get_grad(p)
+
+
 @RULES.grad(aten.linalg_lu.default, supports_complex=True)
 def linalg_lu(a, *, pivot=True):
     p, lower, upper = aten.linalg_lu.default(a, pivot=pivot)
     gl, gu = get_grad(lower), get_grad(upper)
+    _constant_permutation(p)
     put_grad(a, _lu_grad(gl, gu, p, lower, upper))
     return p, lower, upper
 
@@ -92,6 +100,7 @@ def lu_unpack(lu, pivots, unpack_data=True, unpack_pivots=True):
     """L and U are the lower and upper parts of the packed LU (L's unit diagonal is not)."""
     p, lower, upper = aten.lu_unpack.default(lu, pivots, unpack_data, unpack_pivots)
     gl, gu = get_grad(lower), get_grad(upper)
+    _constant_permutation(p)
     if requires_grad(lu) and unpack_data:
         m, n = lu.shape[-2], lu.shape[-1]
         k = min(m, n)

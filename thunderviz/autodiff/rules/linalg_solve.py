@@ -53,14 +53,11 @@ def _solve_grads(a, b, x, g, solve_adjoint, left):
 def linalg_solve_ex(a, b, left=True, check_errors=False):
     x, lu, pivots, info = aten._linalg_solve_ex.default(a, b, left=left, check_errors=check_errors)
     g = get_grad(x)
-    _solve_grads(
-        a,
-        b,
-        x,
-        g,
-        lambda t: aten.linalg_lu_solve.default(lu, pivots, t, left=left, adjoint=True),
-        left,
-    )
+    # with A, not with its LU factors as eager's first backward does: the factors are
+    # constants to autograd, so a gradient of this gradient (create_graph, outside the call
+    # or inside it) would miss what flows through them; eager solves with A then too
+    # (`linalg_solve_backward` asks GradMode). One more factorization, the second order right.
+    _solve_grads(a, b, x, g, lambda t: aten._linalg_solve_ex.default(mH(a), t, left=left)[0], left)
     return x, lu, pivots, info
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 
 from thunderviz.autodiff.errors import AutodiffError
-from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.joint import get_grad, output_has_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import (
     backward_kernel,
@@ -98,8 +98,12 @@ def safe_softmax(x, dim, **kwargs):
 
 
 # (out, total_weight): the kernel takes total_weight last, after the call's arguments
-backward_kernel(RULES, aten.nll_loss_forward.default, aten.nll_loss_backward.default)
-backward_kernel(RULES, aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default)
+# total_weight, which the backward reads, counts the targets' class weights: no function of x
+for _op, _backward in (
+    (aten.nll_loss_forward.default, aten.nll_loss_backward.default),
+    (aten.nll_loss2d_forward.default, aten.nll_loss2d_backward.default),
+):
+    backward_kernel(RULES, _op, _backward, constant_extras=True)
 
 
 @RULES.grad(aten.mse_loss.default)
@@ -126,7 +130,7 @@ def gelu(x, **kwargs):
 
 
 # backward(g, x, *the call's other arguments): silu, mish, hardsigmoid, hardswish, softplus,
-# hardtanh, glu, hardshrink, softshrink; and log_sigmoid_forward's (out, buffer), buffer last.
+# hardtanh, glu, hardshrink, softshrink (log_sigmoid_forward below).
 # (The shrinks' decompositions would do for one backward, but their gradient would read x
 # only through a mask and so carry no graph of its own under create_graph; eager's does.)
 for _name in (
@@ -139,7 +143,6 @@ for _name in (
     "glu",
     "hardshrink",
     "softshrink",
-    "log_sigmoid_forward",
 ):
     backward_kernel(
         RULES,
@@ -180,6 +183,22 @@ unary(
     aten.log_sigmoid.default,
     lambda g, x, out: aten.mul.Tensor(g, aten.sigmoid.default(aten.neg.default(x))),
 )
+
+
+@RULES.grad(aten.log_sigmoid_forward.default)
+def log_sigmoid_forward(x):
+    """`F.logsigmoid`: (out, buffer). On the CPU the buffer holds exp(-|x|), which the
+    backward kernel reads, and so does its decomposition under create_graph (a penalty on
+    the kernel's gradient): a gradient reaches `x` through the buffer too, as
+    d buffer/dx = -sign(x) buffer. (On a GPU the buffer is empty.)"""
+    out, buffer = aten.log_sigmoid_forward.default(x)
+    put_grad(x, aten.log_sigmoid_backward.default(get_grad(out), x, buffer))
+    if output_has_grad(1):
+        g_buffer = get_grad(buffer)
+        if list(buffer.shape) == list(x.shape):
+            d_buffer = aten.neg.default(aten.mul.Tensor(aten.sign.default(x), buffer))
+            put_grad(x, aten.mul.Tensor(g_buffer, d_buffer))
+    return out, buffer
 
 
 @RULES.grad(aten._prelu_kernel.default)

@@ -82,6 +82,7 @@ backward_kernel(
         training,
         False,
     ),
+    constant_extras=True,
 )
 # (the random samples only placed the windows: the kernel reads where the maxima were)
 for _pool, _backward in (
