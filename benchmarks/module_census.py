@@ -16,6 +16,10 @@ it is
 With `--mode double-backward`, what is compared is a gradient penalty: the squared gradients
 of the inputs, taken with `create_graph=True`, differentiated again with respect to the
 inputs and the parameters (for the ModuleInfos whose eager double backward torch tests).
+With `--mode inner-grad`, the same penalty is taken inside the program that `jit` traces
+(`torch.autograd.grad(..., create_graph=True)` in the traced call, as a WGAN-GP critic
+loss does), on fixed cotangents, and the program returns it: the penalty and its gradients
+as to the inputs and the parameters are compared.
 With `--mode no-grad`, the calls run under `torch.no_grad()` (jit runs its forward trace
 alone: inference), and outputs and buffers are compared.
 
@@ -25,6 +29,7 @@ Inputs eager itself rejects are left out. Run:
     .venv/bin/python -m benchmarks.module_census --dtype float32
     .venv/bin/python -m benchmarks.module_census --modules nn.LSTM,nn.CTCLoss -v
     .venv/bin/python -m benchmarks.module_census --mode double-backward    # or no-grad
+    .venv/bin/python -m benchmarks.module_census --mode inner-grad
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from benchmarks.opinfo_census import DTYPES, TOLERANCES, Outcome, compare, cotan
 STEPS = 2  # the first call traces and runs what it recorded; the second, the compiled code
 # strided-backward: the backward, with cotangents that are not contiguous (as a transpose or
 # a slice after the module hands its backward)
-MODES = ("backward", "strided-backward", "double-backward", "no-grad")
+MODES = ("backward", "strided-backward", "double-backward", "inner-grad", "no-grad")
 
 
 def module_infos(names: Iterable[str] | None = None) -> list[Any]:
@@ -86,7 +91,10 @@ def _run(
     grads: list[Any] = []
     gen = torch.Generator().manual_seed(20 + step)
     cts = [cotangent(o, gen, mode == "strided-backward") for o in differentiable]
-    if mode == "double-backward" and differentiable and inputs:
+    if mode == "inner-grad":
+        if outs and outs[-1].requires_grad:  # the penalty (`_penalised`)
+            grads = [outs[-1].detach(), *torch.autograd.grad(outs[-1], wrt, allow_unused=True)]
+    elif mode == "double-backward" and differentiable and inputs:
         firsts = torch.autograd.grad(
             differentiable, inputs, cts, create_graph=True, allow_unused=True
         )
@@ -96,6 +104,37 @@ def _run(
     elif differentiable and wrt:
         grads = list(torch.autograd.grad(differentiable, wrt, cts, allow_unused=True))
     return outs, grads, [b.detach().clone() for b in module.buffers()]
+
+
+def _penalised(module: torch.nn.Module) -> Callable[..., Any]:
+    """The program `--mode inner-grad` traces: the module's call, then a penalty on its
+    inputs' gradients, taken inside with create_graph=True on fixed cotangents; it returns
+    the outputs and the penalty last (or the outputs alone, where nothing is differentiable)."""
+
+    def program(*args: Any, **kwargs: Any) -> Any:
+        out = module(*args, **kwargs)
+        outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        differentiable = [o for o in outs if o.requires_grad and o.is_floating_point()]
+        inputs = [
+            x
+            for x in pytree.tree_leaves((args, kwargs))
+            if isinstance(x, torch.Tensor) and x.requires_grad
+        ]
+        if not (differentiable and inputs):
+            return outs
+        cts = [
+            torch.linspace(-1, 1, o.numel(), dtype=o.dtype, device=o.device).reshape(o.shape)
+            for o in differentiable
+        ]
+        firsts = torch.autograd.grad(
+            differentiable, inputs, cts, create_graph=True, allow_unused=True
+        )
+        # every gradient: which of a kernel's gradients require grad is eager's per-output
+        # bookkeeping (opinfo_census._penalised); the values are what count
+        penalty = sum((g * g).sum() for g in firsts if g is not None)
+        return [*outs, penalty] if isinstance(penalty, torch.Tensor) else outs
+
+    return program
 
 
 def check_input(
@@ -109,10 +148,11 @@ def check_input(
         eager_module = info.module_cls(*constructor.args, **constructor.kwargs).to(dtype)
         eager_module.train(training)
         ours = copy.deepcopy(eager_module)
-        expected = [_run(eager_module, eager_module, module_input, s, mode) for s in range(STEPS)]
+        eager_call = _penalised(eager_module) if mode == "inner-grad" else eager_module
+        expected = [_run(eager_module, eager_call, module_input, s, mode) for s in range(STEPS)]
     except Exception:  # noqa: BLE001 - eager rejects it: nothing to compare with
         return None
-    jitted = tv.jit(ours)
+    jitted = tv.jit(_penalised(ours) if mode == "inner-grad" else ours)
     for step in range(STEPS):
         got = _run(ours, jitted, module_input, step, mode)
         for part, want, have in zip(("output", "gradient", "buffer"), expected[step], got):
@@ -127,7 +167,7 @@ def check_input(
 
 def census_module(info: Any, dtype: torch.dtype, mode: str = "backward") -> Outcome:
     """One ModuleInfo, every input, in one of `MODES`."""
-    if mode == "double-backward" and not info.supports_gradgrad:
+    if mode in ("double-backward", "inner-grad") and not info.supports_gradgrad:
         return Outcome(info.name, "skipped", "eager has no double backward for it")
     compared, problems, errors = 0, [], []
     for training in (True, False):

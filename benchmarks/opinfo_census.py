@@ -21,6 +21,12 @@ Samples torch.autograd itself rejects are left out. Run:
     .venv/bin/python -m benchmarks.opinfo_census --dtype float64 --ops sin,nn.functional.conv2d -v
     .venv/bin/python -m benchmarks.opinfo_census --device cuda     # torch's CUDA samples
     .venv/bin/python -m benchmarks.opinfo_census --shard 2/4       # every 4th OpInfo from the 2nd
+    .venv/bin/python -m benchmarks.opinfo_census --dtype float64 --second-order
+
+`--second-order` checks, for the OpInfos whose gradient torch differentiates again
+(`supports_gradgrad`), a penalty taken inside the traced program: the op, then the squared
+gradients of its outputs as to its inputs by `torch.autograd.grad(..., create_graph=True)`
+inside the program (`autodiff/inner_grad.py`), differentiated again as to the inputs.
 """
 
 from __future__ import annotations
@@ -139,6 +145,34 @@ def compare(expected: Any, got: Any, dtype: torch.dtype, what: str) -> str:
     return ""
 
 
+def _penalised(fn: Any, cts: list[Any]) -> Any:
+    """The program `--second-order` checks: `fn`, then the sum of the squared gradients of
+    its floating outputs (against `cts`) as to its floating inputs, taken inside it with
+    create_graph=True; None where no gradient of it is differentiable."""
+
+    def program(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        pairs = [
+            (o, c)
+            for o, c in zip(pytree.tree_leaves(out), cts, strict=True)
+            if isinstance(o, torch.Tensor) and o.requires_grad and c is not None
+        ]
+        inputs = [
+            x for x in pytree.tree_leaves(args) if isinstance(x, torch.Tensor) and x.requires_grad
+        ]
+        if not (pairs and inputs):
+            return None
+        outs, out_cts = zip(*pairs, strict=True)
+        grads = torch.autograd.grad(outs, inputs, out_cts, create_graph=True, allow_unused=True)
+        # every gradient, not only those that require grad: which of a kernel's gradients
+        # do is eager's per-output bookkeeping (a GroupNorm's bias gradient does not), and
+        # a trace's flags follow the kernel call as a whole; the values are what count
+        penalty = sum((g * g.conj()).real.sum() for g in grads if g is not None)
+        return penalty if isinstance(penalty, torch.Tensor) and penalty.requires_grad else None
+
+    return program
+
+
 def check_sample(
     fn: Any,
     args: tuple[Any, ...],
@@ -146,6 +180,7 @@ def check_sample(
     dtype: torch.dtype,
     notes: list[str] | None = None,
     strided: bool = False,
+    second_order: bool = False,
 ) -> str | None:
     """'' when thunderviz agrees with torch.autograd, a description when not, None when
     torch.autograd rejects the sample. Raises what thunderviz raises. A gradient where
@@ -164,9 +199,17 @@ def check_sample(
             else None
             for o in outs
         ]
+        if second_order:
+            fn = _penalised(fn, cts)
+            first = next(x for x in pytree.tree_leaves(args) if isinstance(x, torch.Tensor))
+            cts = [torch.ones((), dtype=dtype.to_real(), device=first.device)]
         ref_out, ref_grads = _reference(fn, args, kwargs, cts)
+        if second_order and not isinstance(ref_out, torch.Tensor):
+            return None  # no gradient of the op is differentiable
     except Exception:  # noqa: BLE001 - torch rejects this sample: nothing to compare with
         return None
+    if second_order:
+        outs = [ref_out]
     torch.manual_seed(0)
     placeholders = [  # for outputs with no gradient
         torch.zeros((), device=o.device if isinstance(o, torch.Tensor) else None) for o in outs
@@ -271,11 +314,18 @@ def _finite_difference_vjp(
 
 
 def census_opinfo(
-    info: Any, dtype: torch.dtype, n_samples: int = 3, device: str = "cpu", strided: bool = False
+    info: Any,
+    dtype: torch.dtype,
+    n_samples: int = 3,
+    device: str = "cpu",
+    strided: bool = False,
+    second_order: bool = False,
 ) -> Outcome:
     label = label_of(info)
     if dtype not in info.supported_backward_dtypes(device):
         return Outcome(label, "skipped", "dtype not supported by autograd")
+    if second_order and not info.supports_gradgrad:
+        return Outcome(label, "skipped", "torch does not differentiate its gradient")
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(SECONDS_PER_OPINFO)
     compared, problems, missing, errors, notes = 0, [], [], [], []
@@ -295,7 +345,7 @@ def census_opinfo(
             if any(_is_complex(x) for x in pytree.tree_leaves((args, kwargs, eager))):
                 is_complex = True
             try:
-                result = check_sample(fn, args, kwargs, dtype, notes, strided)
+                result = check_sample(fn, args, kwargs, dtype, notes, strided, second_order)
             except AutodiffError as e:
                 compared += 1
                 if "has no grad rule" in str(e) and e.bsym is not None:
@@ -354,10 +404,13 @@ def run(
     n_samples: int = 3,
     device: str = "cpu",
     strided: bool = False,
+    second_order: bool = False,
 ) -> list[Outcome]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [census_opinfo(info, dtype, n_samples, device, strided) for info in infos]
+        return [
+            census_opinfo(info, dtype, n_samples, device, strided, second_order) for info in infos
+        ]
 
 
 def summarize(name: str, outcomes: list[Outcome], seconds: float, verbose: bool) -> None:
@@ -406,6 +459,11 @@ def main() -> None:
         action="store_true",
         help="cotangents that are not contiguous (as a transpose or slice after the op hands)",
     )
+    parser.add_argument(
+        "--second-order",
+        action="store_true",
+        help="a penalty on the gradients taken inside the traced program, differentiated again",
+    )
     ns = parser.parse_args()
     shard, shards = (int(part) for part in ns.shard.split("/"))
     infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)[shard - 1 :: shards]
@@ -418,7 +476,9 @@ def main() -> None:
     )
     for name in dtypes:
         t0 = time.perf_counter()
-        outcomes = run(DTYPES[name], infos, ns.samples, ns.device, ns.strided_cotangents)
+        outcomes = run(
+            DTYPES[name], infos, ns.samples, ns.device, ns.strided_cotangents, ns.second_order
+        )
         summarize(name, outcomes, time.perf_counter() - t0, ns.verbose)
         every += outcomes
     ranked = rank_missing(every)

@@ -1,7 +1,8 @@
 """torch's own module tests through `thunderviz.jit` (`benchmarks/module_census.py`): every
 ModuleInfo of `module_db`, every input it makes, training and eval, two calls each, against
 eager in float64; with cotangents that are not contiguous; a gradient penalty through each
-(double backward); and each under no_grad (inference). About three minutes for all 114.
+(double backward), taken outside the call and inside it; and each under no_grad (inference).
+About four minutes for all 114.
 They are the nn modules users train, written by torch's authors, and they found a CTC loss
 whose compiled forward read uninitialized memory, a torch decomposition of the wrong shape,
 a fused loss that lost its gradients, kernels torch cannot differentiate twice, and
@@ -39,6 +40,26 @@ def test_module_double_backward_agrees_with_eager(info):
     """A gradient penalty through each module (create_graph=True), differentiated again."""
     outcome = census.census_module(info, torch.float64, "double-backward")
     assert outcome.status in ("pass", "skipped"), outcome.detail
+
+
+# torch 2.13's chunked fused loss: its custom op's recording under a penalty inside the
+# program is not followed yet (refused, naming the op; not a wrong gradient)
+_INNER_GRAD_REFUSED = {"nn.LinearCrossEntropyLoss"}
+
+
+@pytest.mark.parametrize(
+    "info",
+    [info for info in census.module_infos() if info.supports_gradgrad],
+    ids=lambda info: info.name,
+)
+def test_module_penalty_taken_inside_the_program_agrees_with_eager(info):
+    """The same penalty, taken by `torch.autograd.grad(create_graph=True)` inside the traced
+    program (`autodiff/inner_grad.py`), differentiated again."""
+    outcome = census.census_module(info, torch.float64, "inner-grad")
+    allowed = (
+        ("pass", "skipped", "error") if info.name in _INNER_GRAD_REFUSED else ("pass", "skipped")
+    )
+    assert outcome.status in allowed, outcome.detail
 
 
 @pytest.mark.parametrize("info", census.module_infos(), ids=lambda info: info.name)
@@ -84,12 +105,14 @@ def test_each_mode_compares_what_it_names(monkeypatch):
     ).double()
     seen = {}
     for mode in census.MODES:
-        outs, grads, _ = run(module, module, module_input, 0, mode)
+        call = census._penalised(module) if mode == "inner-grad" else module
+        outs, grads, _ = run(module, call, module_input, 0, mode)
         seen[mode] = (outs[0].requires_grad, len(grads))
     n = 1 + len(list(module.parameters()))  # the input's gradient, the parameters'
     assert seen == {
         "backward": (True, n),
         "strided-backward": (True, n),
         "double-backward": (True, 1 + n),  # the penalty first
+        "inner-grad": (True, 1 + n),  # the penalty, taken inside the program, first
         "no-grad": (False, 0),
     }
