@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture.recorder import Recorder
-from thunderviz.core.proxies import Proxy, TensorProxy
+from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import Trace, without_no_grad
 from thunderviz.prims.aten import aten_symbol
@@ -79,13 +79,15 @@ def grad_of_recording(
         cotangents[p.name] = g if p.name not in cotangents else cotangents[p.name] + g
     firsts = {p.name: p for p in out_proxies}
 
+    names = recorder.names
+    assert isinstance(names, NameGenerator)  # (not inside a decomposition's recording)
     forward = Trace(
         name="differentiated",
         args=list(in_proxies),
         bound_symbols=recorder.recorded_so_far(),
         output=tuple(firsts.values()),
         constants=dict(recorder.constants),
-        names=recorder.names,
+        names=names,
     )
     with _disable_current_modes():  # the VJP's meta-tensor work is not the program's
         result = differentiate(forward)
@@ -160,7 +162,7 @@ def _tensors(x: Any, what: str) -> list[torch.Tensor]:
 def _grad_outputs(g: Any, n: int) -> list[torch.Tensor | None]:
     if g is None:
         return [None] * n
-    items = [g] if isinstance(g, torch.Tensor) else list(g)
+    items: list[torch.Tensor | None] = [g] if isinstance(g, torch.Tensor) else list(g)
     if len(items) != n:
         raise RuntimeError(
             "grad can be implicitly created only for scalar outputs"

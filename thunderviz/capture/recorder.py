@@ -200,8 +200,10 @@ class Recorder(FunctionalizingRecorder):
             return record_tensor_hook(self, args[0], args[1] if len(args) > 1 else kwargs["hook"])
         run = self._what_runs(func)
         if func in REQUIRES_GRAD_SETTERS and args:
-            flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
-            return made_a_leaf(self, args[0], bool(flag))
+            tensor, *flags = args
+            return made_a_leaf(
+                self, tensor, bool(flags[0] if flags else kwargs.get("requires_grad", True))
+            )
         if func is _RETAIN_GRAD and args:
             return self._retain_grad(args[0])
         leaves = _VALUES_LEAVE_TORCH.get(func)
