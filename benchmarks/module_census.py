@@ -67,6 +67,16 @@ def _fresh(x: Any) -> Any:
     return x
 
 
+def _call_tensors(out: Any, args: Any, kwargs: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    """A call's tensor outputs, those a gradient flows back from, and the inputs that
+    require grad."""
+    outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+    differentiable = [o for o in outs if o.requires_grad and o.is_floating_point()]
+    leaves = pytree.tree_leaves((args, kwargs))
+    inputs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
+    return outs, differentiable, inputs
+
+
 def _run(
     module: torch.nn.Module, call: Callable[..., Any], module_input: Any, step: int, mode: str
 ):
@@ -79,15 +89,8 @@ def _run(
     torch.manual_seed(10 + step)  # the same draws on both sides
     with torch.set_grad_enabled(mode != "no-grad"):
         out = call(*args, **kwargs)
-    outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
-    differentiable = [o for o in outs if o.requires_grad and o.is_floating_point()]
-    wrt = [
-        x
-        for x in pytree.tree_leaves((args, kwargs))
-        if isinstance(x, torch.Tensor) and x.requires_grad
-    ]
-    inputs = list(wrt)
-    wrt += [p for p in module.parameters() if p.requires_grad]
+    outs, differentiable, inputs = _call_tensors(out, args, kwargs)
+    wrt = inputs + [p for p in module.parameters() if p.requires_grad]
     grads: list[Any] = []
     gen = torch.Generator().manual_seed(20 + step)
     cts = [cotangent(o, gen, mode == "strided-backward") for o in differentiable]
@@ -112,14 +115,7 @@ def _penalised(module: torch.nn.Module) -> Callable[..., Any]:
     the outputs and the penalty last (or the outputs alone, where nothing is differentiable)."""
 
     def program(*args: Any, **kwargs: Any) -> Any:
-        out = module(*args, **kwargs)
-        outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
-        differentiable = [o for o in outs if o.requires_grad and o.is_floating_point()]
-        inputs = [
-            x
-            for x in pytree.tree_leaves((args, kwargs))
-            if isinstance(x, torch.Tensor) and x.requires_grad
-        ]
+        outs, differentiable, inputs = _call_tensors(module(*args, **kwargs), args, kwargs)
         if not (differentiable and inputs):
             return outs
         cts = [

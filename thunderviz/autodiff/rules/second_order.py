@@ -24,39 +24,15 @@ RULES = RuleSet("second_order")
 
 
 @RULES.grad(aten.convolution_backward.default)
-def convolution_backward(
-    g_out,
-    x,
-    weight,
-    bias_sizes,
-    stride,
-    padding,
-    dilation,
-    transposed,
-    output_padding,
-    groups,
-    output_mask,
-):
+def convolution_backward(g_out, x, weight, bias_sizes, *rest):
     """The convolution's gradients differentiated again (a gradient penalty through a conv
     net), as torch's `_convolution_double_backward`. With `conv(a, w)` the forward op, each
     gradient is linear in `g_out` and in one of `x` and `weight`: `gx = conv_x^T(weight) g_out`,
     `gw = conv_w^T(x) g_out`, `gb = sum(g_out)`. So with cotangents `cx, cw, cb` of those:
     `g_out` gets `conv(cx, weight) + conv(x, cw) + cb`; `x` gets the input-gradient of
     `conv(., cw)` at `g_out`; `weight` the weight-gradient of `conv(cx, .)` at `g_out`."""
-    outs = aten.convolution_backward.default(
-        g_out,
-        x,
-        weight,
-        bias_sizes,
-        stride,
-        padding,
-        dilation,
-        transposed,
-        output_padding,
-        groups,
-        output_mask,
-    )
-    conv_args = (stride, padding, dilation, transposed, output_padding, groups)
+    *conv_args, output_mask = rest  # stride ... groups, as the forward took them
+    outs = aten.convolution_backward.default(g_out, x, weight, bias_sizes, *rest)
     cx, cw, cb = (None if o is None else get_grad(o) for o in outs)
     if requires_grad(g_out):
         terms = []
