@@ -243,7 +243,7 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
             b.origin,
             tuple(isinstance(o, Proxy) and o.name in cts for o in b.flat_outs),
         )
-    if any(name in state.read_by_inner_grads for name in out_cts):
+    if state.read_by_inner_grads and any(name in state.read_by_inner_grads for name in out_cts):
         _check_cotangents_read(run, b, out_cts, state.read_by_inner_grads)
     forward, backward = _place(run, b, out_cts, names, state.unmade)
     state.fwd_segments[i] = [tagged(x, unit) for x in forward]

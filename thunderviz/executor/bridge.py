@@ -71,13 +71,10 @@ class CompiledEntry:
     # whether the first run took its values from the trace (executor/first_run.py)
     first_run_from_trace: bool = False
 
-    @property
-    def makes_leaves(self) -> tuple[int, ...]:
-        """Positions of the inputs the program calls `requires_grad_()` on, which did not
-        require grad when traced (`capture/grad_flags.made_a_leaf`)."""
-        return self.forward.meta.get("inputs_made_leaves", ())
-
     def __post_init__(self) -> None:
+        # positions of the inputs the program calls `requires_grad_()` on, which did not
+        # require grad when traced (capture/grad_flags.made_a_leaf); read on every call
+        self.makes_leaves: tuple[int, ...] = self.forward.meta.get("inputs_made_leaves", ())
         # the compiled augmented forward and backward, once `augmented` and
         # `backward_in_no_grad` have made them
         self.run_augmented: Callable[..., Any] = not_compiled
