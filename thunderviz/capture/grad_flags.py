@@ -82,13 +82,10 @@ def made_a_leaf(recorder: Any, t: torch.Tensor, flag: bool) -> torch.Tensor:
         return t
     if not (t.dtype.is_floating_point or t.dtype.is_complex):
         raise RuntimeError("only Tensors of floating point dtype can require gradients")
-    leaf = TensorProxy(
-        recorder.names.fresh(), proxy.shape, proxy.dtype, proxy.device, requires_grad=True
-    )
+    leaf = recorder._new_proxy(t, requires_grad=True)  # (the one maker of a value's proxy)
     bsym = recorder._bsym(torch.ops.aten.alias.default, (proxy,), {}, leaf)
     bsym.tags.add(BsymTag.NO_GRAD)
     bsym.header = "requires_grad_(): a new leaf of autograd's graph"
     recorder.made_leaves.append(proxy.name)
     recorder._append(bsym)
-    recorder.bind(t, leaf)
     return t

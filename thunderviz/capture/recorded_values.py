@@ -99,7 +99,11 @@ class ValueTracker:
         self._clock += 1
 
     def holds(self, t: torch.Tensor) -> bool:
-        """Whether `t` still holds the value of the proxy it was last bound to."""
+        """Whether `t` still holds the value of the proxy it was last bound to. An empty
+        tensor holds no values to lose (and all empty tensors share storage address 0,
+        so a write into one would count as a write into every one)."""
+        if not t.numel():
+            return True
         bound = self._bound.get(id(t))
         return (
             bound is not None

@@ -188,7 +188,7 @@ class RecorderState:
             proxy = self._proxies.get(id(t)) if isinstance(t, torch.Tensor) else None
             if not isinstance(proxy, TensorProxy) or not proxy.describes(t):
                 continue  # (a meta tensor a decomposition was recorded on)
-            if tracker is not None and t.numel() and not tracker.holds(t):
+            if tracker is not None and not tracker.holds(t):
                 continue  # written since, unannounced (through an `unsafe_split` output)
             info = self._views.get(id(t))
             if info is not None and info.version != self._versions.get(id(info.base), 0):
