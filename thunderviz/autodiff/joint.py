@@ -7,7 +7,7 @@ records an input's gradient, fitted to the input's shape, dtype and device.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +35,10 @@ class JointRun:
     none_if_absent: set[str] = field(default_factory=set)
     in_backward: bool = False
     result: Any = None
-    # per output of the op, whether a cotangent flows into it (None: not known, all may)
-    output_grads: tuple[bool, ...] | None = None
+    # the op's outputs, and the names of the values a cotangent flows into (None: not
+    # known, all may): read only by the rules that ask, `output_has_grad`
+    op_outputs: Callable[[], list[Any]] | None = None
+    with_cotangents: Container[str] = ()
 
     def switch_to_backward(self) -> None:
         if not self.in_backward:
@@ -80,8 +82,15 @@ def output_has_grad(i: int) -> bool:
     """Whether a cotangent flows into the op's `i`-th output, for a rule that does work only
     for those that have one (a normalization's statistics, which only a gradient of its
     gradient reads). Where autodiff cannot tell, True."""
-    grads = _current("output_has_grad").output_grads
-    return grads is None or (i < len(grads) and grads[i])
+    run = _current("output_has_grad")
+    if run.op_outputs is None:
+        return True
+    outputs = run.op_outputs()
+    return (
+        i < len(outputs)
+        and isinstance(outputs[i], Proxy)
+        and outputs[i].name in run.with_cotangents
+    )
 
 
 def put_grad(x: Any, g: Any) -> None:
@@ -107,13 +116,15 @@ def run_joint(
     names: NameGenerator,
     needs_grad: Callable[[Proxy], bool],
     origin: Origin = NO_ORIGIN,
-    output_grads: tuple[bool, ...] | None = None,
+    op_outputs: Callable[[], list[Any]] | None = None,
+    with_cotangents: Container[str] = (),
 ) -> JointRun:
     run = JointRun(
         TraceBuilder(names, origin),
         TraceBuilder(names, origin),
         needs_grad,
-        output_grads=output_grads,
+        op_outputs=op_outputs,
+        with_cotangents=with_cotangents,
     )
     token = _runs.set((*_runs.get(), run))
     push_builder(run.forward)

@@ -241,7 +241,8 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
             names,
             lambda p: p.name in needs,
             b.origin,
-            tuple(isinstance(o, Proxy) and o.name in cts for o in b.flat_outs),
+            lambda: b.flat_outs,  # (built only for a rule that asks, `output_has_grad`)
+            cts,
         )
     if state.read_by_inner_grads and any(name in state.read_by_inner_grads for name in out_cts):
         _check_cotangents_read(run, b, out_cts, state.read_by_inner_grads)

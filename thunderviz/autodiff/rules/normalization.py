@@ -7,6 +7,8 @@ eager's; `F.rms_norm` is one torch-level op with a rule of its own.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -30,9 +32,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     if output_has_grad(1) or output_has_grad(2):
         g_mean, g_rstd = get_grad(mean), get_grad(rstd)  # (asked for even if x needs none)
         if requires_grad(x):
-            n = 1
-            for size in normalized_shape:
-                n *= size
+            n = math.prod(normalized_shape)
             put_grad(x, _statistics_grad(x, mean, rstd, g_mean, g_rstd, n))
     return out, mean, rstd
 
@@ -78,9 +78,7 @@ def _put_batch_norm_grads(
     if not (training and requires_grad(x)):
         return
     per_channel = [1, x.shape[1]] + [1] * (len(x.shape) - 2)
-    count = 1
-    for i, size in enumerate(x.shape):
-        count *= 1 if i == 1 else size
+    count = math.prod(size for i, size in enumerate(x.shape) if i != 1)  # per channel
 
     def channels(t):
         return aten.view.default(t, per_channel)
