@@ -11,14 +11,19 @@ cost of one getter call per op.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch._compile import _disable_dynamo
-from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _disable_current_modes,
+    _get_current_dispatch_mode,
+)
 
-__all__ = ["DynamoSafeDispatchMode", "recording"]
+__all__ = ["DynamoSafeDispatchMode", "recording", "unrecorded"]
 
 
 class DynamoSafeDispatchMode(TorchDispatchMode):
@@ -60,3 +65,13 @@ def recording() -> bool:
     """Whether the ops run now are recorded as a program's (a backward traced inside the
     program runs a user's Function's forward so, `autodiff/inner_grad.py`)."""
     return getattr(_get_current_dispatch_mode(), "records_program", False)
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """torch with no mode on: what runs inside is the tracer's own work (an alias, a copy
+    kept, a fake tensor), never the program's. Both kinds of mode are off, whichever are on
+    the stacks now: a Function's apply can be reached with the recorder's torch-function
+    mode already popped (from a custom op's autograd kernel, under a torch function)."""
+    with _disable_current_modes(), torch._C.DisableTorchFunction():
+        yield

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 from torch.autograd.function import Function
-from torch.utils import _python_dispatch
 
 from thunderviz.capture.class_patches import class_patched
 from thunderviz.capture.custom_function import (
@@ -29,6 +28,7 @@ from thunderviz.capture.custom_function import (
     held_tensors,
     run_forward,
 )
+from thunderviz.capture.dispatch_mode import unrecorded
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
@@ -249,10 +249,7 @@ def _alias(recorder: Any, t: Any, requires_grad: bool) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
     users = any(t is c for c in recorder.constants.values())  # the user's own tensor: a copy
-    with (
-        torch.overrides._pop_mode_temporarily(),
-        _python_dispatch._disable_current_modes(),
-    ):
+    with unrecorded():
         alias = (t.detach().clone() if users else t.detach()).requires_grad_(requires_grad)
         recorder.bind(alias, recorder.proxy_of(t))  # (reads its version: not the program's)
     return alias

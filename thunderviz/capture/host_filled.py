@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
+from thunderviz.capture.dispatch_mode import unrecorded
 from thunderviz.capture.recorder_state import tensor_proxy
 from thunderviz.core.proxies import leaves
 from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
@@ -80,7 +80,7 @@ def _unfilled(recorder: Any, t: Any) -> bool:
 
 def _as_constant(recorder: Any, t: torch.Tensor) -> None:
     del recorder.unfilled[id(t)]
-    with torch._C.DisableTorchFunction(), _disable_current_modes():
+    with unrecorded():
         value = t.detach().clone()
     name = recorder.names.fresh("c")
     recorder.constants[name] = value

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import _disable_current_modes
 
+from thunderviz.capture.dispatch_mode import unrecorded
 from thunderviz.capture.function_apply import read_through
 from thunderviz.core.proxies import Proxy, TensorProxy
 
@@ -67,7 +67,7 @@ def reattach_no_grad_updates(recorder: Any, before: list[tuple[torch.Tensor, Pro
         new = recorder._proxies.get(id(tensor))
         if new is None or new.name == old.name:
             continue  # not updated
-        with _disable_current_modes(), torch._C.DisableTorchFunction():
+        with unrecorded():
             alias = tensor.detach()  # the new value under a second name, for the call
         recorder.bind(alias, new)
         recorder.read_as(tensor, old)  # the call reads the old value, then the new

@@ -29,9 +29,8 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import _disable_current_modes
 
-from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
+from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode, unrecorded
 from thunderviz.capture.functional_ops import functional_variant
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.rng import RngState
@@ -114,7 +113,7 @@ def replayed(
     collecting = _Collecting(ops) if ops is not None else None
     _replay.active = True
     try:
-        with _disable_current_modes(), torch._C.DisableTorchFunction():
+        with unrecorded():
             if collecting is None:
                 result = run()
             else:

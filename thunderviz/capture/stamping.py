@@ -38,7 +38,6 @@ from typing import Any, Literal
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import _disable_current_modes
 
 from thunderviz.capture.attribute_reads import (
     attributes_of,
@@ -48,6 +47,7 @@ from thunderviz.capture.attribute_reads import (
     module_globals,
     reading_attributes,
 )
+from thunderviz.capture.dispatch_mode import unrecorded
 from thunderviz.capture.repeated_blocks import repeated_blocks
 from thunderviz.capture.rewriting import WrittenOut, drawn_since, fingerprints, rewritten
 from thunderviz.capture.stamped_values import AtenOps, replayed
@@ -491,6 +491,6 @@ def _fake_tensor(
     device: torch.device,
 ) -> torch.Tensor:
     """A FakeTensor made outside the recorder's modes: nothing is recorded for it."""
-    with _disable_current_modes(), torch._C.DisableTorchFunction():
+    with unrecorded():
         meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         return fake_mode.fake_tensor_converter.from_meta_and_device(fake_mode, meta, device)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
+from thunderviz.capture.dispatch_mode import unrecorded
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
 from thunderviz.prims.aliasing import mutated_tensors
@@ -61,7 +61,7 @@ def note_outside_write(recorder: Any, func: Any, args: Any, kwargs: Any) -> None
         view = recorder._views.get(id(value))
         base = view.base if view is not None else value
         if id(base) in recorder.outside and id(base) not in recorder.outside_before:
-            with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+            with unrecorded(), torch.no_grad():
                 recorder.outside_before[id(base)] = base.clone()
 
 
@@ -75,5 +75,5 @@ def restore_outside(recorder: Any) -> None:
     proxies keep what the recording saw)."""
     for k, before in recorder.outside_before.items():
         tensor, _ = recorder.outside[k]
-        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+        with unrecorded(), torch.no_grad():
             tensor.copy_(before)
