@@ -18,6 +18,7 @@ __all__ = [
     "SourceLocation",
     "Origin",
     "NO_ORIGIN",
+    "statements",
 ]
 
 
@@ -312,4 +313,14 @@ def _unique_proxies(leaves: list[Any]) -> list[Proxy]:
         if isinstance(x, Proxy) and x.name not in seen:
             seen.add(x.name)
             out.append(x)
+    return out
+
+
+def statements(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+    """The bound symbols that run as code: top level, and a functionalized call's pieces."""
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        out.append(b)
+        if b.executes_subsymbols:
+            out.extend(statements(b.subsymbols))
     return out

@@ -26,7 +26,7 @@ from thunderviz.core.quoting import (
     comment_text,
     is_identifier,
 )
-from thunderviz.core.symbol import BoundSymbol
+from thunderviz.core.symbol import BoundSymbol, statements
 
 __all__ = [
     "without_no_grad",
@@ -247,10 +247,11 @@ class Trace:
 
     def _op_namespaces(self) -> list[tuple[str, Any]]:
         """The `torch.ops` namespaces of the ops the statements call beyond aten and prims
-        (a `torch.library` custom op, called by a user's grad rule), by their printed name."""
+        (a `torch.library` custom op, called by a user's grad rule or inside a functionalized
+        call's code, as a backward taken inside the program), by their printed name."""
         found = {
             b.sym.fn.namespace
-            for b in self.bound_symbols
+            for b in statements(self.bound_symbols)
             if isinstance(b.sym.fn, torch._ops.OpOverload)
         }
         return [(ns, getattr(torch.ops, ns)) for ns in sorted(found - {"aten", "prims"})]

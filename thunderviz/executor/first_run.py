@@ -43,9 +43,9 @@ from thunderviz.capture.generators import GeneratorProxy
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.rng import RngState
-from thunderviz.core.symbol import BoundSymbol, BsymTag
+from thunderviz.core.symbol import BoundSymbol, BsymTag, statements
 from thunderviz.core.trace import Trace
-from thunderviz.executor.guards import is_guard, statements
+from thunderviz.executor.guards import is_guard
 from thunderviz.prims.aliasing import is_view_op
 from thunderviz.prims.collectives import is_collective
 from thunderviz.prims.randomness import draws_random

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from thunderviz.core.proxies import NameGenerator, Proxy
-from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
+from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, statements
 from thunderviz.core.trace import Trace
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "guard_trace",
     "is_guard",
     "same_value",
-    "statements",
     "GUARD_NAMES",
 ]
 
@@ -95,16 +94,6 @@ GUARD_NAMES: tuple[tuple[str, Any], ...] = ((_VALUE.name, check_value), (_SIZE.n
 
 def is_guard(bsym: BoundSymbol) -> bool:
     return bsym.sym.id in (_VALUE.id, _SIZE.id)
-
-
-def statements(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
-    """The bound symbols that run as code: top level, and a functionalized call's pieces."""
-    out: list[BoundSymbol] = []
-    for b in bsyms:
-        out.append(b)
-        if b.executes_subsymbols:
-            out.extend(statements(b.subsymbols))
-    return out
 
 
 def _value_key(bsym: BoundSymbol) -> tuple[Any, ...]:
