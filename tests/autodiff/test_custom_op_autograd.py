@@ -130,3 +130,53 @@ def test_an_op_without_a_formula_is_refused_with_its_name():
     x = torch.randn(3, requires_grad=True)
     with pytest.raises(AutodiffError, match="thunderviz_test.no_formula"):
         tv.jit(lambda x: no_formula(x).sum())(x).backward()
+
+
+def test_an_op_without_a_formula_whose_output_carries_no_gradient_onwards_is_not_refused():
+    """As eager: an op with no derivative stops a program only when its backward reaches it;
+    read through `.detach()`, its output is a constant there."""
+
+    def fn(x):
+        return (x * no_formula(x).detach()).sum()
+
+    _check(fn, torch.randn(5, dtype=torch.float64, requires_grad=True))
+
+
+# torch's own fused loss (torch 2.13): with `options`, a custom op whose registered backward
+# returns gradients its forward computed, under `.detach()` (torch: no double backward)
+_FUSED = getattr(torch.nn, "LinearCrossEntropyOptions", None)
+
+
+def _fused_loss() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.LinearCrossEntropyLoss(
+        5, 4, reduction="sum", options=_FUSED(allow_retain_graph=True)
+    ).double()
+
+
+@pytest.mark.skipif(_FUSED is None, reason="this torch has no LinearCrossEntropyOptions")
+def test_a_custom_ops_autograd_kernel_reached_by_a_traced_call_whose_inputs_require_grad():
+    """A module read from outside the traced function runs on its own parameters, which
+    require grad: eager's autograd kernel of the op runs its own Function.apply, with the
+    recorder's torch-function mode already off the stack."""
+    loss, x = _fused_loss(), torch.randn(8, 5, dtype=torch.float64, requires_grad=True)
+    y = torch.randint(0, 4, (8,))
+    trace = tv.trace(lambda x: loss(x, y), x)
+    assert "_linear_cross_entropy_batch_chunked" in trace.python(print_depth=2)
+    _check(lambda x: loss(x, y), x)
+
+
+@pytest.mark.skipif(_FUSED is None, reason="this torch has no LinearCrossEntropyOptions")
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_gradient_taken_inside_the_program_through_a_custom_op(create_graph):
+    """The inner backward's code calls the op from its own namespace (bound in the generated
+    module); with create_graph, eager's answer, whose fused gradients are constants."""
+    loss, y = _fused_loss(), torch.randint(0, 4, (8,))
+
+    def penalised(x, w):
+        value = loss(x * w, y)
+        (g,) = torch.autograd.grad(value, x, create_graph=create_graph, retain_graph=True)
+        return value + (g**2).sum()
+
+    x = torch.randn(8, 5, dtype=torch.float64, requires_grad=True)
+    _check(penalised, x, torch.randn(5, dtype=torch.float64, requires_grad=True))

@@ -42,11 +42,6 @@ def test_module_double_backward_agrees_with_eager(info):
     assert outcome.status in ("pass", "skipped"), outcome.detail
 
 
-# torch 2.13's chunked fused loss: its custom op's recording under a penalty inside the
-# program is not followed yet (refused, naming the op; not a wrong gradient)
-_INNER_GRAD_REFUSED = {"nn.LinearCrossEntropyLoss"}
-
-
 @pytest.mark.parametrize(
     "info",
     [info for info in census.module_infos() if info.supports_gradgrad],
@@ -56,10 +51,7 @@ def test_module_penalty_taken_inside_the_program_agrees_with_eager(info):
     """The same penalty, taken by `torch.autograd.grad(create_graph=True)` inside the traced
     program (`autodiff/inner_grad.py`), differentiated again."""
     outcome = census.census_module(info, torch.float64, "inner-grad")
-    allowed = (
-        ("pass", "skipped", "error") if info.name in _INNER_GRAD_REFUSED else ("pass", "skipped")
-    )
-    assert outcome.status in allowed, outcome.detail
+    assert outcome.status in ("pass", "skipped"), outcome.detail
 
 
 @pytest.mark.parametrize("info", census.module_infos(), ids=lambda info: info.name)

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,9 +165,23 @@ def _flatten(
         for sub in bsym.subsymbols:
             _flatten(sub, top, rules, needs, units)
         return
-    if refused_complex:
-        raise AutodiffError.complex_unsupported(bsym, top)
-    raise AutodiffError.no_rule(bsym, top)
+    # No rule: refused when a gradient reaches it, as torch refuses an op without a
+    # derivative only when its backward gets there. Its outputs carry the need onwards so
+    # that one that does reach it is seen; one read only through `.detach()` (the gradients
+    # a fused loss computed in its forward, read again by a backward taken inside the
+    # program) or not at all stops nothing.
+    refusal = AutodiffError.complex_unsupported if refused_complex else AutodiffError.no_rule
+    units.append(_Unit(bsym, top, _refused_when_reached(functools.partial(refusal, bsym, top))))
+    needs.update(p.name for p in _float_outs(bsym))
+
+
+def _refused_when_reached(refusal: Callable[[], AutodiffError]) -> JointFn:
+    """The joint of an op no rule differentiates: run only when a cotangent reaches it."""
+
+    def joint(*args: Any, **kwargs: Any) -> Any:
+        raise refusal()
+
+    return joint
 
 
 def _subsymbols_make_outputs(bsym: BoundSymbol) -> bool:
