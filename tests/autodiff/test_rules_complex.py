@@ -318,10 +318,34 @@ def test_real_inputs_still_use_a_rule_without_complex_support():
 
 def test_an_op_without_a_rule_is_still_refused_for_complex_matrices():
     z = torch.randn(3, 3, dtype=C128)
-    with pytest.raises(tv.AutodiffError, match="aten.linalg_householder_product.default"):
-        tv.vjp(torch.linalg.householder_product)(
-            (z, torch.randn(2, dtype=C128)), torch.randn(3, 3, dtype=C128)
-        )
+    with pytest.raises(tv.AutodiffError, match="aten.linalg_eig.default"):
+        tv.vjp(lambda z: torch.linalg.eig(z)[0])((z,), torch.randn(3, dtype=C128))
+
+
+@pytest.mark.parametrize("shape,k", [((5, 3), 3), ((4, 4), 2), ((2, 5, 2), 1)])
+def test_complex_householder_product(shape, k):
+    torch.manual_seed(0)
+    a, tau = torch.randn(*shape, dtype=C128), torch.randn(*shape[:-2], k, dtype=C128)
+    _agrees(torch.linalg.householder_product, (a, tau), {})
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_complex_ormqr_on_either_side_and_adjoint(left, transpose):
+    """Q's reflectors applied to C from the left or the right, Q or Qᴴ."""
+    torch.manual_seed(0)
+    a, tau = torch.randn(4, 3, dtype=C128), torch.randn(3, dtype=C128)
+    c = torch.randn(*((4, 2) if left else (2, 4)), dtype=C128)
+    _agrees(lambda a, tau, c: torch.ormqr(a, tau, c, left, transpose), (a, tau, c), {})
+
+
+@pytest.mark.parametrize("driver", [None, "gelsd"])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_complex_least_squares_solution_and_residuals(shape, driver):
+    """gelsd returns the residuals |AX - B|² (real) of a tall A: their gradient too."""
+    torch.manual_seed(0)
+    a, b = torch.randn(*shape, dtype=C128), torch.randn(*shape[:-1], 2, dtype=C128)
+    _agrees(lambda a, b: torch.linalg.lstsq(a, b, driver=driver)[:2], (a, b), {})
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])

@@ -5,6 +5,8 @@ cotangent alone)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -33,6 +35,7 @@ SOLVE_OPS = [
     "triangular_solve",
     "lu_solve",
     "linalg.lu_solve",
+    "linalg.lstsq",
 ]
 FACTOR_OPS = [
     "lu",
@@ -53,6 +56,8 @@ FACTOR_OPS = [
     "linalg.pinv",
     ("linalg.pinv", "hermitian"),
     "matrix_exp",
+    "linalg.householder_product",
+    "ormqr",
 ]
 
 
@@ -128,3 +133,46 @@ def test_eigh_with_a_repeated_eigenvalue_and_no_vector_cotangent():
 def test_qr_reduced_r_only_mode_is_refused():
     with pytest.raises(tv.AutodiffError, match="mode='r'"):
         tv.vjp(lambda a: torch.linalg.qr(a, mode="r")[1])((_random(4, 3),), _random(3, 3))
+
+
+@pytest.mark.parametrize("driver", [None, "gelsd", "gels"])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)], ids=["tall", "wide", "batched"])
+@pytest.mark.parametrize("vector", [False, True], ids=["matrix_b", "vector_b"])
+def test_least_squares_solution_and_residuals(driver, shape, vector):
+    """Each output of `linalg.lstsq` alone: the solution, and the residuals the drivers
+    other than the CPU's default (gelsy) return for a tall full-rank A."""
+    if driver == "gels" and shape[-2] < shape[-1]:
+        pytest.skip("gels needs a full-rank tall or square A")
+    a = _random(*shape, seed=1)
+    b = _random(*shape[:-1], *(() if vector else (2,)), seed=2)
+    check_each_output(
+        lambda a, b: torch.linalg.lstsq(a, b, driver=driver)[:2], a, b, rtol=1e-6, atol=1e-8
+    )
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("shape,k", [((5, 3), 3), ((4, 4), 2), ((2, 4, 2), 2)])
+def test_householder_products_and_their_application(left, transpose, shape, k):
+    """Q from A's reflectors below the diagonal (k of them), and Q applied to C on either
+    side, transposed or not (`householder_product`, `ormqr`)."""
+    a, tau = _random(*shape, seed=3), _random(*shape[:-2], k, seed=4)
+    check_vjp(torch.linalg.householder_product, a, tau, rtol=1e-6, atol=1e-8)
+    m, n = shape[-2], shape[-1]
+    if k == min(m, n):  # ormqr wants as many reflectors as min(A's rows, A's columns)
+        c = _random(*shape[:-2], *((m, 3) if left else (3, m)), seed=5)
+        check_vjp(lambda a, tau, c: torch.ormqr(a, tau, c, left, transpose), a, tau, c)
+
+
+def test_an_orthogonal_parametrization_of_a_non_square_weight_trains_as_in_eager():
+    """torch's `orthogonal` makes a non-square weight with `householder_product`."""
+    from torch.nn.utils.parametrizations import orthogonal
+
+    torch.manual_seed(0)
+    model = orthogonal(torch.nn.Linear(6, 4)).double()
+    eager = copy.deepcopy(model)
+    x = _random(3, 6, seed=6)
+    tv.jit(model)(x).square().sum().backward()
+    eager(x).square().sum().backward()
+    for (name, mine), theirs in zip(model.named_parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-10, atol=1e-12, msg=name)

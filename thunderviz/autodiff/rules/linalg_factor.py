@@ -1,6 +1,6 @@
 """Grad rules for matrix factorizations and what is computed from them: LU, QR, SVD,
-symmetric eigendecomposition, pseudo-inverse, matrix exponential (formulas of
-torch's `FunctionsManual.cpp`, real matrices).
+symmetric eigendecomposition, pseudo-inverse, matrix exponential, Householder products
+(formulas of torch's `FunctionsManual.cpp`, real matrices).
 
 Where a factor's cotangent may be absent (autodiff then feeds zeros), divisions by
 eigenvalue or singular-value gaps use `safe_div`, so repeated values with no cotangent give
@@ -13,7 +13,7 @@ from __future__ import annotations
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, output_has_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import unary
+from thunderviz.autodiff.rules.common import conj, unary
 from thunderviz.autodiff.rules.linalg_common import (
     diag_embed,
     matmul,
@@ -269,4 +269,100 @@ def linalg_matrix_exp(a):
     block = aten.cat.default([aten.cat.default([ah, g], -1), aten.cat.default([zeros, ah], -1)], -2)
     big = aten.linalg_matrix_exp.default(block)
     put_grad(a, aten.narrow.default(aten.narrow.default(big, -2, 0, n), -1, n, n))
+    return out
+
+
+# --- Householder products (QR's compact form) -------------------------------------------------
+
+
+def _reflect(x, v, tau):
+    """H x with H = I - τ v vᴴ: v is (..., m, 1), τ is (..., 1, 1)."""
+    return aten.sub.Tensor(x, aten.mul.Tensor(tau, matmul(v, matmul(mH(v), x))))
+
+
+def _reflect_vjp(gy, x, v, tau):
+    """For Y = X - τ v (vᴴX), the cotangents of X, v and τ (torch's convention: the
+    conjugate of the derivative times the cotangent, and for v, which also enters through
+    vᴴ, the derivative as to v̄ times the conjugate cotangent)."""
+    w = matmul(mH(v), x)  # vᴴX, (..., 1, n)
+    u = matmul(mH(v), gy)  # vᴴG
+    gx = aten.sub.Tensor(gy, aten.mul.Tensor(conj(tau), matmul(v, u)))
+    gv = aten.neg.default(
+        _add(
+            aten.mul.Tensor(conj(tau), matmul(gy, mH(w))),
+            aten.mul.Tensor(tau, matmul(x, matmul(mH(gy), v))),
+        )
+    )
+    gtau = aten.neg.default(aten.sum.dim_IntList(aten.mul.Tensor(conj(w), u), [-2, -1], True))
+    return gx, gv, gtau
+
+
+def _householder_vectors(a, k):
+    """v_i, column i of A below its diagonal with a 1 on it (`geqrf`'s compact form), as
+    (..., m, 1) columns for i < k, and the mask of the entries of A they hold."""
+    m = a.shape[-2]
+    below = aten.tril.default(aten.ones.default([m, k], dtype=a.dtype, device=a.device), -1)
+    unit = aten.eye.m(m, k, dtype=a.dtype, device=a.device)
+    vs = aten.add.Tensor(aten.mul.Tensor(aten.narrow.default(a, -1, 0, k), below), unit)
+    return [aten.narrow.default(vs, -1, i, 1) for i in range(k)], below
+
+
+def _reflections_vjp(x, g, a, tau, adjoint):
+    """For Y = Q X (Qᴴ X if `adjoint`), Q = H_0⋯H_{k-1} from A and τ: the cotangents of X,
+    A and τ for Y's cotangent g. Q X applies H_{k-1} first, Qᴴ X applies H_0ᴴ first (Hᴴ is
+    the reflector of conj(τ)); the input of each is rebuilt in the forward and the cotangent
+    walks back through each (`_reflect_vjp`). A gets those of the entries it holds."""
+    k = tau.shape[-1]
+    if k == 0:  # no reflector: Q is the identity
+        return g, aten.zeros_like.default(a), aten.zeros_like.default(tau)
+    v, below = _householder_vectors(a, k)
+    t = [aten.unsqueeze.default(aten.narrow.default(tau, -1, i, 1), -1) for i in range(k)]
+    order = list(range(k)) if adjoint else list(reversed(range(k)))
+    inputs = [x]  # inputs[j]: what the j-th reflector applied is applied to
+    for i in order[:-1]:
+        inputs.append(_reflect(inputs[-1], v[i], conj(t[i]) if adjoint else t[i]))
+    gvs, gtaus = [None] * k, [None] * k
+    for j in reversed(range(k)):
+        i = order[j]
+        g, gv, gt = _reflect_vjp(g, inputs[j], v[i], conj(t[i]) if adjoint else t[i])
+        gvs[i] = gv
+        gtaus[i] = aten.squeeze.dims(conj(gt) if adjoint else gt, [-2, -1])
+    ga = aten.mul.Tensor(aten.cat.default(gvs, -1), below)
+    n = a.shape[-1]
+    return (
+        g,
+        aten.constant_pad_nd.default(ga, [0, n - k]) if n > k else ga,
+        aten.stack.default(gtaus, -1),
+    )
+
+
+@RULES.grad(aten.linalg_householder_product.default, supports_complex=True)
+def linalg_householder_product(a, tau):
+    """The first n columns of Q = H_0⋯H_{k-1}, H_i = I - τ_i v_i v_iᴴ: Q applied to the
+    first n columns of the identity (what `orthogonal` parametrizes a non-square weight
+    with)."""
+    out = aten.linalg_householder_product.default(a, tau)
+    g = get_grad(out)
+    m, n = a.shape[-2], a.shape[-1]
+    identity = aten.eye.m(m, n, dtype=a.dtype, device=a.device)
+    _, ga, gtau = _reflections_vjp(identity, g, a, tau, adjoint=False)
+    put_grad(a, ga)
+    put_grad(tau, gtau)
+    return out
+
+
+@RULES.grad(aten.ormqr.default, supports_complex=True)
+def ormqr(a, tau, c, left=True, transpose=False):
+    """op(Q) C or C op(Q), Q from A and τ as `householder_product`'s; on the right, through
+    its conjugate transpose, op(Q)ᴴ Cᴴ."""
+    out = aten.ormqr.default(a, tau, c, left, transpose)
+    g = get_grad(out)
+    if left:
+        gc, ga, gtau = _reflections_vjp(c, g, a, tau, adjoint=transpose)
+    else:
+        gc_h, ga, gtau = _reflections_vjp(mH(c), mH(g), a, tau, adjoint=not transpose)
+        gc = mH(gc_h)
+    put_grad(a, ga)
+    put_grad(tau, gtau)
+    put_grad(c, gc)
     return out

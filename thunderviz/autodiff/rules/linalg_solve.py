@@ -3,14 +3,15 @@
 
 For X = A⁻¹B with cotangent g: gB = A⁻ᴴ g (one more solve, reusing A's LU factors where the
 op returns them) and gA = -gB Xᴴ. Triangular solves keep only the triangle the op reads;
-determinants use det(A)·A⁻ᴴ, the cofactor matrix.
+determinants use det(A)·A⁻ᴴ, the cofactor matrix. Least squares differentiates X = A⁺B
+through the pseudo-inverse, as torch does.
 """
 
 from __future__ import annotations
 
 import torch
 
-from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.joint import get_grad, output_has_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import conj
 from thunderviz.autodiff.rules.linalg_common import (
@@ -18,6 +19,7 @@ from thunderviz.autodiff.rules.linalg_common import (
     is_vector_rhs,
     matmul,
     mH,
+    pinv_backward,
     solve_tri,
 )
 from thunderviz.prims import aten
@@ -248,3 +250,37 @@ def linalg_slogdet(a):
         g = aten.complex.default(g, turn)
     put_grad(a, _times_inverse_h(a, g))
     return sign, logabsdet, lu, pivots
+
+
+@RULES.grad(aten.linalg_lstsq.default, supports_complex=True)
+def linalg_lstsq(a, b, rcond=None, *, driver=None):
+    """X = A⁺B (torch's `linalg_lstsq_backward`): gB = A⁺ᴴ gX, and gA through the
+    pseudo-inverse (`pinv_backward` of gX Bᴴ). The residuals |AX - B|² a driver returns (one
+    per column of B) add their own term: X minimises them, so only how they depend on A and
+    B directly counts, 2R·gL Xᴴ for A and -2R·gL for B, with R = AX - B. Rank and singular
+    values carry no gradient."""
+    x, residuals, rank, singular_values = aten.linalg_lstsq.default(a, b, rcond, driver=driver)
+    vector = is_vector_rhs(a, b)
+    as_matrix = (lambda t: aten.unsqueeze.default(t, -1)) if vector else (lambda t: t)
+    bm, xm = as_matrix(b), as_matrix(x)
+    ga = gb = None
+    if output_has_grad(0):
+        gx = as_matrix(get_grad(x))
+        pinv = aten.linalg_pinv.atol_rtol_tensor(a)
+        if requires_grad(a):
+            ga = pinv_backward(matmul(gx, mH(bm)), pinv, a)
+        if requires_grad(b):
+            gb = matmul(mH(pinv), gx)
+    if output_has_grad(1) and residuals.numel > 0:
+        # per column: the cotangent of each residual, spread over the rows of R
+        gl = aten.unsqueeze.default(get_grad(residuals), -2)
+        two_r_gl = aten.mul.Tensor(aten.sub.Tensor(matmul(a, xm), bm), aten.mul.Tensor(gl, 2))
+        from_residuals_a = matmul(two_r_gl, mH(xm))
+        ga = from_residuals_a if ga is None else aten.add.Tensor(ga, from_residuals_a)
+        neg = _neg(two_r_gl)
+        gb = neg if gb is None else aten.add.Tensor(gb, neg)
+    if ga is not None and requires_grad(a):
+        put_grad(a, ga)
+    if gb is not None and requires_grad(b):
+        put_grad(b, aten.squeeze.dim(gb, -1) if vector else gb)
+    return x, residuals, rank, singular_values
