@@ -19,11 +19,10 @@ from thunderviz.autodiff.rules import BUILTIN_RULES
 from thunderviz.autodiff.vjp import AutodiffResult, autodiff
 from thunderviz.capture import trace
 from thunderviz.capture.recorder import INNER_GRAD
-from thunderviz.core.collection import collection_paused
-from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.run_errors import run_attributed
 from thunderviz.core.trace import Trace
+from thunderviz.core.working import working
 
 __all__ = ["vjp", "value_and_grad", "grad", "differentiate", "user_rules", "register_grad"]
 
@@ -43,7 +42,7 @@ def differentiate(forward: Trace, **kwargs: Any) -> AutodiffResult:
             "thunderviz.autodiff expects a Trace (from thunderviz.trace), "
             f"got {type(forward).__name__}"
         )
-    with collection_paused(), dynamo_import_deferred():  # core/collection.py, dynamo_import.py
+    with working():  # core/working.py
         return autodiff(forward, active_rules(), **kwargs)
 
 

@@ -34,12 +34,12 @@ from thunderviz.capture.write_backs import (
     restore_outside,
     write_backs,
 )
-from thunderviz.core.collection import collection_paused
-from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.inputs import InputKind, TraceInput
+from thunderviz.core.plain import PLAIN, SCALARS
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
+from thunderviz.core.working import working
 
 __all__ = ["trace", "trace_for_jit", "CaptureError"]
 
@@ -66,8 +66,7 @@ def trace(fn: Callable[..., Any], *args: Any, fake: bool = False, **kwargs: Any)
     module = fn if isinstance(fn, torch.nn.Module) else None
     with (
         timed_provenance("thunderviz.trace", "fake tensors" if fake else "") as prov,
-        collection_paused(),
-        dynamo_import_deferred(),
+        working(),
     ):
         result, _ = _trace(fn, module, args, kwargs, fake)
     result.provenance.append(prov.result)
@@ -85,8 +84,7 @@ def trace_for_jit(
     module = fn if isinstance(fn, torch.nn.Module) else None
     with (
         timed_provenance("thunderviz.trace") as prov,
-        collection_paused(),
-        dynamo_import_deferred(),
+        working(),
     ):
         result, recorded = _trace(
             fn, module, args, kwargs, False, own_hooks=False, keep=keep_values
@@ -413,7 +411,7 @@ def _sig(target: Any) -> str:
 
 
 def _printable_leaf(x: Any) -> bool:
-    return x is None or isinstance(x, (Proxy, int, float, bool, str, torch.dtype, torch.device))
+    return isinstance(x, (Proxy, *PLAIN))
 
 
 def _is_native_structure(output: Any) -> bool:
@@ -423,7 +421,7 @@ def _is_native_structure(output: Any) -> bool:
         return all(_is_native_structure(o) for o in output)
     if type(output) is dict:
         return all(isinstance(k, str) and _is_native_structure(v) for k, v in output.items())
-    return isinstance(output, (int, float, bool, str))
+    return isinstance(output, tuple(SCALARS))
 
 
 @contextlib.contextmanager

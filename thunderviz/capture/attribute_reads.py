@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from thunderviz.core.plain import PLAIN
+
 __all__ = [
     "reading_attributes",
     "current_values",
@@ -33,7 +35,7 @@ __all__ = [
     "autocast_state",
 ]
 
-_PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
+_PRIMITIVES = PLAIN
 # What most of a file's globals are (`module_globals` signs every one): signed by identity,
 # as the checks below would sign them, without making them
 _BY_IDENTITY = frozenset(

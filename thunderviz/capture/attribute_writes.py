@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
+from thunderviz.core.plain import SCALARS
 from thunderviz.core.proxies import Proxy
 
 __all__ = ["AttributeWrites"]
 
 _ABSENT = object()
-_PLAIN = (int, float, bool, str, type(None))
+_PLAIN = SCALARS
 
 
 def _plain(value: Any) -> bool:

@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.recorder_state import Frame, RecorderState
 from thunderviz.capture.rewriting import relocated
+from thunderviz.core.plain import PLAIN
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin
 from thunderviz.prims.aten import is_core_aten
@@ -134,7 +135,7 @@ _PROCESS_CACHE_SIZE = 4096
 _PROCESS_CACHE_LOCK = threading.Lock()  # threads trace at once (core/context.py)
 
 # Arguments a process key holds by value (anything else: the call is recorded per trace).
-_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout)
+_PLAIN = tuple(PLAIN)
 
 
 def clear_process_cache() -> None:

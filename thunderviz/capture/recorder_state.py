@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.capture.generators import GeneratorUse, is_default_generator
 from thunderviz.capture.recorded_values import RecordedValues, ValueTracker
+from thunderviz.core.plain import PLAIN
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation, Symbol
 from thunderviz.prims.aten import aten_symbol
@@ -24,7 +25,7 @@ from thunderviz.prims.aten import aten_symbol
 __all__ = ["Frame", "RecorderState", "tensor_proxy"]
 
 # Arguments that are never a tensor nor hold one: `proxify` keeps them without a call.
-_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device})
+_PLAIN = PLAIN
 
 aten = torch.ops.aten
 # Outputs of these never carry gradient, whatever their inputs.

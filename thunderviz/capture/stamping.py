@@ -51,12 +51,13 @@ from thunderviz.capture.dispatch_mode import unrecorded
 from thunderviz.capture.repeated_blocks import repeated_blocks
 from thunderviz.capture.rewriting import WrittenOut, drawn_since, fingerprints, rewritten
 from thunderviz.capture.stamped_values import AtenOps, replayed
+from thunderviz.core.plain import PLAIN
 from thunderviz.core.proxies import NumberProxy, Proxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 
 __all__ = ["stamping_blocks"]
 
-_PRIMITIVES = (type(None), bool, int, float, str, torch.dtype, torch.device)
+_PRIMITIVES = PLAIN
 
 
 @dataclass

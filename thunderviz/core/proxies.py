@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from thunderviz.core.plain import PLAIN
 from thunderviz.core.quoting import identifier
 
 __all__ = [
@@ -144,9 +145,7 @@ def _itemsize(dtype: torch.dtype) -> int:
 
 # Types that are always a leaf of pytree (none is a container or registered with it): the
 # hand walks below take them as they are without a call per element.
-LEAF_TYPES = frozenset(
-    {TensorProxy, NumberProxy, int, float, bool, str, type(None), torch.dtype, torch.device}
-)
+LEAF_TYPES = frozenset({TensorProxy, NumberProxy, *PLAIN})
 
 
 def leaves(x: Any, out: list[Any]) -> list[Any]:

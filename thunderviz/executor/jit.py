@@ -33,11 +33,10 @@ from thunderviz.autodiff.api import differentiate
 from thunderviz.autodiff.remat import rematerialize
 from thunderviz.capture.api import trace_for_jit
 from thunderviz.capture.recorded_values import RecordedValues
-from thunderviz.core.collection import collection_paused
-from thunderviz.core.dynamo_import import dynamo_import_deferred
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.trace import Trace, without_no_grad
+from thunderviz.core.working import working
 from thunderviz.executor.attribute_writes import (
     assign_attributes,
     attribute_values,
@@ -78,12 +77,6 @@ __all__ = ["JittedFunction", "last_traces", "last_backward_traces", "CompiledEnt
 # A call whose guards keep failing after this many fresh traces reads values that change
 # between tracing and running (a nondeterministic kernel): refused rather than looped.
 _MAX_RETRACES_PER_CALL = 3
-
-
-@contextlib.contextmanager
-def _first_call_scope() -> Any:
-    with collection_paused(), dynamo_import_deferred():
-        yield
 
 
 class JittedFunction:
@@ -197,7 +190,7 @@ class JittedFunction:
             )
             # A first call's collections wait until its first run is over (core/collection.py),
             # and torch._dynamo stays unimported through it (core/dynamo_import.py)
-            paused = _first_call_scope() if entry is None else contextlib.nullcontext()
+            paused = working() if entry is None else contextlib.nullcontext()
             rng: RngState | None = None
             recorded: RecordedValues | None = None  # what tracing this call computed
             try:

@@ -22,6 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.attribute_reads import MODULE_INTERNALS
+from thunderviz.core.plain import SCALARS
 
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key"]
 
@@ -213,7 +214,7 @@ def ambient_key() -> tuple[Any, ...]:
 # reference: replacing one changes what the program reads. Underscored names are a module's
 # own too (`self._scale`, Hugging Face's `_attn_implementation`); only torch's bookkeeping
 # (`_parameters`, the hook dicts) is left out.
-_PLAIN = (int, float, bool, str, type(None))
+_PLAIN = SCALARS
 
 
 def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...], ...]:
