@@ -61,6 +61,8 @@ FAMILIES = {
         "sum",
         "mean",
         "cumsum",
+        "cumprod",
+        "linalg.vander",
         "linalg.vector_norm",
         "linalg.norm",
         "var",
@@ -144,6 +146,7 @@ FAMILIES = {
     ],
     "elementwise": [
         "exp",
+        "exp2",
         "expm1",
         "log",
         "log1p",
@@ -320,6 +323,15 @@ def test_an_op_without_a_rule_is_still_refused_for_complex_matrices():
     z = torch.randn(3, 3, dtype=C128)
     with pytest.raises(tv.AutodiffError, match="aten.linalg_eig.default"):
         tv.vjp(lambda z: torch.linalg.eig(z)[0])((z,), torch.randn(3, dtype=C128))
+
+
+@pytest.mark.parametrize("zeros", [[], [2], [1, 3]])
+def test_complex_cumprod_before_at_and_after_zeros(zeros):
+    """Past a slice's first zero every product holds it: the gradient's three cases."""
+    torch.manual_seed(0)
+    z = torch.randn(2, 5, dtype=C128)
+    z[:, zeros] = 0
+    _agrees(lambda z: torch.cumprod(z, dim=1), (z,), {})
 
 
 @pytest.mark.parametrize("shape,k", [((5, 3), 3), ((4, 4), 2), ((2, 5, 2), 1)])

@@ -183,8 +183,13 @@ for _op, _grad in (
 ):
     unary(RULES, _op, _grad, supports_complex=True)
 
-# 2**a = e**(a ln 2)
-unary(RULES, aten.exp2.default, lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, out), _LN2))
+# 2**a = e**(a ln 2): analytic, as exp
+unary(
+    RULES,
+    aten.exp2.default,
+    lambda g, a, out: aten.mul.Tensor(aten.mul.Tensor(g, out), _LN2),
+    holomorphic=True,
+)
 
 
 @RULES.grad(aten.atan2.default)

@@ -404,19 +404,22 @@ def cumsum(a, dim, **kwargs):
     return out
 
 
-@RULES.grad(aten.cumprod.default)
+@RULES.grad(aten.cumprod.default, supports_complex=True)
 def cumprod(a, dim, **kwargs):
     """out_k = prod_{j <= k} a_j, so d<g, out>/da_i = sum_{k >= i} g_k prod_{j <= k, j != i} a_j.
 
     Before the first zero of a slice that is sum_{k >= i} g_k out_k / a_i (terms past the
     zero vanish with out_k). At the first zero z it is prod_{j < z} a_j times
     sum_{k >= z} g_k prod_{z < j <= k} a_j. After it, every term holds the zero: 0.
+    Analytic in a: for complex tensors torch's g * conj(f'(a)) is conj of the same sums
+    taken with conj(g).
     """
     out = aten.cumprod.default(a, dim, **kwargs)
     g = get_grad(out)
     if a.ndim == 0:
         put_grad(a, g)
         return out
+    g = conj(g)
     x = _in_grad_dtype(a, g)
     one = aten.scalar_tensor.default(1.0, dtype=x.dtype, device=x.device)
     is_zero = aten.eq.Scalar(x, 0)
@@ -433,7 +436,7 @@ def cumprod(a, dim, **kwargs):
     )
     d_first = aten.mul.Tensor(head, _reversed_cumsum(aten.mul.Tensor(g, after), dim))
     zero = scalar_zero(d_first)
-    put_grad(a, aten.where.self(before, d_before, aten.where.self(first, d_first, zero)))
+    put_grad(a, conj(aten.where.self(before, d_before, aten.where.self(first, d_first, zero))))
     return out
 
 
