@@ -245,6 +245,40 @@ def linalg_eigh(a, UPLO="L", compute_v=True):  # noqa: N803 - torch's argument n
     return values, vectors
 
 
+@RULES.grad(aten.linalg_eig.default, supports_complex=True)
+def linalg_eig(a):
+    """A V = V diag(L), V's columns of unit norm: gA = V⁻ᴴ (diag(gL) + (Vᴴ gV - VᴴV
+    diag(Re diag(Vᴴ gV))) / Ē) Vᴴ, E_ij = L_j - L_i off the diagonal (torch's
+    `linalg_eig_backward`; the second term is what the normalization leaves of gV). The
+    outputs are complex for a real A too, which then gets the real part."""
+    values, vectors = aten.linalg_eig.default(a)
+    gl = get_grad(values)
+    inner = diag_embed(gl)
+    if output_has_grad(1):
+        gv = get_grad(vectors)
+        vh = mH(vectors)
+        vhgv = matmul(vh, gv)
+        # VᴴV diag(d) scales VᴴV's columns by d, a real vector
+        d = aten.real.default(aten.diagonal.default(vhgv, 0, -2, -1))
+        projected = aten.sub.Tensor(
+            vhgv, aten.mul.Tensor(matmul(vh, vectors), aten.unsqueeze.default(d, -2))
+        )
+        conj_values = conj(values)
+        gap = aten.add.Tensor(
+            aten.sub.Tensor(
+                aten.unsqueeze.default(conj_values, -2), aten.unsqueeze.default(conj_values, -1)
+            ),
+            diag_embed(aten.ones_like.default(values)),
+        )
+        off = aten.div.Tensor(projected, gap)
+        off = aten.sub.Tensor(off, diag_embed(aten.diagonal.default(off, 0, -2, -1)))
+        inner = aten.add.Tensor(inner, off)
+    vh = mH(vectors)
+    ga = aten._linalg_solve_ex.default(vh, matmul(inner, vh))[0]
+    put_grad(a, ga if a.dtype.is_complex else aten.real.default(ga))
+    return values, vectors
+
+
 # --- pseudo-inverse, matrix exponential -----------------------------------------
 
 
