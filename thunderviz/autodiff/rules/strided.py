@@ -78,7 +78,7 @@ def as_strided(*args, **kwargs):
     return out
 
 
-@RULES.grad(aten.as_strided_scatter.default)
+@RULES.grad(aten.as_strided_scatter.default, supports_complex=True)
 def as_strided_scatter(*args, **kwargs):
     """The output is `a` (in `a`'s layout) with the positions `src` writes replaced: `a`'s
     elements written over take no gradient, `src` takes the cotangent of the elements it
