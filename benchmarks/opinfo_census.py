@@ -239,8 +239,8 @@ def check_sample(
             if (
                 fd is None
                 or g is None
-                or compare(fd, g.double(), dtype, "")
-                or not compare(fd, r.double(), dtype, "")
+                or compare(fd, g.to(fd.dtype), dtype, "")
+                or not compare(fd, r.to(fd.dtype), dtype, "")
             ):
                 return problem
             if notes is not None:
@@ -267,20 +267,24 @@ FD_MAX_ELEMENTS = 256  # central differences cost two calls per element
 def _finite_difference_vjp(
     fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list[Any], which: int
 ) -> torch.Tensor | None:
-    """<d out / d (floating input `which`), cts> by central differences in float64; None
-    where that is not possible (complex values, non-float outputs, too many elements)."""
+    """<d out / d (floating or complex input `which`), cts> by central differences in double
+    precision; None where that is not possible (non-float outputs, too many elements).
+
+    For complex values the number differentiated is L = Σ Re(conj(ct)·out), and a complex
+    input's gradient is dL/dRe + i·dL/dIm, each part from its own differences: torch's
+    convention (for out = z·w it gives ct·conj(w))."""
     leaves, spec = pytree.tree_flatten(args)
     floats = [
         k
         for k, x in enumerate(leaves)
         if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
     ]
-    if (
-        any(leaves[k].is_complex() for k in floats)
-        or leaves[floats[which]].numel() > FD_MAX_ELEMENTS
-    ):
+    if leaves[floats[which]].numel() > FD_MAX_ELEMENTS:
         return None
-    leaves = [x.detach().double() if k in floats else x for k, x in enumerate(leaves)]
+    leaves = [
+        (x.detach().cdouble() if x.is_complex() else x.detach().double()) if k in floats else x
+        for k, x in enumerate(leaves)
+    ]
     k = floats[which]
     base = leaves[k]
 
@@ -293,10 +297,17 @@ def _finite_difference_vjp(
         total = torch.zeros((), dtype=torch.float64)
         for o, ct in zip(outs, cts, strict=True):
             if ct is not None:
-                if o.is_complex():
-                    raise ValueError("complex output")
-                total = total + (o.double() * ct.double()).sum()
+                if o.is_complex() or ct.is_complex():
+                    product = torch.conj(ct.to(torch.complex128)) * o.to(torch.complex128)
+                    total = total + product.real.sum()
+                else:
+                    total = total + (o.double() * ct.double()).sum()
         return total
+
+    def central(direction: torch.Tensor) -> torch.Tensor:
+        return (
+            value(flat.add(direction).view_as(base)) - value(flat.sub(direction).view_as(base))
+        ) / (2 * eps)
 
     eps = 1e-6
     grad = torch.zeros_like(base).reshape(-1)
@@ -305,9 +316,9 @@ def _finite_difference_vjp(
         for j in range(flat.numel()):
             step = torch.zeros_like(flat)
             step[j] = eps
-            grad[j] = (value((flat + step).view_as(base)) - value((flat - step).view_as(base))) / (
-                2 * eps
-            )
+            grad[j] = central(step)
+            if base.is_complex():  # the imaginary part's own differences
+                grad[j] = grad[j] + 1j * central(step * 1j)
     except Exception:  # noqa: BLE001 - no arbiter for this sample
         return None
     return grad.view_as(base)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import thunderviz as tv
 from benchmarks import opinfo_census as census
 from tests.helpers import install_user_rule
 from thunderviz.prims import aten
@@ -65,3 +66,32 @@ def test_an_op_refused_for_complex_counts_as_error_not_pass():
     (info,) = census.autograd_opinfos(["logcumsumexp"])  # its rule is for real numbers
     outcome = census.census_opinfo(info, torch.complex128)
     assert outcome.status == "error" and "aten.logcumsumexp.default" in outcome.detail
+
+
+def test_complex_disagreements_are_settled_by_finite_differences():
+    """torch 2.13's derivative of as_strided_scatter's `self` is wrong (it fails torch's own
+    gradcheck); the arbiter differentiates the real and imaginary parts apart and sides
+    with thunderviz, saying so."""
+    (info,) = census.autograd_opinfos(["as_strided_scatter"])
+    outcome = census.census_opinfo(info, torch.complex128)
+    assert outcome.status == "pass", outcome.detail
+    assert "disagrees with finite differences" in outcome.detail
+
+
+def test_a_wrong_complex_rule_is_reported_wrong_though_the_arbiter_runs(monkeypatch):
+    """exp's gradient without the conjugate (right for real numbers only): finite
+    differences side with autograd, so the census says `wrong`."""
+    from thunderviz.autodiff.api import user_rules
+    from thunderviz.autodiff.registry import RuleSet
+
+    rules = RuleSet("a wrong complex rule", supports_complex=True)
+
+    @rules.grad(aten.exp.default)
+    def exp(a):
+        out = aten.exp.default(a)
+        tv.put_grad(a, aten.mul.Tensor(tv.get_grad(out), out))  # should be conj(out)
+        return out
+
+    monkeypatch.setitem(user_rules.rules, aten.exp.default.id, rules.rules[aten.exp.default.id])
+    (info,) = census.autograd_opinfos(["exp"])
+    assert census.census_opinfo(info, torch.complex128).status == "wrong"
