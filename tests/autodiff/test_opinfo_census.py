@@ -62,10 +62,12 @@ def test_census_complex128_slice_passes(info):
     assert outcome.status == "pass", outcome.detail
 
 
-def test_an_op_refused_for_complex_counts_as_error_not_pass():
-    (info,) = census.autograd_opinfos(["logcumsumexp"])  # its rule is for real numbers
+def test_an_op_refused_for_complex_counts_as_error_not_pass(monkeypatch):
+    # a rule for real numbers only (a user rule without supports_complex wins over exp's)
+    install_user_rule(monkeypatch, aten.exp.default, lambda g, a, out: aten.mul.Tensor(g, out))
+    (info,) = census.autograd_opinfos(["exp"])
     outcome = census.census_opinfo(info, torch.complex128)
-    assert outcome.status == "error" and "aten.logcumsumexp.default" in outcome.detail
+    assert outcome.status == "error" and "aten.exp.default" in outcome.detail
 
 
 def test_complex_disagreements_are_settled_by_finite_differences():

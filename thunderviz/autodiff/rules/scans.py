@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import register, scalar_zero
+from thunderviz.autodiff.rules.common import conj, register, scalar_zero
 from thunderviz.prims import aten
 
 RULES = RuleSet("scans")
@@ -38,16 +38,23 @@ def _reversed_logcumsumexp(t, dim):
     return aten.flip.default(aten.logcumsumexp.default(aten.flip.default(t, [dim]), dim), [dim])
 
 
-@RULES.grad(aten.logcumsumexp.default)
+@RULES.grad(aten.logcumsumexp.default, supports_complex=True)
 def logcumsumexp(a, dim):
     """out_j = log sum_{i<=j} exp(a_i), so da_i = sum_{j>=i} g_j exp(a_i - out_j). The sum is
     taken in log space, the positive and negative parts of g apart (log of a negative
-    cotangent does not exist), so large a does not overflow."""
+    cotangent does not exist), so large a does not overflow. Complex: analytic, so torch's
+    g·conj(f') is conj of the same sum taken with conj(g), in one log-space sum (every
+    complex number has a log)."""
     out = aten.logcumsumexp.default(a, dim)
     g = get_grad(out)
     assert g is not None  # out is a tensor
     if a.ndim == 0:
         put_grad(a, g)
+        return out
+    if a.dtype.is_complex:
+        log_g = aten.log.default(conj(g))
+        summed = _reversed_logcumsumexp(aten.sub.Tensor(log_g, out), dim)
+        put_grad(a, conj(aten.exp.default(aten.add.Tensor(summed, a))))
         return out
     minus_inf = aten.scalar_tensor.default(float("-inf"), dtype=g.dtype, device=g.device)
     parts = []
