@@ -1,6 +1,6 @@
 """A scope that nests and that threads may hold at once, with work done only as the first
 holder enters and as the last leaves: what pausing the garbage collector
-(core/collection.py) and deferring dynamo's import (core/dynamo_import.py) both need."""
+(core/collection.py) and deferring torch's lazy imports (core/deferred_imports.py) both need."""
 
 from __future__ import annotations
 

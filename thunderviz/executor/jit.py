@@ -189,7 +189,7 @@ class JittedFunction:
                 None,
             )
             # A first call's collections wait until its first run is over (core/collection.py),
-            # and torch._dynamo stays unimported through it (core/dynamo_import.py)
+            # and torch._dynamo and sympy stay unimported through it (core/deferred_imports.py)
             paused = working() if entry is None else contextlib.nullcontext()
             rng: RngState | None = None
             recorded: RecordedValues | None = None  # what tracing this call computed
