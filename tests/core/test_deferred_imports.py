@@ -150,3 +150,62 @@ def test_a_programs_own_import_of_sympy_is_the_real_one():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+_TRACES = textwrap.dedent(
+    """
+    import sys
+    if sys.argv[1] == "loaded":
+        import sympy, torch.fx.experimental.symbolic_shapes  # as an optimizer's import does
+    import torch
+    import torch.nn.functional as F
+    import thunderviz as tv
+    from benchmarks.programs import PROGRAMS
+
+    torch.manual_seed(0)
+
+    def ops(x, w, idx, mask):
+        h = F.conv2d(x, w, padding=1).relu()
+        h = F.max_pool2d(h, 2)
+        h = F.interpolate(h, scale_factor=2.0, mode="bilinear")
+        h = F.layer_norm(h, h.shape[-2:])
+        flat = h.flatten(1)
+        top, _ = flat.topk(3, dim=1)
+        picked = flat[mask] * 2 + flat.index_select(1, idx).sum()
+        q = flat.view(2, 4, -1)
+        att = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        s, _ = flat.sort(dim=1)
+        return top.sum() + picked.sum() + att.logsumexp(-1).sum() + s.cumsum(1).mean()
+
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    idx = torch.tensor([0, 5, 7])
+    mask = torch.rand(2, 256) > 0.5
+    programs = [("ops", ops, (x, w, idx, mask))]
+    for title, build in PROGRAMS:
+        if "HF" not in title:
+            model, args, _ = build("cpu")
+            programs.append((title, model, args))
+    for title, fn, args in programs:
+        t = tv.trace(fn, *args)
+        ad = tv.autodiff(t)
+        for each in (t, ad.augmented_forward, ad.backward):
+            print(title, each.python(include_header=False))
+    deferred = ("sympy", "torch.fx.experimental.symbolic_shapes")
+    print("loaded:", sorted(m for m in deferred if m in sys.modules))
+    """
+)
+
+
+def test_traces_with_the_stand_ins_are_those_with_the_real_modules():
+    def traced(how: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", _TRACES, how], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    fresh, loaded = traced("fresh"), traced("loaded")
+    assert fresh.endswith("loaded: []\n"), fresh[-200:]  # the stand-ins answered throughout
+    assert loaded.endswith("loaded: ['sympy', 'torch.fx.experimental.symbolic_shapes']\n")
+    assert fresh.rsplit("loaded:", 1)[0] == loaded.rsplit("loaded:", 1)[0]
