@@ -9,6 +9,16 @@ import subprocess
 import sys
 import textwrap
 
+
+def _in_a_fresh_interpreter(script: str, *argv: str) -> str:
+    """What the script printed, run where nothing imported dynamo or sympy yet."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 _SCRIPT = textwrap.dedent(
     """
     import builtins, gc, sys, types
@@ -62,11 +72,7 @@ _SCRIPT = textwrap.dedent(
 
 
 def test_thunderviz_leaves_dynamo_and_sympy_unimported_and_nothing_behind():
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("ok")
+    assert _in_a_fresh_interpreter(_SCRIPT).strip().endswith("ok")
 
 
 _ANSWERS = textwrap.dedent(
@@ -119,11 +125,7 @@ _ANSWERS = textwrap.dedent(
 
 
 def test_each_answer_for_symbolic_shapes_is_the_real_helpers():
-    done = subprocess.run(
-        [sys.executable, "-c", _ANSWERS], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("ok")
+    assert _in_a_fresh_interpreter(_ANSWERS).strip().endswith("ok")
 
 
 _ONLY_TORCH = textwrap.dedent(
@@ -145,11 +147,7 @@ _ONLY_TORCH = textwrap.dedent(
 
 
 def test_a_programs_own_import_of_sympy_is_the_real_one():
-    done = subprocess.run(
-        [sys.executable, "-c", _ONLY_TORCH], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("ok")
+    assert _in_a_fresh_interpreter(_ONLY_TORCH).strip().endswith("ok")
 
 
 _TRACES = textwrap.dedent(
@@ -198,14 +196,8 @@ _TRACES = textwrap.dedent(
 
 
 def test_traces_with_the_stand_ins_are_those_with_the_real_modules():
-    def traced(how: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", _TRACES, how], capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done.stdout
-
-    fresh, loaded = traced("fresh"), traced("loaded")
+    fresh = _in_a_fresh_interpreter(_TRACES, "fresh")
+    loaded = _in_a_fresh_interpreter(_TRACES, "loaded")
     assert fresh.endswith("loaded: []\n"), fresh[-200:]  # the stand-ins answered throughout
     assert loaded.endswith("loaded: ['sympy', 'torch.fx.experimental.symbolic_shapes']\n")
     assert fresh.rsplit("loaded:", 1)[0] == loaded.rsplit("loaded:", 1)[0]
