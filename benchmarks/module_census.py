@@ -162,17 +162,21 @@ def check_input(
 
 
 def spread(inputs: list[Any], most: int | None) -> list[Any]:
-    """At most `most` of the inputs, spread over the whole list: every k-th, k the smallest
-    prime that leaves no more than `most`. torch makes long input lists as products of a few
-    options (LinearCrossEntropyLoss: 857 in training, from weights x smoothing x reductions x
-    chunking), so a prime stride meets every value of each small option in turn, where a
-    stride sharing a factor with an option's period would keep meeting the same one."""
-    if most is None or len(inputs) <= most:
+    """At most `most` of the inputs, spread over the whole list, in their order. torch makes
+    long input lists as products of a few options (LinearCrossEntropyLoss: 857 in training,
+    from weights x smoothing x reductions x chunking; an LSTM's 32 from five yes-or-no
+    options), so an option's value cycles with a small period (2, 3, 4, 6, ...). The inputs
+    taken are those at 0, k, 2k, ... counted round the list: k a prime of at least 5 (so it
+    shares no factor with those periods, and every value of each option is met in turn),
+    about the list's length over `most` (so the walk spans the list), and not a factor of
+    the length (so the walk round it meets no input twice)."""
+    n = len(inputs)
+    if most is None or n <= most:
         return inputs
-    stride = -(-len(inputs) // most)
-    while any(stride % d == 0 for d in range(2, int(stride**0.5) + 1)):
+    stride = max(5, -(-n // most))
+    while n % stride == 0 or any(stride % d == 0 for d in range(2, int(stride**0.5) + 1)):
         stride += 1
-    return inputs[::stride]
+    return [inputs[i] for i in sorted(j * stride % n for j in range(most))]
 
 
 def census_module(
