@@ -27,6 +27,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from thunderviz.capture import grid_sampler_backward
 from thunderviz.capture.masks import mask_as_positions, selects_by_mask
 from thunderviz.capture.recorder_state import Frame, RecorderState
 from thunderviz.capture.rewriting import relocated
@@ -39,18 +40,22 @@ __all__ = ["DecomposingRecorder", "clear_process_cache"]
 
 
 def _decomposition(op: Any) -> Callable[..., Any] | None:
-    """torch's Python decomposition of `op`, if it has one, else its composite kernel (an
-    op such as `matmul` reaches the recorder whole when a C++ kernel calls it below autograd,
-    as `cdist` does).
+    """torch's Python decomposition of `op`, if it has one (or ours, for the backward kernels
+    torch has none of and eager differentiates again), else its composite kernel (an op such
+    as `matmul` reaches the recorder whole when a C++ kernel calls it below autograd, as
+    `cdist` does).
 
     (This once looked in `core_aten_decompositions()` first. Since torch 2.6 that is a
     `CustomDecompTable`, a dict subclass that keeps its entries in an attribute, so `.get`
     found nothing there and every answer came from `decomposition_table`. Building that
     table cost 60-70 ms, most of a small program's first call in a fresh process.)"""
-    decomp = decomposition_table.get(op)
+    decomp = decomposition_table.get(op) or _OURS.get(op)
     if decomp is None and isinstance(op, torch._ops.OpOverload) and op._can_decompose():
         return op.decompose
     return decomp
+
+
+_OURS = grid_sampler_backward.DECOMPOSITIONS
 
 
 @dataclass
