@@ -47,7 +47,8 @@ from torch.testing._internal.common_modules import module_db
 from torch.utils import _pytree as pytree
 
 import thunderviz as tv
-from benchmarks.opinfo_census import DTYPES, TOLERANCES, Outcome, compare, cotangent
+from benchmarks.census_references import TOLERANCES, compare
+from benchmarks.opinfo_census import DTYPES, Outcome, cotangent
 
 STEPS = 2  # the first call traces and runs what it recorded; the second, the compiled code
 # strided-backward: the backward, with cotangents that are not contiguous (as a transpose or

@@ -47,6 +47,8 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils import _pytree as pytree
 
 import thunderviz as tv
+from benchmarks import census_references as references
+from benchmarks.census_references import compare
 from thunderviz.autodiff.errors import AutodiffError
 
 # OpInfo.sample_inputs walks the Python stack looking for a unittest.TestCase to take skips
@@ -55,12 +57,6 @@ opinfo_core.extract_test_fn = torch_test_utils.extract_test_fn = lambda: None
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "complex128": torch.complex128}
 DEFAULT_DTYPES = ("float64", "float32")
-# float32 gradients are sums of products computed in another order than autograd's
-TOLERANCES = {
-    torch.float64: (1e-6, 1e-8),
-    torch.float32: (1e-3, 1e-4),
-    torch.complex128: (1e-6, 1e-8),
-}
 STATUSES = ("pass", "wrong", "no-rule", "error")
 SECONDS_PER_OPINFO = 60
 
@@ -98,51 +94,6 @@ def _sample_fn(info: Any, sample: Any):
         return process(info.op(*args, **kwargs))
 
     return fn
-
-
-def _reference(
-    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list[Any]
-) -> tuple[Any, list[Any]]:
-    """torch.autograd: outputs and d<out, ct>/d(each floating leaf of args)."""
-    leaves, spec = pytree.tree_flatten(args)
-    leaves = [
-        x.detach().requires_grad_(True)
-        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
-        else x
-        for x in leaves
-    ]
-    inputs = [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad]
-    torch.manual_seed(0)
-    out = fn(*pytree.tree_unflatten(leaves, spec), **kwargs)
-    outs, out_cts = [], []
-    for o, ct in zip(pytree.tree_leaves(out), cts, strict=True):
-        if isinstance(o, torch.Tensor) and o.requires_grad:
-            outs.append(o)
-            out_cts.append(ct)
-    grads = (
-        torch.autograd.grad(outs, inputs, out_cts, allow_unused=True)
-        if outs
-        else [None] * len(inputs)
-    )
-    return out, list(grads)
-
-
-def compare(expected: Any, got: Any, dtype: torch.dtype, what: str) -> str:
-    rtol, atol = TOLERANCES[dtype]
-    if expected is None:
-        if got is not None and torch.count_nonzero(got):
-            return f"{what}: autograd has no gradient, thunderviz has one"
-        return ""
-    if got is None:
-        return "" if not torch.count_nonzero(expected) else f"{what}: thunderviz has no gradient"
-    try:
-        torch.testing.assert_close(
-            got, expected.detach(), rtol=rtol, atol=atol, equal_nan=True, check_dtype=False
-        )
-    except AssertionError as e:
-        lines = [line for line in str(e).splitlines() if "difference" in line]
-        return f"{what}: {lines[0].strip() if lines else str(e).splitlines()[0]}"
-    return ""
 
 
 def _penalised(fn: Any, cts: list[Any]) -> Any:
@@ -203,7 +154,7 @@ def check_sample(
             fn = _penalised(fn, cts)
             first = next(x for x in pytree.tree_leaves(args) if isinstance(x, torch.Tensor))
             cts = [torch.ones((), dtype=dtype.to_real(), device=first.device)]
-        ref_out, ref_grads = _reference(fn, args, kwargs, cts)
+        ref_out, ref_grads = references.autograd(fn, args, kwargs, cts)
         if second_order and not isinstance(ref_out, torch.Tensor):
             return None  # no gradient of the op is differentiable
     except Exception:  # noqa: BLE001 - torch rejects this sample: nothing to compare with
@@ -234,20 +185,11 @@ def check_sample(
     for i, (g, r) in enumerate(zip(ours, ref_grads, strict=True)):
         problem = compare(r, g, dtype, f"grad of input {i}")
         if problem:
-            # the arbiter: finite differences in float64 (torch.autograd has bugs too)
-            fd = _finite_difference_vjp(fn, args, kwargs, cts, i)
-            if (
-                fd is None
-                or g is None
-                or compare(fd, g.to(fd.dtype), dtype, "")
-                or not compare(fd, r.to(fd.dtype), dtype, "")
-            ):
+            settled = references.settle(fn, args, kwargs, cts, i, g, r, dtype)
+            if settled is None:
                 return problem
             if notes is not None:
-                notes.append(
-                    f"grad of input {i}: torch.autograd disagrees with finite "
-                    "differences, thunderviz agrees"
-                )
+                notes.append(f"grad of input {i}: {settled}")
     return ""
 
 
@@ -259,69 +201,6 @@ def cotangent(o: torch.Tensor, gen: torch.Generator, strided: bool) -> torch.Ten
         return torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device)
     wide = torch.randn((*o.shape[:-1], 2 * o.shape[-1]), generator=gen, dtype=o.dtype)
     return wide.to(o.device)[..., ::2]  # (sliced there: moving a gappy view makes it dense)
-
-
-FD_MAX_ELEMENTS = 256  # central differences cost two calls per element
-
-
-def _finite_difference_vjp(
-    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cts: list[Any], which: int
-) -> torch.Tensor | None:
-    """<d out / d (floating or complex input `which`), cts> by central differences in double
-    precision; None where that is not possible (non-float outputs, too many elements).
-
-    For complex values the number differentiated is L = Σ Re(conj(ct)·out), and a complex
-    input's gradient is dL/dRe + i·dL/dIm, each part from its own differences: torch's
-    convention (for out = z·w it gives ct·conj(w))."""
-    leaves, spec = pytree.tree_flatten(args)
-    floats = [
-        k
-        for k, x in enumerate(leaves)
-        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())
-    ]
-    if leaves[floats[which]].numel() > FD_MAX_ELEMENTS:
-        return None
-    leaves = [
-        (x.detach().cdouble() if x.is_complex() else x.detach().double()) if k in floats else x
-        for k, x in enumerate(leaves)
-    ]
-    k = floats[which]
-    base = leaves[k]
-
-    def value(x: torch.Tensor) -> torch.Tensor:
-        trial = list(leaves)
-        trial[k] = x
-        with torch.no_grad():
-            torch.manual_seed(0)
-            outs = pytree.tree_leaves(fn(*pytree.tree_unflatten(trial, spec), **kwargs))
-        total = torch.zeros((), dtype=torch.float64)
-        for o, ct in zip(outs, cts, strict=True):
-            if ct is not None:
-                if o.is_complex() or ct.is_complex():
-                    product = torch.conj(ct.to(torch.complex128)) * o.to(torch.complex128)
-                    total = total + product.real.sum()
-                else:
-                    total = total + (o.double() * ct.double()).sum()
-        return total
-
-    def central(direction: torch.Tensor) -> torch.Tensor:
-        return (
-            value(flat.add(direction).view_as(base)) - value(flat.sub(direction).view_as(base))
-        ) / (2 * eps)
-
-    eps = 1e-6
-    grad = torch.zeros_like(base).reshape(-1)
-    flat = base.reshape(-1)
-    try:
-        for j in range(flat.numel()):
-            step = torch.zeros_like(flat)
-            step[j] = eps
-            grad[j] = central(step)
-            if base.is_complex():  # the imaginary part's own differences
-                grad[j] = grad[j] + 1j * central(step * 1j)
-    except Exception:  # noqa: BLE001 - no arbiter for this sample
-        return None
-    return grad.view_as(base)
 
 
 def census_opinfo(

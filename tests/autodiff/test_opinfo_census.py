@@ -97,3 +97,25 @@ def test_a_wrong_complex_rule_is_reported_wrong_though_the_arbiter_runs(monkeypa
     monkeypatch.setitem(user_rules.rules, aten.exp.default.id, rules.rules[aten.exp.default.id])
     (info,) = census.autograd_opinfos(["exp"])
     assert census.census_opinfo(info, torch.complex128).status == "wrong"
+
+
+def test_float32_rounding_is_settled_against_float64():
+    """A second derivative through bicubic weights sums terms of ~1e5 that nearly cancel:
+    thunderviz's float32 and torch's both miss the float64 value by more than the float32
+    tolerance, by the same few ulps. The census asks torch.autograd in float64 which is
+    nearer, instead of calling that wrong."""
+    (info,) = census.autograd_opinfos(["grid_sampler_2d"])
+    outcome = census.census_opinfo(info, torch.float32, n_samples=15, second_order=True)
+    assert outcome.status == "pass", outcome.detail
+    assert "float32 rounding" in outcome.detail
+
+
+def test_a_wrong_float32_rule_is_reported_wrong(monkeypatch):
+    """The float64 arbiter settles rounding only: a sign error is as wrong in float32."""
+    install_user_rule(
+        monkeypatch,
+        aten.sin.default,
+        lambda g, a, out: aten.mul.Tensor(g, aten.neg.default(aten.cos.default(a))),
+    )
+    (info,) = census.autograd_opinfos(["sin"])
+    assert census.census_opinfo(info, torch.float32).status == "wrong"
