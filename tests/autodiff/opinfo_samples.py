@@ -15,6 +15,8 @@ import torch.testing._internal.common_utils as torch_test_utils
 import torch.testing._internal.opinfo.core as opinfo_core
 from torch.testing._internal.common_methods_invocations import op_db
 
+from benchmarks import opinfo_census as census
+
 # OpInfo.sample_inputs walks the whole Python stack (inspect.stack, reading source files)
 # looking for a unittest.TestCase to take sample skips from; under pytest's collection that
 # costs ~0.15 s an op. These tests are not unittest cases: there is nothing to find.
@@ -97,3 +99,13 @@ def sample_params(
             if skip is None or not skip(cases[i][1], cases[i][2])
         ]
     return out
+
+
+def agrees_with_autograd(
+    fn: Any, args: Any, kwargs: Any, dtype: torch.dtype = torch.complex128
+) -> None:
+    """thunderviz.vjp against torch.autograd with the same random cotangents (the OpInfo
+    census's comparison: outputs and the gradient of every floating or complex input)."""
+    problem = census.check_sample(fn, args, kwargs, dtype)
+    assert problem is not None, "torch.autograd rejects this sample: pick another"
+    assert problem == "", problem

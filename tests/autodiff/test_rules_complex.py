@@ -2,7 +2,9 @@
 complex128 on torch's own OpInfo samples (random complex cotangents on complex outputs,
 gradients of every complex or real input, torch's conjugate convention), the real part for
 a real input of a complex result, the refusal of a rule not checked for complex inputs,
-and a small model (FFT, a real weight, abs) trained through `thunderviz.jit` like eager."""
+and a small model (FFT, a real weight, abs) trained through `thunderviz.jit` like eager.
+The linear algebra's own cases (solves, factorizations, eigen- and singular vectors) are in
+test_rules_complex_linalg.py."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 
 import thunderviz as tv
 from benchmarks import opinfo_census as census
-from tests.autodiff.opinfo_samples import in_this_torch
+from tests.autodiff.opinfo_samples import agrees_with_autograd, in_this_torch
 from thunderviz.autodiff.api import user_rules
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.prims import aten
@@ -198,19 +200,11 @@ def _cases(names: list[str], dtype: torch.dtype = C128, limit: int = 3):
     return out
 
 
-def _agrees(fn, args, kwargs, dtype=C128) -> None:
-    """thunderviz.vjp against torch.autograd with the same random cotangents (census'
-    comparison: outputs and the gradient of every floating or complex input)."""
-    problem = census.check_sample(fn, args, kwargs, dtype)
-    assert problem is not None, "torch.autograd rejects this sample: pick another"
-    assert problem == "", problem
-
-
 @pytest.mark.parametrize(
     "fn,args,kwargs", [c for names in FAMILIES.values() for c in _cases(names)]
 )
 def test_complex_opinfo_samples_match_autograd(fn, args, kwargs):
-    _agrees(fn, args, kwargs)
+    agrees_with_autograd(fn, args, kwargs)
 
 
 @pytest.mark.parametrize(
@@ -219,7 +213,7 @@ def test_complex_opinfo_samples_match_autograd(fn, args, kwargs):
 )
 def test_real_inputs_of_complex_results_match_autograd(fn, args, kwargs):
     """Real inputs, complex outputs: the gradient is the real part (handle_r_to_c)."""
-    _agrees(fn, args, kwargs, torch.float64)
+    agrees_with_autograd(fn, args, kwargs, torch.float64)
 
 
 def _real_loss(out):
@@ -234,13 +228,13 @@ def test_real_weight_times_complex_signal(op):
     w = torch.rand(5, dtype=torch.float64) + 0.5
     z = torch.randn(3, 5, dtype=C128)
     for fn in (lambda w, z: _real_loss(op(w, z)), lambda w, z: _real_loss(op(z, w))):
-        _agrees(fn, (w, z), {}, torch.float64)
+        agrees_with_autograd(fn, (w, z), {}, torch.float64)
 
 
 @pytest.mark.parametrize("exponent", [0, 1, 2, 3, -1.5, 0.5 + 2j])
 def test_complex_power_by_a_number(exponent):
     z = torch.randn(6, dtype=C128)
-    _agrees(lambda z: z**exponent, (z,), {})
+    agrees_with_autograd(lambda z: z**exponent, (z,), {})
 
 
 def test_power_of_two_tensors_real_and_complex_mixed():
@@ -248,58 +242,15 @@ def test_power_of_two_tensors_real_and_complex_mixed():
     r = torch.tensor([0.0, 0.5, 2.0, 3.0], dtype=torch.float64)
     z = torch.tensor([0j, 1 + 1j, -0.5 + 2j, 2 + 0j], dtype=C128)
     for base, exponent in ((r, z), (z, r + 1), (z, z), (r + 0.5, z)):
-        _agrees(lambda a, b: _real_loss(torch.pow(a, b)), (base, exponent), {}, torch.float64)
-
-
-def _positive_definite(n):
-    a = torch.randn(n, n, dtype=C128)
-    return a @ a.mH + n * torch.eye(n, dtype=C128)
-
-
-def test_complex_solves_with_every_side_and_adjoint():
-    torch.manual_seed(0)
-    a, b = torch.randn(4, 4, dtype=C128), torch.randn(4, 3, dtype=C128)
-    upper = torch.triu(a) + 4 * torch.eye(4, dtype=C128)
-    factor = torch.linalg.cholesky(_positive_definite(4))
-    cases = [
-        (lambda a, b: torch.linalg.solve(a, b.mT, left=False), (a, b)),
-        (
-            lambda a, b: torch.linalg.solve_triangular(a.mT, b, upper=False, unitriangular=True),
-            (upper, b),
-        ),
-        (lambda a, b: torch.linalg.solve_triangular(a, b.mT, upper=True, left=False), (upper, b)),
-        (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, adjoint=True), (a, b)),
-        (lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b.mT, left=False), (a, b)),
-        (lambda b, f: torch.cholesky_solve(b, f.mH, upper=True), (b, factor)),
-        (lambda f: torch.cholesky_inverse(f.mH, upper=True), (factor,)),
-        (lambda b, a: torch.triangular_solve(b, a, upper=False, transpose=True)[0], (b, upper.mT)),
-        (lambda b, a: torch.triangular_solve(b, a, transpose=True, unitriangular=True), (b, upper)),
-        (lambda a: torch.linalg.pinv(a.mT), (torch.randn(5, 3, dtype=C128),)),
-    ]
-    for fn, args in cases:
-        _agrees(fn, args, {})
-
-
-def test_complex_determinant_including_a_singular_matrix():
-    """d det / dA conjugated: g · conj(det) A⁻ᴴ, from the SVD (det(U) det(Vᴴ) is a phase)."""
-    torch.manual_seed(0)
-    singular = torch.randn(3, 2, dtype=C128) @ torch.randn(2, 3, dtype=C128)
-    for a in (torch.randn(4, 4, dtype=C128), torch.randn(2, 3, 3, dtype=C128), singular):
-        _agrees(torch.linalg.det, (a,), {})
-
-
-def test_complex_slogdet_sign_carries_the_phase():
-    """A complex sign e^{iθ} has a gradient (θ = Im log det); a loss of the sign alone too."""
-    torch.manual_seed(0)
-    for a in (torch.randn(4, 4, dtype=C128), torch.randn(2, 3, 3, dtype=C128)):
-        _agrees(torch.linalg.slogdet, (a,), {})
-        _agrees(lambda a: torch.linalg.slogdet(a)[0], (a,), {})
+        agrees_with_autograd(
+            lambda a, b: _real_loss(torch.pow(a, b)), (base, exponent), {}, torch.float64
+        )
 
 
 def test_abs_sgn_angle_at_zero_follow_autograd():
     z = torch.tensor([0j, 1 + 1j, -2j, 3.0 + 0j], dtype=C128)
     for f in (torch.abs, torch.sgn, torch.angle):
-        _agrees(lambda z, f=f: _real_loss(f(z).to(C128)), (z,), {})
+        agrees_with_autograd(lambda z, f=f: _real_loss(f(z).to(C128)), (z,), {})
 
 
 def test_a_rule_not_checked_for_complex_is_refused_with_op_line_and_way_out():
@@ -317,7 +268,7 @@ def test_a_rule_not_checked_for_complex_is_refused_with_op_line_and_way_out():
 
 def test_real_inputs_still_use_a_rule_without_complex_support():
     x = torch.randn(4, dtype=torch.float64)
-    _agrees(lambda x: torch.exp(x), (x,), {}, torch.float64)
+    agrees_with_autograd(lambda x: torch.exp(x), (x,), {}, torch.float64)
 
 
 @torch.library.custom_op("thunderviz_test::complex_unruled", mutates_args=())
@@ -357,113 +308,7 @@ def test_complex_cumprod_before_at_and_after_zeros(zeros):
     torch.manual_seed(0)
     z = torch.randn(2, 5, dtype=C128)
     z[:, zeros] = 0
-    _agrees(lambda z: torch.cumprod(z, dim=1), (z,), {})
-
-
-@pytest.mark.parametrize("shape,k", [((5, 3), 3), ((4, 4), 2), ((2, 5, 2), 1)])
-def test_complex_householder_product(shape, k):
-    torch.manual_seed(0)
-    a, tau = torch.randn(*shape, dtype=C128), torch.randn(*shape[:-2], k, dtype=C128)
-    _agrees(torch.linalg.householder_product, (a, tau), {})
-
-
-@pytest.mark.parametrize("left", [True, False])
-@pytest.mark.parametrize("transpose", [False, True])
-def test_complex_ormqr_on_either_side_and_adjoint(left, transpose):
-    """Q's reflectors applied to C from the left or the right, Q or Qᴴ."""
-    torch.manual_seed(0)
-    a, tau = torch.randn(4, 3, dtype=C128), torch.randn(3, dtype=C128)
-    c = torch.randn(*((4, 2) if left else (2, 4)), dtype=C128)
-    _agrees(lambda a, tau, c: torch.ormqr(a, tau, c, left, transpose), (a, tau, c), {})
-
-
-@pytest.mark.parametrize("driver", [None, "gelsd"])
-@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
-def test_complex_least_squares_solution_and_residuals(shape, driver):
-    """gelsd returns the residuals |AX - B|² (real) of a tall A: their gradient too."""
-    torch.manual_seed(0)
-    a, b = torch.randn(*shape, dtype=C128), torch.randn(*shape[:-1], 2, dtype=C128)
-    _agrees(lambda a, b: torch.linalg.lstsq(a, b, driver=driver)[:2], (a, b), {})
-
-
-@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
-def test_complex_qr_both_factors(shape):
-    """torch keeps the imaginary part of the diagonal of (R gRᴴ - gQᴴ Q)ᴴ."""
-    torch.manual_seed(0)
-    _agrees(torch.linalg.qr, (torch.randn(*shape, dtype=C128),), {})
-
-
-@pytest.mark.parametrize("upper", [False, True])
-def test_complex_cholesky_of_an_unsymmetrized_input_matches_torch(upper):
-    """torch's complex Cholesky gradient is not Hermitian (its diagonal keeps an imaginary
-    part); an input the loss does not symmetrize shows it."""
-    torch.manual_seed(0)
-    x = torch.randn(2, 4, 4, dtype=C128)
-    _agrees(
-        lambda a: torch.linalg.cholesky(a, upper=upper),
-        (x @ x.mH + 4 * torch.eye(4, dtype=C128),),
-        {},
-    )
-
-
-@pytest.mark.parametrize("dtype", [torch.float64, C128], ids=["real", "complex"])
-@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3)])
-def test_eig_of_a_general_matrix_with_a_phase_invariant_loss(dtype, shape):
-    """A general matrix's eigenvectors have unit norm and a free phase each: the loss sees
-    L, |V| and V diag(f(L)) V⁻¹ (which is A's f); a real A gets the real part."""
-    torch.manual_seed(0)
-    a = torch.randn(*shape, dtype=dtype)
-    weight = torch.randn(*shape, dtype=torch.float64)
-
-    def loss(a):
-        values, vectors = torch.linalg.eig(a)
-        f_of_a = torch.linalg.solve(vectors.mT, (vectors * torch.exp(values).unsqueeze(-2)).mT).mT
-        return (
-            torch.view_as_real(values).sum()
-            + (vectors.abs() * weight).sum()
-            + (torch.view_as_real(f_of_a) * weight.unsqueeze(-1)).sum()
-        )
-
-    _agrees(loss, (a,), {}, dtype)
-
-
-@pytest.mark.parametrize("n", [3, 5])
-def test_complex_eigh_with_a_phase_invariant_loss(n):
-    """Eigenvectors of a Hermitian matrix have a free phase each: the loss sees V diag(f(L))
-    Vᴴ, |V|² and L; the skew diagonal (rounding noise) must not be divided by 0."""
-    torch.manual_seed(0)
-    a = torch.randn(n, n, dtype=C128)
-    weight, l_weight = torch.randn(n, n, dtype=C128), torch.randn(n, dtype=torch.float64)
-
-    def loss(a):
-        values, vectors = torch.linalg.eigh(a + a.mH)
-        product = (vectors * torch.sin(values).to(C128).unsqueeze(-2)) @ vectors.mH
-        return (
-            torch.view_as_real(product * weight).sum()
-            + (values * l_weight).sum()
-            + (vectors.abs() ** 2 * weight.real).sum()
-        )
-
-    _agrees(loss, (a,), {})
-
-
-@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3)])
-@pytest.mark.parametrize("full_matrices", [False, True])
-def test_complex_svd_with_a_phase_invariant_loss(shape, full_matrices):
-    """Singular vectors are defined up to a phase e^{i phi} per pair: a loss of U diag(f(S))
-    Vᴴ and of S does not see it, and needs torch's diagonal term diag(Uᴴ gU) / (2 S)
-    (without it the gradient came out nan)."""
-    torch.manual_seed(0)
-    a, weight = torch.randn(*shape, dtype=C128), torch.randn(*shape, dtype=C128)
-    k = min(shape[-2:])
-    s_weight = torch.randn(*shape[:-2], k, dtype=torch.float64)
-
-    def loss(a):
-        u, s, vh = torch.linalg.svd(a, full_matrices=full_matrices)
-        product = (u[..., :k] * torch.sin(s).to(C128).unsqueeze(-2)) @ vh[..., :k, :]
-        return torch.view_as_real(product * weight).sum() + (s * s_weight).sum()
-
-    _agrees(loss, (a,), {})
+    agrees_with_autograd(lambda z: torch.cumprod(z, dim=1), (z,), {})
 
 
 def test_user_rules_opt_in_to_complex(monkeypatch):
@@ -483,7 +328,7 @@ def test_user_rules_opt_in_to_complex(monkeypatch):
     with pytest.raises(tv.AutodiffError, match="complex"):
         tv.vjp(torch.tanh)((z,), torch.randn(4, dtype=C128))
     monkeypatch.setitem(user_rules.rules, "aten.tanh.default", checked.rules["aten.tanh.default"])
-    _agrees(torch.tanh, (z,), {})
+    agrees_with_autograd(torch.tanh, (z,), {})
 
 
 class SpectralFilter(nn.Module):
