@@ -171,6 +171,7 @@ def _trace(
         for alias, first in convert.aliases:
             recorder.bind_alias(alias, first)
         input_proxies = [*trace_args, *holder]  # as `users` are ordered
+        recorder.input_names = frozenset(p.name for p in input_proxies)
         recorder.leaf_inputs = frozenset(
             p.name
             for p, u in zip(input_proxies, users, strict=True)

@@ -31,6 +31,7 @@ from thunderviz.capture.custom_op_autograd import has_registered_autograd, recor
 from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import printable_arguments
+from thunderviz.capture.grad_attribute import GRAD, refuse_outside_grad
 from thunderviz.capture.grad_flags import (
     REQUIRES_GRAD,
     REQUIRES_GRAD_SETTERS,
@@ -126,6 +127,7 @@ class Recorder(FunctionalizingRecorder):
         self.unreplayable = ""
         # the input proxies whose user tensors are autograd leaves (capture/api.py binds them)
         self.leaf_inputs: frozenset[str] = frozenset()
+        self.input_names: frozenset[str] = frozenset()  # every input's, leaf or not
 
     def close(self) -> None:
         """The recording is over: the recorder stops referring to its modes, which refer to
@@ -194,6 +196,8 @@ class Recorder(FunctionalizingRecorder):
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        if getattr(func, "__self__", None) is GRAD and args:
+            refuse_outside_grad(self, func, args[0])  # (capture/grad_attribute.py)
         if is_property_read(func):
             return self._read_property(func, args, kwargs)
         if func is _REGISTER_HOOK and args and getattr(self.proxy_of(args[0]), "requires_grad", 0):
