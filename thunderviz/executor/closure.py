@@ -116,15 +116,15 @@ def refuse_captured_grads(trace: Trace, name: str) -> None:
             ),
             None,
         )
-        at = (
-            where(first_use.source, first_use.module_path)
+        used = (
+            f", first used at {where(first_use.source, first_use.module_path)} by "
+            f"{first_use.sym.name}"
             if first_use is not None
-            else "an unknown location"
+            else ""  # (by an op inside a call, or by none)
         )
         raise RuntimeError(
             f"thunderviz.jit({name}): the program reads a tensor that requires grad "
-            f"({tuple(value.shape)}, {value.dtype}) from outside, first used at {at}, "
-            f"{'by ' + first_use.sym.name if first_use is not None else ''}: not an argument, "
+            f"({tuple(value.shape)}, {value.dtype}) from outside{used}: not an argument, "
             "nor a parameter or buffer of a module jit can see, so jit would run it as a "
             "constant and its gradient would be lost. Pass it to the jitted function as an "
             "argument, or reach it through a module that is the jitted module, one of its "
