@@ -93,3 +93,70 @@ def test_linear_cross_entropy_keeps_its_gradients():
     loss.zero_grad(set_to_none=True)
     tv.jit(loss)(x, target).backward()
     torch.testing.assert_close((x.grad, loss.linear.weight.grad), want, rtol=1e-12, atol=1e-12)
+
+
+class _Graphs(torch.nn.Module):
+    """Asks `is_leaf` and `grad_fn` of an intermediate, a parameter, a factory's leaf and a
+    value made a leaf inside, and branches on each (before, every tensor capture runs on
+    read as a leaf without a `grad_fn`: the other branch, silently)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3, dtype=torch.float64)
+
+    def forward(self, x):
+        h = self.lin(x)
+        made = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+        leaf = (h * 1).detach().requires_grad_()
+        scale = 1.0
+        for k, answer in enumerate(
+            (
+                h.is_leaf,
+                h.grad_fn is None,
+                self.lin.weight.is_leaf,
+                self.lin.weight.grad_fn is None,
+                made.is_leaf,
+                made.grad_fn is None,
+                leaf.is_leaf,
+                x.is_leaf,
+                x.grad_fn is None,
+            )
+        ):
+            scale = scale + (2**k if answer else 0)
+        return (h * scale).sum() + (made * leaf).sum()
+
+
+@pytest.mark.parametrize("entry", ["jit", "trace"])
+def test_is_leaf_and_grad_fn_take_eagers_branch(entry):
+    torch.manual_seed(0)
+    model = _Graphs()
+    x = torch.randn(2, 3, dtype=torch.float64)  # needs no gradient: a leaf whatever it is
+    want = model(x)
+    if entry == "jit":
+        runs = [tv.jit(model)(x), tv.jit(model)(x)]
+    else:
+        runs = [tv.trace(model, x).python_callable()(x, *model.parameters())]
+    for got in runs:
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_grad_fn_stands_in_for_a_node_and_says_so_when_used():
+    def walks(x, w):
+        h = x * w
+        return h * 2 if h.grad_fn.name() else h
+
+    x = torch.randn(3)
+    w = torch.randn(3, requires_grad=True)
+    with pytest.raises(Exception, match=r"grad_fn\.name: a traced program's values have no"):
+        tv.jit(walks)(x, w)
+
+
+def test_is_leaf_of_an_argument_that_needs_a_gradient_is_refused():
+    """Whether it is a leaf is the caller's, which a jitted call is not keyed by."""
+
+    def asks(x):
+        return x * (2 if x.is_leaf else 3)
+
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(tv.CaptureError, match=r"Tensor\.is_leaf at .*an argument that needs"):
+        tv.jit(asks)(x)

@@ -128,6 +128,7 @@ def _trace(
             *pytree.tree_leaves(kwargs),
         ]
         convert = SameViewInputs(_converter(fake_mode, users))
+        recorder.given = convert.users
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
         trace_kwargs: dict[str, Proxy] = {}
@@ -172,6 +173,7 @@ def _trace(
             recorder.bind_alias(alias, first)
         input_proxies = [*trace_args, *holder]  # as `users` are ordered
         recorder.input_names = frozenset(p.name for p in input_proxies)
+        recorder.state_names = frozenset(p.name for p in state_proxies.values())
         recorder.leaf_inputs = frozenset(
             p.name
             for p, u in zip(input_proxies, users, strict=True)
@@ -452,13 +454,20 @@ def _converter(fake_mode: Any, tensors: list[Any]) -> Callable[[torch.Tensor], t
 
 
 def _copy_with_strides(t: torch.Tensor) -> torch.Tensor:
-    """A copy with the user's exact strides. `clone()` keeps the strides of a dense tensor
-    (contiguous, transposed) but makes a gappy view such as `x[:, ::2]` or an expanded one
-    contiguous; the program would then be recorded on a layout it never sees at run time
-    (a `.contiguous()` or `reshape` copy is a no-op on the copy and is not recorded, and a
-    kernel that reads raw memory gets other strides). So such a view is copied as the span
+    """A copy with the user's exact strides and conjugate and negative bits (a `conj()` view
+    reads as one: `view_as_real` refuses it until `resolve_conj()`, which the program then
+    calls and the trace must hold). `clone()` resolves those bits, and keeps the strides of
+    a dense tensor (contiguous, transposed) but makes a gappy view such as `x[:, ::2]` or an
+    expanded one contiguous; the program would then be recorded on a layout it never sees at
+    run time (a `.contiguous()` or `reshape` copy is a no-op on the copy and is not recorded,
+    and a kernel that reads raw memory gets other strides). So such a view is copied as the span
     of storage it covers and re-viewed with the same strides (not as a view of that span,
     so capture sees an input, not a view of something the program never had)."""
+    if t.is_conj():
+        return _copy_with_strides(t.conj()).conj()
+    if t.is_neg():
+        negate = torch.ops.aten._neg_view.default  # (a view with the bit flipped)
+        return negate(_copy_with_strides(negate(t)))
     copy = t.clone()
     if copy.stride() == t.stride() or t.numel() == 0:
         return copy

@@ -15,17 +15,44 @@ from typing import Any
 
 import torch
 
-__all__ = ["reads_values", "has_data_dependent_size", "VALUE_READERS"]
+__all__ = [
+    "LAYOUT_READERS",
+    "VALUE_READERS",
+    "as_the_user_reads",
+    "has_data_dependent_size",
+    "reads_values",
+]
 
-# Torch-level calls that hand a tensor's values to Python without an ATen op the dispatch
-# mode would see (`tolist` copies in C++; `equal` returns a bool, not a tensor).
-VALUE_READERS = frozenset(
+# Torch-level calls that hand a tensor's layout to Python, which jit does not key its calls
+# by (it keys sizes, dtype, device and whether contiguous): `if x.stride(0) == 1:` on a
+# transposed input and on a sliced one took the first call's branch for both, silently.
+# What a copy capture runs on does not keep (its storage offset, conjugate and negative
+# bits, address) is read from the user's tensor it stands for (`SameViewInputs.users`).
+LAYOUT_READERS = frozenset(
     {
-        torch.Tensor.tolist,
-        torch.equal,
-        torch.Tensor.equal,
+        torch.Tensor.stride,
+        torch.Tensor.storage_offset,
+        torch.Tensor.is_conj,
+        torch.Tensor.is_neg,
+        torch.Tensor.data_ptr,
     }
 )
+# Torch-level calls that hand a tensor's values to Python without an ATen op the dispatch
+# mode would see (`tolist` copies in C++; `equal` returns a bool, not a tensor), and the
+# layout readers: each is guarded where the trace runs.
+VALUE_READERS = frozenset({torch.Tensor.tolist, torch.equal, torch.Tensor.equal}) | LAYOUT_READERS
+
+
+def as_the_user_reads(
+    users: dict[int, torch.Tensor], func: Any, args: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """`func`'s arguments, but a layout reader's on the user's tensor where the first is a
+    copy of one."""
+    if func not in LAYOUT_READERS:
+        return args
+    user = users.get(id(args[0])) if args else None
+    return args if user is None else (user, *args[1:])
+
 
 _DYNAMIC = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
 _INDEX = torch.ops.aten.index.Tensor

@@ -86,8 +86,16 @@ class SameViewInputs:
         self._convert = convert
         self._made: dict[Any, torch.Tensor] = {}
         self.aliases: list[tuple[torch.Tensor, torch.Tensor]] = []  # (alias, its first copy)
+        # id of each copy -> the user's tensor: what a copy does not keep (its storage
+        # offset, its conjugate bit, its address) is read from there (capture/guards.py)
+        self.users: dict[int, torch.Tensor] = {}
 
     def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        made = self._copy(t)
+        self.users[id(made)] = t
+        return made
+
+    def _copy(self, t: torch.Tensor) -> torch.Tensor:
         key = memory_key(t)
         if key[0] == "object" or key[0] == "empty":
             return self._convert(t)

@@ -31,15 +31,19 @@ from thunderviz.capture.custom_op_autograd import has_registered_autograd, recor
 from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import printable_arguments
-from thunderviz.capture.grad_attribute import GRAD, refuse_outside_grad
+from thunderviz.capture.given_tensors import looks_at, refuse_given_state
 from thunderviz.capture.grad_flags import (
-    REQUIRES_GRAD,
     REQUIRES_GRAD_SETTERS,
+    UNKNOWN,
     answering_grad_flags,
-    flag_of,
+    eager_read,
     made_a_leaf,
 )
-from thunderviz.capture.guards import has_data_dependent_size, reads_values
+from thunderviz.capture.guards import (
+    as_the_user_reads,
+    has_data_dependent_size,
+    reads_values,
+)
 from thunderviz.capture.host_filled import (
     EMPTY_FACTORIES,
     forget_written,
@@ -128,6 +132,8 @@ class Recorder(FunctionalizingRecorder):
         # the input proxies whose user tensors are autograd leaves (capture/api.py binds them)
         self.leaf_inputs: frozenset[str] = frozenset()
         self.input_names: frozenset[str] = frozenset()  # every input's, leaf or not
+        self.state_names: frozenset[str] = frozenset()  # the modules' parameters and buffers
+        self.given: dict[int, torch.Tensor] = {}  # id of an input's copy -> the user's tensor
 
     def close(self) -> None:
         """The recording is over: the recorder stops referring to its modes, which refer to
@@ -139,15 +145,12 @@ class Recorder(FunctionalizingRecorder):
 
     # --- torch level ------------------------------------------------------------------
     def _read_property(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
-        """`x.shape`, `x.dtype` ... read from the tensor the program runs on; `requires_grad`
-        from its proxy: the tensors capture runs on never require grad (autograd records
-        nothing while we trace), and a program that branches on it (`if h.requires_grad:`)
-        must take the branch eager takes."""
-        if getattr(func, "__self__", None) is REQUIRES_GRAD and args:
-            flag = flag_of(self, args[0])
-            if flag is not None:
-                return flag
-        return func(*args, **kwargs)
+        """`x.shape`, `x.dtype` ... read from the tensor the program runs on; `requires_grad`,
+        `is_leaf` and `grad_fn` from its proxy (capture/grad_flags.py): the tensors capture
+        runs on never require grad (autograd records nothing while we trace), and a program
+        that branches on them (`if h.requires_grad:`) must take the branch eager takes."""
+        answer = eager_read(self, func, args)
+        return func(*args, **kwargs) if answer is UNKNOWN else answer
 
     def _what_runs(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """What runs for the program's call of `func`: itself, but for autograd's calls."""
@@ -196,8 +199,8 @@ class Recorder(FunctionalizingRecorder):
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if getattr(func, "__self__", None) is GRAD and args:
-            refuse_outside_grad(self, func, args[0])  # (capture/grad_attribute.py)
+        if args and looks_at(func):
+            refuse_given_state(self, func, args, kwargs)  # (capture/given_tensors.py)
         if is_property_read(func):
             return self._read_property(func, args, kwargs)
         if func is _REGISTER_HOOK and args and getattr(self.proxy_of(args[0]), "requires_grad", 0):
@@ -230,7 +233,8 @@ class Recorder(FunctionalizingRecorder):
         self.generators.enter_call()
         try:
             with self._collecting(frame), answering_grad_flags(self, func):
-                out = run(*args, **kwargs)
+                # (a layout reader reads what a copy does not keep from the user's tensor)
+                out = run(*as_the_user_reads(self.given, func, args), **kwargs)
         except CaptureError:
             raise
         except Exception as e:

@@ -108,8 +108,10 @@ class RecorderState:
         # Core ATen ops to decompose all the same (`decompositions.py`): those with no grad
         # rule, while a backward traced inside the program runs (autodiff/inner_grad.py)
         self.decomposes_also: Callable[[Any], bool] | None = None
-        # proxies of the values the program called `requires_grad_()` on (grad_flags.py)
+        # proxies of the values the program called `requires_grad_()` on (grad_flags.py),
+        # and of the leaves that made
         self.made_leaves: list[str] = []
+        self.new_leaves: set[str] = set()
 
     # --- the tensor -> proxy map ------------------------------------------------------
     def bind(self, t: Any, proxy: Proxy) -> None:

@@ -97,7 +97,12 @@ def is_guard(bsym: BoundSymbol) -> bool:
 
 
 def _value_key(bsym: BoundSymbol) -> tuple[Any, ...]:
-    return ("value", bsym.sym.id, tuple(p.name for p in bsym.flat_proxy_args))
+    """The call by its symbol and arguments, values by name (`x.stride(0)` and `x.stride(-1)`
+    are two values)."""
+    named = lambda a: a.name if isinstance(a, Proxy) else repr(a)  # noqa: E731
+    args = tuple(named(a) for a in bsym.args)
+    kwargs = tuple(sorted((k, named(v)) for k, v in bsym.kwargs.items()))
+    return ("value", bsym.sym.id, args, kwargs)
 
 
 def specialisations(forward: Trace) -> list[Guard]:

@@ -299,9 +299,10 @@ class JittedFunction:
         state: list[torch.Tensor],
         rest: tuple[Any, ...],
     ) -> Any:
-        # Tensors (the common case) are keyed inline, without a call.
+        # Tensors (the common case) are keyed inline, without a call. (A `conj()` view is
+        # keyed apart: the program sees it as one, and calls `resolve_conj()` on it.)
         inputs = tuple(
-            (a.shape, a.dtype, a.device, a.requires_grad, a.is_contiguous())
+            (a.shape, a.dtype, a.device, a.requires_grad, a.is_contiguous(), a.is_conj())
             if type(a) is torch.Tensor
             else value_key(a, f"argument {i} of the call")
             for i, a in enumerate(args)

@@ -75,6 +75,7 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
             x.device,
             x.requires_grad,
             x.is_contiguous(),
+            x.is_conj(),
         )  # as jit's fast path
     kind = type(x)
     if isinstance(x, _ATOMS):

@@ -1,10 +1,13 @@
-"""`.grad` read or set inside a traced program, on a tensor it was given.
+"""A tensor the program was given, whose `.grad` it reads or sets, whose `.data` it sets or
+whose `requires_grad` it turns off inside a traced call.
 
 Capture runs the program on copies whose `.grad` is None: before these were refused, a
 `clip_grad_norm_` inside a jitted step clipped nothing (the user's gradient stayed 5.0
 where eager's became 0.35), a branch on `p.grad is not None` took the other side (half
-eager's loss), and `p.grad = None` left the user's gradient in place. Each is now refused
-with the line and the way out; a tensor the program makes keeps eager's `.grad` (None)."""
+eager's loss), `p.grad = None` left the user's gradient in place, `p.data = ...` left the
+parameter as it was (the next call computed with the old one) and `requires_grad_(False)`
+did not freeze it. Each is now refused with the line and the way out; a tensor the program
+makes keeps eager's `.grad` (None)."""
 
 from __future__ import annotations
 
@@ -67,23 +70,55 @@ def _reading_an_argument(m):
     return step
 
 
-PROGRAMS = [_clipping, _branching, _clearing, _zeroing_through_an_optimizer, _reading_an_argument]
+def _replacing_data(m):
+    def step(x):
+        out = m(x).sum()
+        m.weight.data = m.weight.data * 0.5
+        return out
+
+    return step
+
+
+def _freezing(m):
+    def step(x):
+        out = m(x).sum()
+        m.weight.requires_grad_(False)
+        return out
+
+    return step
+
+
+PROGRAMS = {
+    _clipping: "grad",
+    _branching: "grad",
+    _clearing: "grad",
+    _zeroing_through_an_optimizer: "grad",
+    _reading_an_argument: "grad",
+    _replacing_data: "data",
+    _freezing: "requires_grad",
+}
 
 
 @pytest.mark.parametrize("make", PROGRAMS, ids=lambda f: f.__name__.strip("_"))
 @pytest.mark.parametrize("entry", ["jit", "trace"])
-def test_a_given_tensors_grad_is_refused_with_the_line_and_nothing_changes(model, make, entry):
+def test_what_a_trace_would_not_carry_is_refused_with_the_line_and_nothing_changes(
+    model, make, entry
+):
     x = torch.randn(4, 3, requires_grad=True)
     x.grad = torch.ones_like(x)
+    weight = model.weight.detach().clone()
     program = make(model)
-    with pytest.raises(CaptureError, match=r"Tensor\.grad at .*test_grad_attribute\.py") as e:
+    attribute = PROGRAMS[make]
+    line = rf"Tensor\.{attribute} at .*test_given_tensors\.py"
+    with pytest.raises(CaptureError, match=line) as e:
         if entry == "jit":
             tv.jit(program)(x)
         else:
             tv.trace(program, x)
-    assert e.value.op == "torch.Tensor.grad"
+    assert e.value.op == f"torch.Tensor.{attribute}"
     assert "outside the traced call" in str(e.value)
     assert torch.equal(model.weight.grad, torch.full_like(model.weight, 5.0))
+    assert torch.equal(model.weight, weight) and model.weight.requires_grad
     assert torch.equal(x.grad, torch.ones_like(x))
 
 
