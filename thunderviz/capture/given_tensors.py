@@ -1,6 +1,7 @@
 """What a program may not do inside a traced call to the tensors it was given (its inputs,
 the parameters and buffers of its modules, tensors it reads from outside): read or set their
-`.grad`, set their `.data`, turn their `requires_grad` off.
+`.grad`, set their `.data`, turn their `requires_grad` off, register a hook that outlives
+the call on them (a gradient hook on a parameter, a post-accumulate hook on any).
 
 Capture runs the program on copies of those tensors. A copy's `.grad` is None, so a program
 that read a parameter's gradient (`clip_grad_norm_`, `if p.grad is not None:`, an
@@ -54,14 +55,33 @@ _REASONS = {
         "user's tensor would still require grad",
         "Freeze it outside the traced call, before it",
     ),
+    "register_hook": (
+        "in eager the hook stays on the user's tensor after the call (one more on every "
+        "call, each seeing every later backward), where a trace's hook lives in its call",
+        "Register it once, outside the traced call",
+    ),
+    "register_post_accumulate_grad_hook": (
+        "in eager the hook stays on the user's tensor after the call, where a trace runs "
+        "on a copy and keeps no hook on it",
+        "Register it once, outside the traced call",
+    ),
 }
+
+
+_HOOKS = (torch.Tensor.register_hook, torch.Tensor.register_post_accumulate_grad_hook)
 
 
 def looks_at(func: Any) -> bool:
     """Whether `refuse_given_state` has anything to say about a call of `func` (by identity:
     an `in` would compare a tensor bound to `func` with `==`)."""
     owner = getattr(func, "__self__", None)
-    return owner is GRAD or owner is DATA or owner is REQUIRES_GRAD or func is _REQUIRES_GRAD_
+    return (
+        owner is GRAD
+        or owner is DATA
+        or owner is REQUIRES_GRAD
+        or func is _REQUIRES_GRAD_
+        or func in _HOOKS
+    )
 
 
 _REQUIRES_GRAD_ = torch.Tensor.requires_grad_
@@ -77,6 +97,12 @@ def refuse_given_state(recorder: Any, func: Any, args: tuple[Any, ...], kwargs: 
         attribute = "grad"
     elif descriptor is DATA and access != "reads":
         attribute = "data"
+    elif func in _HOOKS:
+        proxy = recorder._proxies.get(id(tensor))
+        hook_on_state = proxy is not None and proxy.name in recorder.state_names
+        if func is _HOOKS[0] and not hook_on_state:
+            return  # on a value or an argument: the trace's own hook (capture/tensor_hooks.py)
+        attribute = func.__name__
     elif descriptor is REQUIRES_GRAD or func is _REQUIRES_GRAD_:
         flag = rest[0] if rest else kwargs.get("requires_grad", True)
         if access == "reads" or flag:
@@ -99,10 +125,11 @@ def refuse_given_state(recorder: Any, func: Any, args: tuple[Any, ...], kwargs: 
         else "a tensor the traced program reads from outside"
     )
     why, way_out = _REASONS[attribute]
+    doing = "registers a hook on" if func in _HOOKS else f"{access} the {attribute} of"
     source = user_source(skip=3)
     raise CaptureError(
-        f"Tensor.{attribute} at {where(source, recorder.module_path)} {access} the "
-        f"{attribute} of {what}: {why}. {way_out}.",
+        f"Tensor.{attribute} at {where(source, recorder.module_path)} {doing} {what}: "
+        f"{why}. {way_out}.",
         op=f"torch.Tensor.{attribute}",
         source=source,
         module_path=recorder.module_path,

@@ -61,13 +61,18 @@ from thunderviz.executor.ddp import DDPSync
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (
+    ambient_change,
     ambient_key,
     changed_attribute,
     module_attributes,
     value_key,
 )
 from thunderviz.executor.repeat import RepeatedCall
-from thunderviz.executor.retrace_reasons import attribute_reason, miss_reason
+from thunderviz.executor.retrace_reasons import (
+    attribute_reason,
+    miss_reason,
+    unreplayable_warning,
+)
 from thunderviz.executor.runnable import without_identity_reshapes
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
@@ -347,16 +352,7 @@ class JittedFunction:
         if self._warned_unreplayable:
             return
         self._warned_unreplayable = True
-        warnings.warn(
-            f"thunderviz.jit({self._name()}): the program {why}, which a trace cannot replay "
-            "(it happens while tracing, and a branch taken on it or a number made of it is "
-            "baked in): it is traced again on every call, correct but as slow as a first "
-            "call. To trace once: draw with torch (`torch.rand`, which the trace replays), "
-            "read values with `.item()` or `.tolist()` (which jit checks), print outside the "
-            "jitted call (`thunderviz.Session` shows every value), or pass the value in as an "
-            "argument.",
-            stacklevel=5,  # the caller of the jitted function
-        )
+        warnings.warn(unreplayable_warning(self._name(), why), stacklevel=5)  # (the caller's)
 
     def _compile(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -366,10 +362,16 @@ class JittedFunction:
         # as they are before the program runs
         subs = self._walk.submodules
         attributes = module_attributes(subs) + code_constants(self.fn, subs)
+        ambient = ambient_key()
         # under DDP every rank runs the forward it broadcast buffers for: nothing to keep
         traced, recorded = trace_for_jit(
             self._root or self.fn, args, kwargs, keep_values=self.ddp is None
         )
+        left = ambient_change(ambient, ambient_key())
+        if left and not traced.meta.get("unreplayable"):
+            # the program's call changes torch's global state (eager's next call starts from
+            # that), which no run of a trace does: each call runs the program again
+            traced.meta["unreplayable"] = f"leaves torch's global state changed ({left})"
         forward, attribute_targets = with_attribute_writes(traced, self._root)
         attributes = without_rewritten(attributes, subs, attribute_targets, traced.constants)
         if torch.is_grad_enabled():

@@ -209,6 +209,20 @@ def ambient_key() -> tuple[Any, ...]:
     return (torch.is_grad_enabled(), settings, autocast)
 
 
+_AMBIENT_PARTS = ("grad mode", "the default dtype and deterministic algorithms", "autocast")
+
+
+def ambient_change(before: tuple[Any, ...], after: tuple[Any, ...]) -> str:
+    """'' where `ambient_key()` is the same after the program as before it, else what the
+    program left changed, in words (`torch.set_grad_enabled(False)` or
+    `torch.set_default_dtype(torch.float64)` called in it without restoring)."""
+    return "; ".join(
+        f"{part}: {was!r} -> {now!r}"
+        for part, was, now in zip(_AMBIENT_PARTS, before, after, strict=True)
+        if was != now
+    )
+
+
 # --- module attributes --------------------------------------------------------------------
 # A module's plain attributes (`self.scale = 2.0`, Dropout's `p`, `eps`) are constants of the
 # trace. Tensors held as plain attributes (not parameters or buffers) are captured by

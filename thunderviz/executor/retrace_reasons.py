@@ -9,7 +9,7 @@ from thunderviz.executor.bridge import CompiledEntry
 from thunderviz.executor.keys import MISSING, changed_attribute
 from thunderviz.executor.walk import ModuleWalk
 
-__all__ = ["miss_reason", "attribute_reason"]
+__all__ = ["miss_reason", "attribute_reason", "unreplayable_warning"]
 
 # what each part of the cache key (JittedFunction._key) holds
 _KEY_PARTS = (
@@ -49,3 +49,16 @@ def attribute_reason(entry: CompiledEntry, flat_inputs: list[Any], walk: ModuleW
     path = walk.paths[index] or type(walk.submodules[index]).__name__
     was = "not set on the instance" if value is MISSING else f"traced with {was}"
     return f"a change of the module attribute {path}.{name} ({was}, now {now!r})"
+
+
+def unreplayable_warning(name: str, why: str) -> str:
+    """The warning for a program traced again on every call, because it `why`."""
+    return (
+        f"thunderviz.jit({name}): the program {why}, which a trace cannot replay (it happens "
+        "while tracing, and a branch taken on it or a number made of it is baked in): it is "
+        "traced again on every call, correct but as slow as a first call. To trace once: draw "
+        "with torch (`torch.rand`, which the trace replays), read values with `.item()` or "
+        "`.tolist()` (which jit checks), print outside the jitted call (`thunderviz.Session` "
+        "shows every value), set torch's global state outside it or restore it inside (`with "
+        "torch.set_grad_enabled(...)`), or pass the value in as an argument."
+    )
