@@ -37,12 +37,10 @@ from thunderviz.core.symbol import BsymTag
 
 __all__ = [
     "UNKNOWN",
-    "GRAPH_PROPERTIES",
-    "REQUIRES_GRAD",
     "REQUIRES_GRAD_SETTERS",
     "answering_grad_flags",
+    "eager_read",
     "made_a_leaf",
-    "read_as_eager",
 ]
 
 REQUIRES_GRAD = torch._C.TensorBase.__dict__["requires_grad"]
@@ -122,7 +120,8 @@ _NODE = _TracedNode()
 def _refusal(recorder: Any, name: str, what: str, way_out: str) -> CaptureError:
     source = user_source(skip=3)
     return CaptureError(
-        f"Tensor.{name} at {where(source, recorder.module_path)} reads it of {what}. {way_out}.",
+        f"Tensor.{name} at {where(source, recorder.module_path)} reads the {name} of {what}. "
+        f"{way_out}.",
         op=f"torch.Tensor.{name}",
         source=source,
         module_path=recorder.module_path,
