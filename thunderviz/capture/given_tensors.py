@@ -30,7 +30,7 @@ from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.source import user_source
 from thunderviz.core.locations import where
 
-__all__ = ["looks_at", "refuse_given_state"]
+__all__ = ["looks_at", "refuse_given_state", "refused"]
 
 _BASE = torch._C.TensorBase.__dict__
 GRAD, DATA, REQUIRES_GRAD = _BASE["grad"], _BASE["data"], _BASE["requires_grad"]
@@ -91,6 +91,7 @@ def refuse_given_state(recorder: Any, func: Any, args: tuple[Any, ...], kwargs: 
     """Raise where `func` (one `looks_at`) does to a tensor the program was given what the
     module docstring says; return otherwise."""
     tensor, *rest = args
+    proxy = recorder._proxies.get(id(tensor))
     descriptor = getattr(func, "__self__", None)
     access = _ACCESS.get(getattr(func, "__name__", ""), "sets")
     if descriptor is GRAD:
@@ -98,7 +99,6 @@ def refuse_given_state(recorder: Any, func: Any, args: tuple[Any, ...], kwargs: 
     elif descriptor is DATA and access != "reads":
         attribute = "data"
     elif func in _HOOKS:
-        proxy = recorder._proxies.get(id(tensor))
         hook_on_state = proxy is not None and proxy.name in recorder.state_names
         if func is _HOOKS[0] and not hook_on_state:
             return  # on a value or an argument: the trace's own hook (capture/tensor_hooks.py)
@@ -110,7 +110,6 @@ def refuse_given_state(recorder: Any, func: Any, args: tuple[Any, ...], kwargs: 
         attribute = "requires_grad"
     else:
         return
-    proxy = recorder._proxies.get(id(tensor))
     if proxy is not None and not (
         proxy.name in recorder.input_names or proxy.name in recorder.constants
     ):
@@ -126,11 +125,15 @@ def refuse_given_state(recorder: Any, func: Any, args: tuple[Any, ...], kwargs: 
     )
     why, way_out = _REASONS[attribute]
     doing = "registers a hook on" if func in _HOOKS else f"{access} the {attribute} of"
+    raise refused(recorder, attribute, f"{doing} {what}: {why}. {way_out}.")
+
+
+def refused(recorder: Any, name: str, says: str) -> CaptureError:
+    """The refusal of `Tensor.<name>` at the user's line: "Tensor.<name> at <line> <says>"."""
     source = user_source(skip=3)
-    raise CaptureError(
-        f"Tensor.{attribute} at {where(source, recorder.module_path)} {doing} {what}: "
-        f"{why}. {way_out}.",
-        op=f"torch.Tensor.{attribute}",
+    return CaptureError(
+        f"Tensor.{name} at {where(source, recorder.module_path)} {says}",
+        op=f"torch.Tensor.{name}",
         source=source,
         module_path=recorder.module_path,
     )

@@ -29,9 +29,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from thunderviz.capture.errors import CaptureError
-from thunderviz.capture.source import user_source
-from thunderviz.core.locations import where
+from thunderviz.capture.given_tensors import refused
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.symbol import BsymTag
 
@@ -77,12 +75,12 @@ def read_as_eager(recorder: Any, descriptor: Any, t: Any) -> Any:
     if proxy.name in recorder.input_names and proxy.name not in recorder.state_names:
         # an argument that needs a gradient: a leaf or not as the caller made it, which jit
         # does not key its calls by (a parameter is always a leaf)
-        raise _refusal(
+        raise refused(
             recorder,
             name,
-            f"{proxy.name}, an argument that needs a gradient: whether it is a leaf is the "
-            "caller's, and a jitted call is not keyed by it",
-            "Pass the answer in as an argument (`f(x, x.is_leaf)`)",
+            f"reads the {name} of {proxy.name}, an argument that needs a gradient: whether "
+            "it is a leaf is the caller's, and a jitted call is not keyed by it. Pass the "
+            "answer in as an argument (`f(x, x.is_leaf)`).",
         )
     # a leaf: one of the modules' parameters, a value the program made one with
     # `requires_grad_()`, a factory's `requires_grad=True` (which capture keeps)
@@ -115,17 +113,6 @@ class _TracedNode:
 
 
 _NODE = _TracedNode()
-
-
-def _refusal(recorder: Any, name: str, what: str, way_out: str) -> CaptureError:
-    source = user_source(skip=3)
-    return CaptureError(
-        f"Tensor.{name} at {where(source, recorder.module_path)} reads the {name} of {what}. "
-        f"{way_out}.",
-        op=f"torch.Tensor.{name}",
-        source=source,
-        module_path=recorder.module_path,
-    )
 
 
 def eager_read(recorder: Any, func: Any, args: tuple[Any, ...]) -> Any:
