@@ -9,7 +9,7 @@ import { nodeTooltip, splitToggle, viewBoxSize } from "./graphlabels.js";
 import { fitVisibleGraph, nodesFor, moduleId, DEFAULT_LIMITS } from "./visible.js";
 import { graphToDot, tensorLabel } from "./dot.js";
 import { layoutDot, timings } from "./layout.js";
-import { buildSvg, insertInSlices, afterNextPaint } from "./svgtree.js";
+import { buildSvg, insertInSlices, nextFrameTurn } from "./svgtree.js";
 import { svgText, svgToPng, download } from "./picture.js";
 import { Minimap } from "./minimap.js";
 import { GradOverlay } from "./gradoverlay.js";
@@ -158,8 +158,9 @@ export class GraphView {
   async settle(superseded) {
     // Scrolling reads geometry. Read it now and the browser lays the new SVG out inside this
     // task (50-100 ms for a few hundred nodes); read it once the next frame has been drawn
-    // and the layout is already done.
-    await afterNextPaint();
+    // and the layout is already done, in a turn of its own (no other pane's slice put in
+    // after that frame).
+    await nextFrameTurn();
     if (superseded()) return;
     this.keepAnchor();
     this.centreOnFocus(this.firstLayout);

@@ -3,6 +3,7 @@
 // corner, only while the graph does not fit.
 
 import { h } from "./dom.js";
+import { nextFrameTurn } from "./svgtree.js";
 
 const WIDTH = 150;
 const HEIGHT = 110;
@@ -14,6 +15,7 @@ export class Minimap {
     this.el = h("canvas", { class: "tv-minimap", attrs: { width: WIDTH, height: HEIGHT, hidden: true, title: "Overview: click or drag to move", role: "img", "aria-label": "graph overview" } });
     this.boxes = [];
     this.scale = 1;
+    this.queued = false; // a draw is waiting for the next frame
     const go = (event) => {
       const rect = this.el.getBoundingClientRect();
       const x = (event.clientX - rect.left) / this.scale;
@@ -30,7 +32,22 @@ export class Minimap {
     const stop = () => (this.dragging = false);
     this.el.addEventListener("pointerup", stop);
     this.el.addEventListener("pointerleave", stop);
-    this.scroller.addEventListener("scroll", () => this.draw(), { passive: true });
+    // A scroll event is dispatched in the frame's rendering steps, before the layout of what
+    // the page changed since the last frame (a new drawing, a pane scrolled into place): the
+    // draw's reads of the scroll position made the browser lay the whole graph out inside the
+    // handler (12-110 ms for a few hundred nodes). Drawn in the frame queue's next turn, once
+    // that frame is on the screen, the reads find the layout done; one draw however many
+    // events came meanwhile.
+    this.scroller.addEventListener("scroll", () => this.drawAfterPaint(), { passive: true });
+  }
+
+  drawAfterPaint() {
+    if (this.queued) return;
+    this.queued = true;
+    nextFrameTurn().then(() => {
+      this.queued = false;
+      this.draw();
+    });
   }
 
   /**

@@ -85,8 +85,10 @@ export function nextSliceSize(size, renderMs, targetMs) {
 
 // Frames are shared by every pane on the page: a slice waits for the frame after the
 // previous slice of any pane, so two panes drawn at once never render in the same frame.
+// Geometry reads take a turn too (a pane settling, the overview): after the frame, but
+// before the next slice goes in, so they find the layout done rather than force one.
 let frameQueue = /** @type {Promise<any>} */ (Promise.resolve());
-const nextFrameTurn = () => (frameQueue = frameQueue.then(afterNextPaint));
+export const nextFrameTurn = () => (frameQueue = frameQueue.then(afterNextPaint));
 
 /**
  * Put a built SVG in `container` a slice at a time, one slice per rendered frame.
