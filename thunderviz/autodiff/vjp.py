@@ -16,12 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from thunderviz.autodiff.block_sweep import SweepState, sweep_blocks, tagged
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import JointRun, run_joint
 from thunderviz.autodiff.registry import JointFn, RuleSet
+from thunderviz.autodiff.same_call import passes_values_of, same_args
 from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
 from thunderviz.autodiff.sweep_log import Contribution, RuleApplication
 from thunderviz.capture.recorder import INNER_GRAD_ID
@@ -31,7 +30,6 @@ from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
 from thunderviz.prims import aten
-from thunderviz.prims.call_args import op_args
 from thunderviz.prims.missing_meta import differentiating
 from thunderviz.transforms.dce import dce
 from thunderviz.transforms.recording import VISIT_TYPE, StepRecorder
@@ -248,8 +246,8 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
     if unit.joint is None or not any(v is not None for v in out_cts.values()):
         state.fwd_segments[i] = [b]
         return
-    same_call = lambda args, kwargs: _passes_same_values(b, args, kwargs)  # noqa: E731
-    with differentiating(b, same_call):  # (for an op without a meta kernel)
+    same_call = lambda args, kwargs: passes_values_of(b, args, kwargs)  # noqa: E731
+    with differentiating(b, same_call):  # (its outputs' metadata: prims/missing_meta.py)
         run = run_joint(
             unit.joint,
             b.args,
@@ -355,7 +353,7 @@ def _place(
     forward = run.forward.bound_symbols
     # the rule's forward code is just the op again: its values are the op's, whatever shapes
     # the rule's meta kernel gave them (a CUDA kernel's empty buffer)
-    again = len(forward) == 1 and forward[0].sym == b.sym and _same_args(forward[0], b)
+    again = len(forward) == 1 and forward[0].sym == b.sym and same_args(forward[0], b)
     renames: dict[str, Proxy] = {}
     for r, o in pairs:
         if o is None or r.name == o.name:
@@ -424,24 +422,6 @@ def _check_cotangents_read(
                 "differentiates twice (for attention, the math form: softmax(q @ k.T) @ v).",
                 bsym=b,
             )
-
-
-def _same_args(a: BoundSymbol, b: BoundSymbol) -> bool:
-    """Whether two calls of one symbol pass the same values, defaults spelled out or not
-    (the dispatcher drops trailing defaults; a rule may write them)."""
-    return _passes_same_values(a, b.args, b.kwargs)
-
-
-def _passes_same_values(bsym: BoundSymbol, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a call of `bsym`'s symbol with `args` and `kwargs` is `bsym`'s call."""
-    fn = bsym.sym.fn
-    return repr(_call_values(fn, bsym.args, bsym.kwargs)) == repr(_call_values(fn, args, kwargs))
-
-
-def _call_values(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if not isinstance(fn, torch._ops.OpOverload):
-        return args, kwargs
-    return op_args(fn, args, kwargs)
 
 
 def _backward_trace(
