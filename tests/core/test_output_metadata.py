@@ -8,7 +8,6 @@ trace recorded."""
 from __future__ import annotations
 
 import itertools
-
 import sys
 
 import pytest
