@@ -125,3 +125,26 @@ def test_a_plain_value_the_forward_assigns_is_assigned_by_every_run():
     trace = tv.trace(ours, torch.randn(2, 3, **F64))
     assert ours.ptr == theirs.ptr  # tracing alone moved nothing
     assert trace.meta["attribute_values"] == [("", "ptr", (ours.ptr + 2) % 8)]
+
+
+@pytest.mark.parametrize("norm", [spectral_norm, weight_norm], ids=["spectral_norm", "weight_norm"])
+def test_a_norm_hook_on_the_jitted_module_itself_is_refused_with_the_way_out(norm):
+    """The jitted module's own hooks run around the traced call, so the weight its norm hook
+    sets on every call reaches the trace from outside: refused, naming the hook and how to
+    have it traced; the way out given agrees with eager."""
+    torch.manual_seed(0)
+    module = norm(nn.Linear(5, 5)).double()
+    x = torch.randn(4, 5, **F64)
+    hook = type(next(iter(module._forward_pre_hooks.values()))).__qualname__
+    with pytest.raises(RuntimeError, match=rf"`Linear.weight`.*\({hook}\).*Sequential"):
+        tv.jit(module)(x)
+    ours, eager = (norm(nn.Linear(5, 5)).double() for _ in range(2))
+    eager.load_state_dict(ours.state_dict())
+    wrapped = tv.jit(nn.Sequential(ours))
+    for _ in range(2):
+        got, want = wrapped(x), eager(x)
+        got.square().sum().backward()
+        want.square().sum().backward()
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
+        for a, b in zip(ours.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-14)

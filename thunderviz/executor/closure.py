@@ -101,7 +101,7 @@ class FunctionModules(torch.nn.Module):
         return list(map(id, modules.values())) == list(map(id, self._modules.values()))
 
 
-def refuse_captured_grads(trace: Trace, name: str) -> None:
+def refuse_captured_grads(trace: Trace, name: str, module: torch.nn.Module | None = None) -> None:
     """Raise where a tensor that requires grad reached `trace` as a constant (read from
     outside by a function the jitted code calls, or held inside an object it was given):
     its gradient would be silently lost."""
@@ -129,4 +129,27 @@ def refuse_captured_grads(trace: Trace, name: str) -> None:
             "constant and its gradient would be lost. Pass it to the jitted function as an "
             "argument, or reach it through a module that is the jitted module, one of its "
             "submodules, an argument, or a global or closure variable of the jitted function."
+            + _set_by_own_hooks(value, module)
         )
+
+
+def _set_by_own_hooks(value: torch.Tensor, module: torch.nn.Module | None) -> str:
+    """Where the tensor is a plain attribute of the jitted module and the module has forward
+    pre-hooks: most likely one of them computed it (the old `nn.utils.spectral_norm` and
+    `weight_norm` set `module.weight` so on every call), outside the trace, since jit runs
+    the jitted module's own hooks around the traced call (executor/hooks.py)."""
+    if module is None or not module._forward_pre_hooks:
+        return ""
+    attribute = next((k for k, v in vars(module).items() if v is value), None)
+    if attribute is None:
+        return ""
+    hooks = ", ".join(
+        getattr(h, "__qualname__", type(h).__qualname__) for h in module._forward_pre_hooks.values()
+    )
+    return (
+        f" It is `{type(module).__name__}.{attribute}`, a plain tensor attribute, which a "
+        f"forward pre-hook of the jitted module ({hooks}) can set on every call: jit runs "
+        "the jitted module's own hooks around the traced call, so what they compute comes "
+        "from outside. Jit a module that holds this one, `thunderviz.jit(torch.nn.Sequential"
+        "(module))`: the hooks of submodules run inside the traced program."
+    )

@@ -375,7 +375,7 @@ class JittedFunction:
         forward, attribute_targets = with_attribute_writes(traced, self._root)
         attributes = without_rewritten(attributes, subs, attribute_targets, traced.constants)
         if torch.is_grad_enabled():
-            refuse_captured_grads(forward, self._name())
+            refuse_captured_grads(forward, self._name(), self.module)
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(p, TensorProxy) and p.requires_grad for p in forward.flat_args
         )
