@@ -1,4 +1,4 @@
-"""Outputs of a call that the loss does not use.
+"""Outputs of a call that the loss does not use, and outputs it returns more than once.
 
 Autograd hands a Function `None` for an output that got no gradient (we ask for that with
 `ctx.set_materialize_grads(False)`). The backward trace takes one cotangent per output, so it
@@ -6,10 +6,17 @@ gets zeros there — but an input that only such outputs depend on must get `Non
 PyTorch gives `None` to a parameter that took no part in the loss (a Hugging Face model's
 pooler when the loss reads the sequence output). The difference is not cosmetic: an optimizer
 skips a `None` gradient and moves a zero one (AdamW's weight decay, momentum).
+
+A program that returns one tensor twice (`return y, y`) returns the same object twice, and
+autograd hands that tensor's whole gradient to the last of its places, `None` to the others;
+the backward trace takes one cotangent per distinct output, at its first place. Read there
+alone, the gradient was lost: its inputs got `None`, silently.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 
 import torch
@@ -19,7 +26,7 @@ from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.symbol import BoundSymbol
 from thunderviz.core.trace import Trace
 
-__all__ = ["inputs_each_output_reads", "fill_absent"]
+__all__ = ["inputs_each_output_reads", "fill_absent", "gather_repeated", "repeated_outputs"]
 
 
 def inputs_each_output_reads(forward: Trace, differentiable: list[int]) -> list[frozenset[int]]:
@@ -70,3 +77,28 @@ def fill_absent(
         filled.append(ct)
     unreached = set(range(len(forward.flat_args))) - reached
     return tuple(filled), unreached
+
+
+def repeated_outputs(forward: Trace, differentiable: list[int]) -> dict[int, tuple[int, ...]]:
+    """For each output at the `differentiable` positions of `forward`'s flat output that the
+    program returns more than once: all the positions it is returned at."""
+    flat_out = pytree.tree_leaves(forward.output)
+    places: dict[str, list[int]] = {}
+    for i, p in enumerate(flat_out):
+        if isinstance(p, TensorProxy):
+            places.setdefault(p.name, []).append(i)
+    return {
+        i: tuple(places[flat_out[i].name])
+        for i in differentiable
+        if len(places[flat_out[i].name]) > 1
+    }
+
+
+def gather_repeated(grad_outputs: tuple[Any, ...], repeated: dict[int, tuple[int, ...]]) -> tuple:
+    """`grad_outputs` with each repeated output's gradient at its first place: the sum of what
+    autograd handed to any of its places (one of them, in practice), None if none got one."""
+    gathered = list(grad_outputs)
+    for first, places in repeated.items():
+        got = [grad_outputs[i] for i in places if grad_outputs[i] is not None]
+        gathered[first] = functools.reduce(operator.add, got) if got else None
+    return tuple(gathered)

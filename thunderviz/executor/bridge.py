@@ -24,7 +24,12 @@ from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState, generators_of
 from thunderviz.core.run_errors import attribute_error
 from thunderviz.core.trace import Trace, without_no_grad
-from thunderviz.executor.absent_cotangents import fill_absent, inputs_each_output_reads
+from thunderviz.executor.absent_cotangents import (
+    fill_absent,
+    gather_repeated,
+    inputs_each_output_reads,
+    repeated_outputs,
+)
 from thunderviz.executor.double_backward import differentiable_backward, inputs_written
 from thunderviz.executor.first_run import first_run
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
@@ -100,6 +105,8 @@ class CompiledEntry:
         positions = tuple(i for i, p in enumerate(saved) if isinstance(p, TensorProxy))
         self.saved_tensor_positions = None if len(positions) == len(saved) else positions
         n_outputs = len(pytree.tree_leaves(self.forward.output))
+        # differentiable outputs the program returns more than once (absent_cotangents.py)
+        self.repeated_outputs = repeated_outputs(self.forward, self.differentiable_outputs)
         # the common case (a loss): the cotangents are autograd's grad_outputs as they come
         self.all_outputs_differentiable = self.differentiable_outputs == list(range(n_outputs))
         # outputs no gradient flows back from are marked so, but those eager gives
@@ -216,6 +223,8 @@ class _TraceFunction(torch.autograd.Function):
             for i, t in zip(positions, saved, strict=True):
                 values[i] = t
             saved = tuple(values)
+        if entry.repeated_outputs:
+            grad_outputs = gather_repeated(grad_outputs, entry.repeated_outputs)
         cotangents = (
             grad_outputs
             if entry.all_outputs_differentiable
