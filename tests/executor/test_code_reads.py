@@ -130,3 +130,41 @@ def test_a_class_attribute_changed_or_shadowed_and_a_replaced_forward_retrace():
     finally:
         ClassScaled.scale = 2.0
     assert jitted.cache_misses == 4
+
+
+# --- a function the module holds, given to its constructor ----------------------------------
+
+GAIN = [1.0]
+
+
+class WithCallable(nn.Module):
+    """`self.act` is a lambda from outside (an activation passed in): what it reads is the
+    program's configuration as much as what a method reads."""
+
+    def __init__(self, act) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2, dtype=torch.float64)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
+def test_what_a_function_held_by_the_module_reads_retraces_when_it_changes():
+    model, x = (
+        WithCallable(lambda y: torch.tanh(y) * GAIN[0]),
+        torch.randn(4, 3, dtype=torch.float64),
+    )
+    jitted = tv.jit(model)
+    try:
+        for change in (
+            lambda: None,
+            lambda: GAIN.__setitem__(0, 3.0),  # a global list it reads, changed in place
+            lambda: setattr(model, "act", lambda y: torch.sigmoid(y)),  # another function
+        ):
+            change()
+            for _ in range(2):
+                torch.testing.assert_close(jitted(x), model(x), rtol=0, atol=0)
+        assert jitted.cache_misses == 3
+    finally:
+        GAIN[0] = 1.0

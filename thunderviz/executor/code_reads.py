@@ -4,14 +4,14 @@ A trace holds what they were when it was made (`x * SCALE` with `SCALE = 2.0` is
 `act = torch.tanh` ran tanh), so `jit` snapshots them and retraces when one changes. Read
 from: the jitted function (or module's `forward`), the `forward` of every submodule class
 that is not torch's own, and, a few calls deep, the functions and methods those call by name
-(a global helper, `self._attend(...)`). Plain values are compared by value; plain lists,
-tuples, dicts, sets and dataclass instances by what they hold (changed in place or not);
-functions, classes, modules and tensors (captured by reference: rebinding the name is what
-changes) by identity. Also: each function's default arguments, by what they hold; the class
-attributes a module's method reads through `self` (`Model.scale = 3`), and that no instance
-shadows them (`model.scale = 3`); that no module's `forward` was replaced on the instance.
-Code reached any other way (a callback in a container, a method of an object passed in) is
-not looked at.
+(a global helper, `self._attend(...)`, a function a module holds: `self.act = fn`). Plain
+values are compared by value; plain lists, tuples, dicts, sets and dataclass instances by
+what they hold (changed in place or not); functions, classes, modules and tensors (captured
+by reference: rebinding the name is what changes) by identity. Also: each function's
+default arguments, by what they hold; the class attributes a module's method reads through
+`self` (`Model.scale = 3`), and that no instance shadows them (`model.scale = 3`); that no
+module's `forward` was replaced on the instance. Code reached any other way (a callback in a
+container, a method of an object passed in) is not looked at.
 """
 
 from __future__ import annotations
@@ -107,10 +107,9 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
             out += _class_attributes(cls, names, submodules)
         for holder, name in reads:
             value = holder.get(name, MISSING)
-            if value is MISSING and cls is not None:  # `self.helper(...)`: a method
-                method = _function(getattr(cls, name, None))
-                if method is not None and depth < _MAX_DEPTH:
-                    queue.append((method, cls, depth + 1))
+            if value is MISSING and cls is not None:  # `self.helper(...)`
+                if depth < _MAX_DEPTH:
+                    queue += _helpers_on_self(cls, name, submodules, depth + 1)
                 continue
             key = (id(holder) if not isinstance(holder, _Cell) else id(holder.cell), name)
             if key in seen_read:
@@ -132,6 +131,23 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
         if "forward" not in m.__dict__
     ]
     return tuple(out)
+
+
+def _helpers_on_self(
+    cls: type, name: str, submodules: list[torch.nn.Module], depth: int
+) -> list[tuple[types.FunctionType, type | None, int]]:
+    """What `self.<name>(...)` may call in a module of class `cls`: the class's method, and
+    a function an instance holds (`self.act = lambda y: y * SCALE`, given to the
+    constructor), whose reads are the program's as much as a method's."""
+    found: list[tuple[types.FunctionType, type | None, int]] = []
+    method = _function(getattr(cls, name, None))
+    if method is not None:
+        found.append((method, cls, depth))
+    for m in submodules:
+        held = _function(m.__dict__.get(name)) if type(m) is cls else None
+        if held is not None:
+            found.append((held, None, depth))
+    return found
 
 
 def _class_attributes(
