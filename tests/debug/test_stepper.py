@@ -333,3 +333,25 @@ def test_fake_sessions_have_a_forward_only():
         session.stepper  # noqa: B018
     doc = session.document()
     assert set(doc["traces"]) == {"forward"} and doc["saved"] == []
+
+
+def _returned_twice(x, w):
+    y = (x * w).sin()
+    return y, y * 2, y
+
+
+def test_an_output_returned_twice_takes_a_cotangent_per_place_as_autograd_does():
+    """`return y, ..., y`: one cotangent per place the program returns a tensor at, summed for
+    a tensor returned twice, as torch.autograd.grad sums them; the session's gradients and
+    its autograd reference both agree with torch's own call."""
+    x = torch.randn(3, dtype=torch.float64)
+    w = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    cts = [torch.randn(3, dtype=torch.float64) for _ in range(3)]
+    leaf = w.detach().clone().requires_grad_()
+    (theirs,) = torch.autograd.grad(_returned_twice(x, leaf), leaf, cts)
+    session = Session(_returned_twice, x, w, cotangents=cts)
+    torch.testing.assert_close(session.grads()["w"], theirs, rtol=0, atol=1e-12)
+    torch.testing.assert_close(session.autograd_reference()["w"], theirs, rtol=0, atol=1e-12)
+    assert all(c.allclose for c in session.compare_with_autograd())
+    with pytest.raises(ValueError, match="for 2 output tensors"):  # neither count
+        session.autograd_reference(cts[:1])

@@ -82,10 +82,7 @@ def vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, Any]]:
         cts = pytree.tree_leaves(cotangents)
         wanted = {p.name for p in result.cotangent_outputs}
         flat_out = [p for p in result.forward.flat_outputs]
-        by_name: dict[str, Any] = {}
-        for p, ct in zip(flat_out, cts, strict=False):
-            # an output returned more than once (`return y, y`) gets the sum of its cotangents
-            by_name[p.name] = ct if p.name not in by_name else by_name[p.name] + ct
+        by_name = result.cotangents_by_name(list(zip(flat_out, cts, strict=False)))
         ordered = [by_name[p.name] for p in result.cotangent_outputs if p.name in wanted]
         grads = run_attributed(result.backward, tuple(saved), tuple(ordered))
         n_leaves = len(pytree.tree_leaves(primals))

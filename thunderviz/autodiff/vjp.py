@@ -67,6 +67,15 @@ class AutodiffResult:
     def saved_bytes(self) -> int:
         return sum(s.bytes for s in self.saved_for_backward if not s.recomputed)
 
+    def cotangents_by_name(self, given: list[tuple[Proxy, Any]]) -> dict[str, Any]:
+        """Cotangents given per place in the forward's output, by output name: an output
+        returned more than once (`return y, y`) gets the sum of its places' cotangents, as
+        eager autograd sums them."""
+        by_name: dict[str, Any] = {}
+        for p, ct in given:
+            by_name[p.name] = ct if p.name not in by_name else by_name[p.name] + ct
+        return by_name
+
 
 @dataclass
 class _Unit:

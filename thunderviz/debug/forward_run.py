@@ -134,8 +134,9 @@ def cotangent_values(
     result: AutodiffResult, forward_values: Mapping[str, Any], cotangents: Any
 ) -> list[Any]:
     """One cotangent per forward output that takes one (`result.cotangent_outputs`), from a
-    sequence in that order, a dict by output name or a single tensor; None: ones for scalar
-    outputs (a non-scalar output needs one given)."""
+    sequence in that order (or one per place the program returns such an output at), a dict
+    by output name or a single tensor; None: ones for scalar outputs (a non-scalar output
+    needs one given)."""
     outs = result.cotangent_outputs
     if cotangents is None:
         values = []
@@ -159,6 +160,11 @@ def cotangent_values(
             raise ValueError(f"cotangents missing for forward outputs {missing}")
         return [cotangents[p.name] for p in outs]
     cotangents = list(cotangents)
+    wanted = {p.name for p in outs}
+    places = [p for p in result.forward.flat_outputs if p.name in wanted]
+    if len(cotangents) == len(places) != len(outs):  # one per place: `return y, y` takes two
+        by_name = result.cotangents_by_name(list(zip(places, cotangents, strict=True)))
+        return [by_name[p.name] for p in outs]
     if len(cotangents) != len(outs):
         raise ValueError(
             f"expected {len(outs)} cotangents (for {[p.name for p in outs]}), got {len(cotangents)}"

@@ -51,7 +51,8 @@ def autograd_grads(
 
     Arguments that require grad are differentiated: float inputs passed with
     `requires_grad=True`, and the parameters that require grad. `cotangents`: one per output
-    tensor that requires grad; by default ones for scalar outputs. None where autograd
+    tensor that requires grad, or one per place in the output such a tensor is returned at
+    (autograd sums a tensor's); by default ones for scalar outputs. None where autograd
     finds no path.
     """
     kwargs = kwargs or {}
@@ -74,12 +75,11 @@ def autograd_grads(
             )
         else:
             out = fn(*run_args, **run_kwargs)
-        seen: set[int] = set()
-        outs = []
-        for o in pytree.tree_leaves(out):
-            if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in seen:
-                seen.add(id(o))
-                outs.append(o)
+        # every place a tensor that requires grad is returned at; `return y, y` is two
+        places = [
+            o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad
+        ]
+        outs = list({id(o): o for o in places}.values())  # each tensor once
         wrt = [
             (i, v) for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.requires_grad
         ]
@@ -91,7 +91,14 @@ def autograd_grads(
                 raise ValueError("the program has non-scalar outputs: pass cotangents")
             cts = [torch.ones_like(o) for o in outs]
         else:
-            cts = list(cotangents)[: len(outs)]
+            cts = list(cotangents)
+            if len(cts) == len(places):  # one per place: autograd sums a repeated tensor's
+                outs = places
+            elif len(cts) != len(outs):
+                raise ValueError(
+                    f"{len(cts)} cotangents for {len(outs)} output tensors that require grad "
+                    f"({len(places)} places in the output)"
+                )
         grads = torch.autograd.grad(outs, [v for _, v in wrt], cts, allow_unused=True)
     for (i, _), g in zip(wrt, grads, strict=True):
         result[keys[i]] = g
