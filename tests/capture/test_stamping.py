@@ -12,7 +12,7 @@ import torch.nn as nn
 import transformers
 
 import thunderviz as tv
-from tests.helpers import fingerprint, program_text
+from tests.helpers import assert_same_state, fingerprint, jitted_twin, program_text
 from thunderviz.capture import stamping
 from thunderviz.capture.repeated_blocks import repeated_blocks
 from thunderviz.models import GPT, GPTConfig
@@ -437,3 +437,34 @@ def test_a_replay_returning_otherwise_is_recorded(monkeypatch, fake):
     assert trace.output[1] == full.output[1] == [False, False, False, True, True]
     assert program_text(trace) == program_text(full)
     assert fingerprint(trace) == fingerprint(full)
+
+
+class SharedStack(nn.Module):
+    """A ModuleList holding block objects at the positions `order` names (one block may be
+    at several: a block applied twice)."""
+
+    def __init__(self, order: list[int]) -> None:
+        super().__init__()
+        made = [nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8), nn.GELU()) for _ in range(3)]
+        self.blocks = nn.ModuleList([made[i] for i in order])
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x).sum()
+
+
+@pytest.mark.parametrize("order", [[0, 0], [0, 1, 0], [0, 1, 2, 1, 0, 2]])
+def test_a_block_at_several_positions_trains_as_eager(order):
+    """The same block object at two positions: traced, stamped or not, its gradients are the
+    sum of its applications' as in eager (they were None: tracing left the model holding its
+    stand-ins, core/module_state.py)."""
+    eager, ours, jitted = jitted_twin(lambda: SharedStack(order))
+    for step in range(2):
+        x = torch.randn(4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(step))
+        eager.zero_grad(set_to_none=True)
+        ours.zero_grad(set_to_none=True)
+        eager(x).backward()
+        jitted(x).backward()
+        assert_same_state(ours, eager)

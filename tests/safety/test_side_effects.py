@@ -159,6 +159,39 @@ def test_entry_point_leaves_everything_as_it_was(entry, tmp_path):
     _assert_same(before, _snapshot(model, x), entry)
 
 
+class SharedBlock(nn.Module):
+    """One block at two paths (`Sequential(block, block, ...)`: a block applied twice)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        block = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Tanh())
+        self.body = nn.Sequential(block, block, nn.Linear(4, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x).sum()
+
+
+@pytest.mark.parametrize("entry", [*ENTRY_POINTS, "jit"])
+def test_a_block_at_two_paths_keeps_its_own_parameters_and_buffers(entry, tmp_path):
+    """torch's reparametrization swapped such a block's tensors in twice and back once: the
+    model was left holding the trace's stand-ins (plain tensors, no grad), and trained no
+    more even eagerly (core/module_state.py)."""
+    torch.manual_seed(0)
+    model = SharedBlock().train()
+    x = torch.randn(6, 4, requires_grad=True)  # (body.0's first call hands it a gradient)
+    own = dict([*model.named_parameters(), *model.named_buffers()])
+    if entry == "jit":
+        tv.jit(model)(x).backward()
+    else:
+        ENTRY_POINTS[entry](model, x, tmp_path)
+    after = dict([*model.named_parameters(), *model.named_buffers()])
+    assert after.keys() == own.keys()
+    assert all(after[name] is tensor for name, tensor in own.items()), entry
+    model.zero_grad(set_to_none=True)
+    model(x).backward()  # eager training still reaches every parameter
+    assert all(p.grad is not None for p in model.parameters())
+
+
 def test_debugger_draws_what_eager_draws():
     """The stepper's forward and the autograd reference both start from the user's RNG state:
     with dropout they agree (they did not when the first run advanced the generator)."""

@@ -35,6 +35,7 @@ from thunderviz.capture.write_backs import (
     write_backs,
 )
 from thunderviz.core.inputs import InputKind, TraceInput
+from thunderviz.core.module_state import own_tensors_kept
 from thunderviz.core.plain import PLAIN, SCALARS
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
@@ -272,12 +273,16 @@ def _run(
         if module is None:
             out = fn(*args, **kwargs)
         elif not own_hooks:  # forward itself: the module's own hooks are the caller's
-            with _reparametrize_module(module, state, tie_weights=True, strict=False):
+            with (
+                own_tensors_kept(module),  # (core/module_state.py: a block at two paths)
+                _reparametrize_module(module, state, tie_weights=True, strict=False),
+            ):
                 out = module.forward(*args, **kwargs)
         else:
-            out = torch.func.functional_call(
-                module, state, tuple(args), kwargs, tie_weights=True, strict=False
-            )
+            with own_tensors_kept(module):
+                out = torch.func.functional_call(
+                    module, state, tuple(args), kwargs, tie_weights=True, strict=False
+                )
     return out, tuple(written_out)
 
 

@@ -16,6 +16,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.inputs import input_values
+from thunderviz.core.module_state import own_tensors_kept
 from thunderviz.core.rng import generators_of, preserved_rng
 from thunderviz.core.trace import Trace
 
@@ -70,9 +71,10 @@ def autograd_grads(
     # restored), and buffers the program updates in place are the copies in `state`.
     with preserved_rng(generators_of(forward.constants)), torch.enable_grad():
         if module is not None:
-            out = torch.func.functional_call(
-                module, state, tuple(run_args), run_kwargs, tie_weights=True, strict=False
-            )
+            with own_tensors_kept(module):  # (core/module_state.py: a block at two paths)
+                out = torch.func.functional_call(
+                    module, state, tuple(run_args), run_kwargs, tie_weights=True, strict=False
+                )
         else:
             out = fn(*run_args, **run_kwargs)
         # every place a tensor that requires grad is returned at; `return y, y` is two
