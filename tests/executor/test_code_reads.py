@@ -4,6 +4,9 @@ snapshotted: changing one retraces, and the result is eager's. Compared with eag
 
 from __future__ import annotations
 
+import functools
+
+import pytest
 import torch
 import torch.nn as nn
 
@@ -168,3 +171,56 @@ def test_what_a_function_held_by_the_module_reads_retraces_when_it_changes():
         assert jitted.cache_misses == 3
     finally:
         GAIN[0] = 1.0
+
+
+def _gained(y, k=1.0):
+    return torch.tanh(y) * GAIN[0] * k
+
+
+class Gain:
+    """A callable object passed in as the activation."""
+
+    def __call__(self, y):
+        return y * GAIN[0]
+
+
+BOUND = functools.partial(_gained, k=2.0)
+
+
+class GlobalPartial(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2, dtype=torch.float64)
+
+    def forward(self, x):
+        return BOUND(self.lin(x))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: WithCallable(functools.partial(_gained, k=2.0)),
+        lambda: WithCallable(Gain()),
+        GlobalPartial,
+    ],
+    ids=["partial held", "callable object held", "global partial"],
+)
+def test_what_a_partial_or_callable_object_runs_reads_retraces_when_it_changes(make):
+    global BOUND
+    model, x = make(), torch.randn(4, 3, dtype=torch.float64)
+    jitted = tv.jit(model)
+    saved = BOUND
+    try:
+        for change in (
+            lambda: None,
+            lambda: GAIN.__setitem__(0, 3.0),  # what the code it runs reads
+            lambda: BOUND.keywords.__setitem__("k", 5.0),  # a global partial's arguments
+            lambda: globals().update(BOUND=functools.partial(_gained, k=0.5)),  # rebound
+        ):
+            change()
+            for _ in range(2):
+                torch.testing.assert_close(jitted(x), model(x), rtol=0, atol=0)
+    finally:
+        GAIN[0] = 1.0
+        BOUND = saved
+        BOUND.keywords["k"] = 2.0

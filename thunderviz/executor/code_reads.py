@@ -3,20 +3,23 @@
 A trace holds what they were when it was made (`x * SCALE` with `SCALE = 2.0` is `x * 2.0`;
 `act = torch.tanh` ran tanh), so `jit` snapshots them and retraces when one changes. Read
 from: the jitted function (or module's `forward`), the `forward` of every submodule class
-that is not torch's own, and, a few calls deep, the functions and methods those call by name
-(a global helper, `self._attend(...)`, a function a module holds: `self.act = fn`). Plain
-values are compared by value; plain lists, tuples, dicts, sets and dataclass instances by
-what they hold (changed in place or not); functions, classes, modules and tensors (captured
-by reference: rebinding the name is what changes) by identity. Also: each function's
-default arguments, by what they hold; the class attributes a module's method reads through
-`self` (`Model.scale = 3`), and that no instance shadows them (`model.scale = 3`); that no
-module's `forward` was replaced on the instance. Code reached any other way (a callback in a
-container, a method of an object passed in) is not looked at.
+that is not torch's own, and, a few calls deep, the code those call by name: a global
+helper, `self._attend(...)`, a function a module holds (`self.act = fn`), a
+`functools.partial`'s function (and the arguments it binds), a callable object's
+`__call__`. Plain values are compared by value; plain lists, tuples, dicts, sets and
+dataclass instances by what they hold (changed in place or not); functions, classes,
+modules, tensors, partials and callable objects (captured by reference: rebinding the name
+is what changes) by identity. Also: each function's default arguments, by what they hold;
+the class attributes a module's method reads through `self` (`Model.scale = 3`), and that
+no instance shadows them (`model.scale = 3`); that no module's `forward` was replaced on the
+instance. Code reached any other way (a callback in a container, a method of an object
+passed in as an argument) is not looked at.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from typing import Any
 
@@ -119,6 +122,13 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
                 if held is not None:  # a list, dict or dataclass: what it holds
                     seen_read.add(key)
                     out.append((-1, holder, name, held))
+                elif callees := _callees(value):  # a partial, a callable object
+                    seen_read.add(key)
+                    out.append((-1, holder, name, value))  # (by identity)
+                    if isinstance(value, functools.partial):  # and the arguments it binds
+                        reads += [(_Attributes(value), "args"), (_Attributes(value), "keywords")]
+                    if depth < _MAX_DEPTH:
+                        queue += [(f, None, depth + 1) for f in callees]
                 continue
             seen_read.add(key)
             out.append((-1, holder, name, value))
@@ -144,10 +154,24 @@ def _helpers_on_self(
     if method is not None:
         found.append((method, cls, depth))
     for m in submodules:
-        held = _function(m.__dict__.get(name)) if type(m) is cls else None
+        held = m.__dict__.get(name) if type(m) is cls else None
         if held is not None:
-            found.append((held, None, depth))
+            found += [(f, None, depth) for f in _callees(held)]
     return found
+
+
+def _callees(value: Any) -> list[types.FunctionType]:
+    """The program's own code a call of `value` runs: a function's, a `functools.partial`'s
+    function's, a callable object's `__call__` (an activation or scaler object passed in)."""
+    if isinstance(value, functools.partial):
+        return _callees(value.func)
+    function = _function(value)
+    if function is not None:
+        return [function]
+    if isinstance(value, (type, torch.nn.Module)) or not callable(value):
+        return []
+    call = _function(type(value).__call__)  # (a builtin's is no function: none)
+    return [call] if call is not None else []
 
 
 def _class_attributes(
