@@ -4,7 +4,11 @@ snapshotted: changing one retraces, and the result is eager's. Compared with eag
 
 from __future__ import annotations
 
+import argparse
 import functools
+import importlib
+import sys
+import types
 
 import pytest
 import torch
@@ -224,3 +228,87 @@ def test_what_a_partial_or_callable_object_runs_reads_retraces_when_it_changes(m
         GAIN[0] = 1.0
         BOUND = saved
         BOUND.keywords["k"] = 2.0
+
+
+# --- settings objects the code reads attributes of ------------------------------------------
+
+ARGS = argparse.Namespace(scale=1.0, act="tanh")  # a script's parsed command line
+OPTIONS = types.SimpleNamespace(scale=1.0)
+
+
+class Settings:
+    scale = 1.0  # a class attribute an instance may shadow
+
+
+SETTINGS = Settings()
+ACTIVATIONS = [lambda y: torch.tanh(y) * GAIN[0]]
+
+
+class ReadsSettings(nn.Module):
+    def __init__(self, read) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2, dtype=torch.float64)
+        self.read = read
+
+    def forward(self, x):
+        return self.read(self.lin(x))
+
+
+def _act(y):
+    return torch.tanh(y) if ARGS.act == "tanh" else torch.sigmoid(y)
+
+
+READS = {
+    "argparse Namespace": (
+        lambda y: _act(y) * ARGS.scale,
+        [lambda: setattr(ARGS, "scale", 2.0), lambda: setattr(ARGS, "act", "sigmoid")],
+    ),
+    "SimpleNamespace": (lambda y: y * OPTIONS.scale, [lambda: setattr(OPTIONS, "scale", 3.0)]),
+    "object shadowing its class": (
+        lambda y: y * SETTINGS.scale,
+        [
+            lambda: setattr(SETTINGS, "scale", 3.0),  # shadows the class's
+            lambda: (setattr(Settings, "scale", 4.0), vars(SETTINGS).pop("scale")),  # unshadows
+        ],
+    ),
+    "class attribute": (lambda y: y * Settings.scale, [lambda: setattr(Settings, "scale", 5.0)]),
+    "functions in a list": (lambda y: ACTIVATIONS[0](y), [lambda: GAIN.__setitem__(0, 2.0)]),
+}
+
+
+@pytest.mark.parametrize("case", READS)
+def test_settings_the_code_reads_of_an_object_retrace_when_they_change(case):
+    read, changes = READS[case]
+    saved = vars(ARGS).copy(), vars(OPTIONS).copy(), vars(SETTINGS).copy(), Settings.scale
+    model, x = ReadsSettings(read), torch.randn(4, 3, dtype=torch.float64)
+    jitted = tv.jit(model)
+    try:
+        for change in [lambda: None, *changes]:
+            change()
+            for _ in range(2):
+                torch.testing.assert_close(jitted(x), model(x), rtol=0, atol=0)
+        assert jitted.cache_misses == 1 + len(changes)
+    finally:
+        vars(ARGS).update(saved[0])
+        vars(OPTIONS).update(saved[1])
+        vars(SETTINGS).clear()
+        vars(SETTINGS).update(saved[2])
+        Settings.scale = saved[3]
+        GAIN[0] = 1.0
+
+
+def test_a_config_module_of_the_programs_own_is_read_as_settings(tmp_path, monkeypatch):
+    """`import config; x * config.SCALE`: a module next to the script, not a library."""
+    (tmp_path / "tv_test_config.py").write_text("SCALE = 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = importlib.import_module("tv_test_config")
+    model = ReadsSettings(lambda y: y * config.SCALE)
+    x = torch.randn(4, 3, dtype=torch.float64)
+    jitted = tv.jit(model)
+    try:
+        for scale in (1.0, 2.0, 2.0, 3.0):
+            config.SCALE = scale
+            torch.testing.assert_close(jitted(x), model(x), rtol=0, atol=0)
+        assert jitted.cache_misses == 3
+    finally:
+        sys.modules.pop("tv_test_config", None)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import types
 from typing import Any
 
 import torch
 
-from thunderviz.executor.keys import MISSING, HeldContents, snapshot_worthy
+from thunderviz.executor.keys import MISSING, HeldContents, has_fields, snapshot_worthy
 
 __all__ = ["code_constants"]
 
@@ -96,6 +97,11 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
     out: list[tuple[Any, ...]] = []
     seen_code: set[types.CodeType] = set()
     seen_read: set[tuple[int, str]] = set()
+    holders: dict[int, _Attributes] = {}  # one per object whose attributes are read
+
+    def attributes(obj: Any) -> _Attributes:
+        return holders.setdefault(id(obj), _Attributes(obj))
+
     while queue:
         func, cls, depth = queue.pop()
         if func.__code__ in seen_code:
@@ -122,6 +128,8 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
                 if held is not None:  # a list, dict or dataclass: what it holds
                     seen_read.add(key)
                     out.append((-1, holder, name, held))
+                    if depth < _MAX_DEPTH:  # and the code of functions in it (`FNS[0](x)`)
+                        queue += [(f, None, depth + 1) for f in _held_callees(value)]
                 elif callees := _callees(value):  # a partial, a callable object
                     seen_read.add(key)
                     out.append((-1, holder, name, value))  # (by identity)
@@ -129,9 +137,13 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
                         reads += [(_Attributes(value), "args"), (_Attributes(value), "keywords")]
                     if depth < _MAX_DEPTH:
                         queue += [(f, None, depth + 1) for f in callees]
+                elif has_fields(value):  # a settings object (`args.scale`): what it names
+                    reads += [(attributes(value), n) for n in _settings_read(value, names)]
                 continue
             seen_read.add(key)
             out.append((-1, holder, name, value))
+            if _has_settings(value):  # `Config.scale`, `config.SCALE` (a module of its own)
+                reads += [(attributes(value), n) for n in names if n in vars(value)]
             helper = _function(value)
             if helper is not None and depth < _MAX_DEPTH:
                 queue.append((helper, None, depth + 1))
@@ -158,6 +170,46 @@ def _helpers_on_self(
         if held is not None:
             found += [(f, None, depth) for f in _callees(held)]
     return found
+
+
+def _held_callees(value: Any) -> list[types.FunctionType]:
+    """The functions a list, tuple or dict of the program's holds: their code runs."""
+    items = value.values() if isinstance(value, dict) else value
+    if not isinstance(items, (list, tuple, type({}.values()))):
+        return []
+    return [f for item in items for f in _callees(item)]
+
+
+def _settings_read(obj: Any, names: dict[str, None]) -> list[str]:
+    """Which of `names` are settings of `obj`: its own attributes, and the plain class
+    attributes an assignment to it would shadow (not methods or properties: code)."""
+    own = vars(obj)
+    return [n for n in names if n in own or _plain_class_attribute(type(obj), n)]
+
+
+def _plain_class_attribute(cls: type, name: str) -> bool:
+    for klass in cls.__mro__[:-1]:  # (not object's)
+        if name in vars(klass):
+            return not hasattr(type(vars(klass)[name]), "__get__")
+    return False
+
+
+def _has_settings(value: Any) -> bool:
+    """A class or module of the program's own, whose attributes its code reads as settings
+    (`Config.scale`, `config.SCALE` from a `config.py` next to it). A library's (torch's, the
+    standard library's, an installed package's) are not the program's configuration."""
+    if isinstance(value, type):
+        return _is_users(value) and value.__module__ != "builtins"
+    if not isinstance(value, types.ModuleType):
+        return False
+    top = value.__name__.partition(".")[0]
+    where = getattr(value, "__file__", None) or ""
+    return (
+        bool(where)
+        and top not in sys.stdlib_module_names
+        and top not in ("torch", "thunderviz")
+        and not any(part in where for part in ("site-packages", "dist-packages"))
+    )
 
 
 def _callees(value: Any) -> list[types.FunctionType]:

@@ -251,7 +251,7 @@ def module_attributes(submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...
                 or isinstance(value, _BY_IDENTITY)  # `self.act = F.relu`: by identity
             ):
                 out.append((i, state, name, value))
-            elif isinstance(value, (*_HOLDERS, functools.partial)) or _has_fields(value):
+            elif isinstance(value, (*_HOLDERS, functools.partial)) or has_fields(value):
                 if id(value) not in held_by_id:
                     held_by_id[id(value)] = HeldContents.of(value)
                 held = held_by_id[id(value)]
@@ -284,7 +284,7 @@ class _TooLarge(Exception):
     pass
 
 
-def _has_fields(value: Any) -> bool:
+def has_fields(value: Any) -> bool:
     """A plain Python object with attributes of its own (not a module, tensor or code)."""
     return (
         hasattr(value, "__dict__")
@@ -315,7 +315,7 @@ def contents(value: Any) -> Any:
             return (kind, frozenset(walk(v, depth + 1) for v in x))
         if isinstance(x, functools.partial):  # (its parts are not attributes)
             return (kind, walk((x.func, x.args, x.keywords), depth + 1))
-        if _has_fields(x):
+        if has_fields(x):
             return (kind, walk(vars(x), depth + 1))
         return ("id", id(x))
 
@@ -359,7 +359,7 @@ class HeldContents:
 
 
 def _fields(value: Any) -> Any:
-    return vars(value) if _has_fields(value) else value
+    return vars(value) if has_fields(value) else value
 
 
 def _holds_identities(held: Any) -> bool:
