@@ -1,10 +1,10 @@
 """A program that reads its inputs' layout (strides, storage offset, conjugate and negative
-bits, addresses), which `jit` does not key its calls by: each read is guarded where the trace
-runs, and read from the user's tensor, not the copy capture runs on (whose offset is 0);
-copies keep a `conj()` view's bits, which jit keys its calls by. Before, a branch on
-`x.stride(0) == 1` took the first call's side for a transposed and a sliced input alike, and
-one on `x.storage_offset()` or `x.is_conj()` took the copy's side from the first call on,
-silently. Every result is eager's, call after call."""
+bits, addresses, whether made in inference mode), which `jit` does not key its calls by:
+each read is guarded where the trace runs, and read from the user's tensor, not the copy
+capture runs on (whose offset is 0); copies keep a `conj()` view's bits, which jit keys its
+calls by. Before, a branch on `x.stride(0) == 1` took the first call's side for a transposed
+and a sliced input alike, and one on `x.storage_offset()` or `x.is_conj()` took the copy's
+side from the first call on, silently. Every result is eager's, call after call."""
 
 from __future__ import annotations
 
@@ -34,6 +34,15 @@ def on_addresses(x, y):
     return x * (2 if x.data_ptr() == y.data_ptr() else 3)
 
 
+def on_inference(x):
+    return x * (2 if x.is_inference() else 3)
+
+
+def _made_in_inference_mode(t):
+    with torch.inference_mode():
+        return t.clone()
+
+
 def _base(*shape, dtype=torch.float64):
     return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(0))
 
@@ -48,6 +57,7 @@ CASES = {
     on_conjugate: [(COMPLEX,), (COMPLEX.conj(),), (COMPLEX,)],
     on_negative: [(COMPLEX.imag,), (COMPLEX.conj().imag,), (COMPLEX.imag,)],
     on_addresses: [(LINE, LINE), (LINE, LINE.clone()), (LINE, LINE)],
+    on_inference: [(LINE,), (_made_in_inference_mode(LINE),), (LINE,)],
 }
 
 

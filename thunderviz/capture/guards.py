@@ -35,6 +35,7 @@ LAYOUT_READERS = frozenset(
         torch.Tensor.is_conj,
         torch.Tensor.is_neg,
         torch.Tensor.data_ptr,
+        torch.Tensor.is_inference,  # (made under inference_mode: a copy is not)
     }
 )
 # Torch-level calls that hand a tensor's values to Python without an ATen op the dispatch
