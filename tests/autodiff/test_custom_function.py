@@ -329,3 +329,37 @@ def test_an_output_no_gradient_reaches_is_zeros_or_none_as_the_ctx_says(material
     fn(xe).backward()
     assert SEEN == [(False, not materialize)] * 2  # ours, then eager's: the same
     torch.testing.assert_close(grads[0], xe.grad, **TIGHT[torch.float32])
+
+
+class DoubledTwice(Function):
+    """A forward that returns one tensor at two places (`return y, y`), and a backward that
+    reports what it was handed."""
+
+    seen: list[tuple[bool, bool]] = []
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x * 2
+        return y, y
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        DoubledTwice.seen.append((bool(g1.any()), bool(g2.any())))
+        return 2 * (g1 + g2)
+
+
+def test_a_function_returning_one_tensor_twice_is_handed_its_gradient_once():
+    """Eager autograd hands the whole gradient to the last place (zeros to the other, with
+    materialized grads); each place had it whole, and the backward doubled it."""
+
+    def program(x):
+        a, b = DoubledTwice.apply(x)
+        return (a + 3 * b).sum()
+
+    x = torch.randn(4, dtype=torch.float64)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    DoubledTwice.seen.clear()
+    program(theirs).backward()
+    tv.jit(program)(ours).backward()
+    torch.testing.assert_close(ours.grad, theirs.grad, rtol=0, atol=0)
+    assert DoubledTwice.seen == [(False, True), (False, True)]

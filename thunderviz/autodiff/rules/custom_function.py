@@ -90,9 +90,17 @@ def _autograd_function(
     building().bound_symbols[-1].subsymbols = list(fn.traced_ops)
     outs = out if isinstance(out, tuple) else (out,)
     # None where no cotangent flows: the user's ctx decides, as in eager, whether its
-    # backward sees zeros there (materialize_grads, the default) or None
+    # backward sees zeros there (materialize_grads, the default) or None. A tensor the forward
+    # returns twice (`return y, y`) is one output to autograd, at its last place: the others
+    # get none, as in eager (each had the whole gradient, which the backward then doubled)
+    traced = fn.outputs if isinstance(fn.outputs, (tuple, list)) else (fn.outputs,)
+    names = [p.name if isinstance(p, TensorProxy) else None for p in traced]
+    last = {name: i for i, name in enumerate(names) if name is not None}
     cotangents = [
-        get_grad(o, none_if_absent=True) if isinstance(o, TensorProxy) else None for o in outs
+        get_grad(o, none_if_absent=True)
+        if isinstance(o, TensorProxy) and (i >= len(names) or last.get(names[i]) in (i, None))
+        else None
+        for i, o in enumerate(outs)
     ]
     inputs = [a for a, need in zip(args, needs, strict=True) if need]
     leaves = tuple(r for r in reads if requires_grad(r))
