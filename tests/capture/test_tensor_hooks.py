@@ -79,7 +79,25 @@ def hook_on_the_output(x):
     return out
 
 
-@pytest.mark.parametrize("fn", [removed_before_backward, hook_on_the_output])
+def two_hooks_in_order(x):
+    h = x.sin()
+    h.register_hook(lambda g: g * 2)
+    h.register_hook(lambda g: g + 1)  # runs after the first, on what it returned
+    return (h * 3).sum()
+
+
+def the_first_of_two_removed(x):
+    h = x.sin()
+    first = h.register_hook(lambda g: g * 2)
+    h.register_hook(lambda g: g + 1)
+    first.remove()
+    return (h * 3).sum()
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [removed_before_backward, hook_on_the_output, two_hooks_in_order, the_first_of_two_removed],
+)
 def test_removed_hooks_and_hooks_on_the_output_act_as_in_eager(fn):
     x = torch.randn(5, **F64, requires_grad=True)
     y = x.detach().clone().requires_grad_()

@@ -112,6 +112,8 @@ class RecorderState:
         # and of the leaves that made
         self.made_leaves: list[str] = []
         self.new_leaves: set[str] = set()
+        # the hooks of each TensorHook's output, by proxy name (capture/tensor_hooks.py)
+        self.tensor_hooks: dict[str, Any] = {}
 
     # --- the tensor -> proxy map ------------------------------------------------------
     def bind(self, t: Any, proxy: Proxy) -> None:

@@ -2,10 +2,11 @@
 
 In eager, the hook sees the gradient of `t` (summed over all its uses) and may replace it, in
 the backward. Capture records the call as a custom autograd Function, `TensorHook`, applied to
-`t`: the identity forward, a backward that hands the gradient to the hook. The program's later
-reads of `t` read the Function's output, so every use's gradient reaches the hook, which runs
-in the backward of every jitted call, as eager's does (its Python side effects included),
-and the debugger's backward trace shows it where it runs.
+`t`: the identity forward, a backward that hands the gradient to the hook (to each hook
+registered on `t`, in order, as eager runs them). The program's later reads of `t` read the
+Function's output, so every use's gradient reaches the hook, which runs in the backward of
+every jitted call, as eager's does (its Python side effects included), and the debugger's
+backward trace shows it where it runs.
 
 A hook registered after the tensor was already used is refused: those earlier uses' gradients
 would not pass through it, and eager's hook sees them.
@@ -35,6 +36,21 @@ class _Hook:
         self.removed = False
 
 
+class _Hooks:
+    """The hooks registered on one tensor, run one after another in the order they were
+    registered, each on what the one before returned, as eager runs them."""
+
+    def __init__(self) -> None:
+        self.hooks: list[_Hook] = []
+
+    def run(self, grad: torch.Tensor) -> torch.Tensor:
+        for hook in self.hooks:
+            if not hook.removed:
+                new = hook.fn(grad)
+                grad = grad if new is None else new
+        return grad
+
+
 class _Handle:
     """What `register_hook` returns: `remove()` before the backward stops the hook, as in
     eager (the removal is part of the traced program, so every run of the trace has it)."""
@@ -56,24 +72,25 @@ class TensorHook(torch.autograd.Function):
     """The identity; its backward is the hook's: the gradient it returns, or the one it got."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, hook: _Hook) -> torch.Tensor:
-        ctx.hook = hook
+    def forward(ctx: Any, x: torch.Tensor, hooks: _Hooks) -> torch.Tensor:
+        ctx.hooks = hooks
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor | None, None]:
         (grad,) = grad_outputs
-        hook: _Hook = ctx.hook
-        if hook.removed:
-            return grad, None
-        new = hook.fn(grad)
-        return (grad if new is None else new), None
+        return ctx.hooks.run(grad), None
 
 
 def record_tensor_hook(recorder: Any, tensor: torch.Tensor, fn: Any) -> _Handle:
     """`tensor.register_hook(fn)` while `recorder` traces: the program reads `tensor` through
     a `TensorHook` from here on."""
     proxy = recorder.proxy_of(tensor)
+    hook = _Hook(fn)
+    hooks = recorder.tensor_hooks.get(proxy.name)
+    if hooks is not None:  # read through a TensorHook already: one more hook of it, run after
+        hooks.hooks.append(hook)
+        return _Handle(hook)
     used = any(
         p.name == proxy.name
         for frame in recorder._frames
@@ -91,6 +108,8 @@ def record_tensor_hook(recorder: Any, tensor: torch.Tensor, fn: Any) -> _Handle:
             source=source,
             module_path=recorder.module_path,
         )
-    hook = _Hook(fn)
-    read_through(recorder, tensor, TensorHook, hook)
+    hooks = _Hooks()
+    hooks.hooks.append(hook)
+    read_through(recorder, tensor, TensorHook, hooks)
+    recorder.tensor_hooks[recorder.proxy_of(tensor).name] = hooks
     return _Handle(hook)
