@@ -337,9 +337,11 @@ def test_a_full_backward_hook_on_the_module_runs_on_every_backward_as_in_eager()
     torch.testing.assert_close(grads_j[-1][0], grads_e[-1][0], rtol=1e-12, atol=1e-14)  # of input
 
 
-def test_a_backward_hook_on_a_submodule_is_refused_by_name():
+def test_a_non_full_backward_hook_on_a_submodule_is_refused_by_name():
+    """Full ones run in the backward trace (test_module_backward_hooks.py); the deprecated
+    non-full form hooks torch's own graph nodes, which a trace has not."""
     model = nn.Sequential(nn.Linear(4, 3), nn.Tanh())
-    model[0].register_full_backward_hook(lambda mod, gin, gout: None)
+    model[0].register_backward_hook(lambda mod, gin, gout: None)
     with pytest.raises(NotImplementedError, match=r"backward hooks on submodules \(0\)"):
         tv.jit(model)(torch.randn(2, 4))
 

@@ -23,6 +23,7 @@ from thunderviz.capture.input_aliasing import (
     refuse_written_overlaps,
     sharing,
 )
+from thunderviz.capture.module_backward_hooks import backward_hooks_traced
 from thunderviz.capture.nested_fast_path import encoding_as_eager
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
@@ -268,6 +269,7 @@ def _run(
         intercepting_function_apply(recorder),
         encoding_as_eager(),
         stamping_blocks(recorder, module, fake) as written_out,
+        backward_hooks_traced(module, with_root=own_hooks),
         state_calls_recorded(recorder),
     ):
         if module is None:

@@ -51,9 +51,21 @@ def _follow(bsyms: list[BoundSymbol], reads: dict[str, frozenset[int]]) -> None:
         if bsym.executes_subsymbols:
             _follow(bsym.subsymbols, reads)
             continue
+        if _position_wise(bsym):  # output i is input i (a module's backward-hook point)
+            ins = [p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)]
+            for i, o in zip(ins, bsym.flat_proxy_outs, strict=False):
+                reads[o.name] = reads.get(o.name, frozenset()) | reads.get(i.name, frozenset())
+            continue
         sources = frozenset().union(*(reads.get(p.name, frozenset()) for p in bsym.flat_proxy_args))
         for p in bsym.flat_proxy_outs:
             reads[p.name] = reads.get(p.name, frozenset()) | sources
+
+
+def _position_wise(bsym: BoundSymbol) -> bool:
+    """A call of an autograd.Function that is the identity position by position and hands
+    no gradient on where none came (`passes_absence`: capture/module_backward_hooks.py)."""
+    call = getattr(bsym.args[0], "value", None) if bsym.args else None
+    return bool(getattr(getattr(call, "cls", None), "passes_absence", False))
 
 
 def fill_absent(

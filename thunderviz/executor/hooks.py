@@ -7,10 +7,12 @@ output (with their autograd history), may replace them, and its side effects (ap
 to a list, logging) happen on every call. A hook registered or removed later takes effect
 on the next call.
 
-Hooks of submodules run inside the program, so their tensor math is part of the trace; the
-hooks are part of the cache key (a hook added or removed retraces). Their Python side
-effects happen when the program is traced, not on every call: `jit` warns when it traces a
-module with such hooks. Backward hooks of submodules are refused.
+Forward hooks of submodules run inside the program, so their tensor math is part of the
+trace; the hooks are part of the cache key (a hook added or removed retraces). Their Python
+side effects happen when the program is traced, not on every call: `jit` warns when it
+traces a module with such hooks. Full backward hooks and pre-hooks of submodules run in the
+backward trace, on every backward, side effects included (capture/module_backward_hooks.py);
+the non-full `register_backward_hook` and global backward hooks are refused.
 """
 
 from __future__ import annotations
@@ -70,18 +72,19 @@ def check_submodule_hooks(module: torch.nn.Module | None, name: str) -> None:
     for path, m in module.named_modules():
         if not path:
             continue  # the module's own hooks run around the trace
-        if m._backward_hooks or m._backward_pre_hooks:
-            backward.append(path)
+        if m._backward_hooks and m._is_full_backward_hook is False:
+            backward.append(path)  # (full ones are traced: capture/module_backward_hooks.py)
         if m._forward_hooks or m._forward_pre_hooks:
             forward.append(path)
     if nn_module._global_backward_hooks or nn_module._global_backward_pre_hooks:
         backward.append("<global>")
     if backward:
         raise NotImplementedError(
-            f"thunderviz.jit({name}): backward hooks on submodules ({', '.join(backward)}) are "
-            "not supported: the backward runs as one generated trace. Register them on the "
-            "jitted module itself, use tensor hooks (`out.register_hook`) outside the jitted "
-            "call, or run this module eagerly."
+            f"thunderviz.jit({name}): non-full or global backward hooks on submodules "
+            f"({', '.join(backward)}) are not supported: torch runs them on its own graph "
+            "nodes, which a trace has not. Use register_full_backward_hook (what torch "
+            "recommends; jit runs those in its backward), register them on the jitted module "
+            "itself, or run this module eagerly."
         )
     if forward or nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks:
         where = ", ".join(forward) or "global hooks"

@@ -20,7 +20,7 @@ from typing import Any
 from torch.utils import _pytree as pytree
 
 from thunderviz.autodiff.errors import AutodiffError
-from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
+from thunderviz.autodiff.joint import get_grad, output_has_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.capture.custom_function import (
     APPLY_ID,
@@ -107,6 +107,13 @@ def _autograd_function(
     accumulated = {"accumulated": leaves} if leaves else {}
     targets = (*inputs, *leaves, *(h for h, need in zip(held, held_needs, strict=True) if need))
     grads = backward_symbol(_like(targets))(call, ctx, *cotangents, **accumulated)
+    # an identity that hands no gradient on where none came (a module's backward-hook
+    # point, capture/module_backward_hooks.py): what it returns there is no gradient
+    reached = set(targets)
+    if getattr(fn.cls, "passes_absence", False):
+        tensors_in = [a for a in args if isinstance(a, TensorProxy)]  # the i-th comes out i-th
+        reached = {x for i, x in enumerate(tensors_in) if output_has_grad(i)}
     for x, g in zip(targets, grads, strict=True):
-        put_grad(x, g)
+        if x in reached:
+            put_grad(x, g)
     return out
