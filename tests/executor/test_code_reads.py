@@ -244,16 +244,6 @@ SETTINGS = Settings()
 ACTIVATIONS = [lambda y: torch.tanh(y) * GAIN[0]]
 
 
-class ReadsSettings(nn.Module):
-    def __init__(self, read) -> None:
-        super().__init__()
-        self.lin = nn.Linear(3, 2, dtype=torch.float64)
-        self.read = read
-
-    def forward(self, x):
-        return self.read(self.lin(x))
-
-
 def _act(y):
     return torch.tanh(y) if ARGS.act == "tanh" else torch.sigmoid(y)
 
@@ -280,7 +270,7 @@ READS = {
 def test_settings_the_code_reads_of_an_object_retrace_when_they_change(case):
     read, changes = READS[case]
     saved = vars(ARGS).copy(), vars(OPTIONS).copy(), vars(SETTINGS).copy(), Settings.scale
-    model, x = ReadsSettings(read), torch.randn(4, 3, dtype=torch.float64)
+    model, x = WithCallable(read), torch.randn(4, 3, dtype=torch.float64)
     jitted = tv.jit(model)
     try:
         for change in [lambda: None, *changes]:
@@ -302,7 +292,7 @@ def test_a_config_module_of_the_programs_own_is_read_as_settings(tmp_path, monke
     (tmp_path / "tv_test_config.py").write_text("SCALE = 1.0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     config = importlib.import_module("tv_test_config")
-    model = ReadsSettings(lambda y: y * config.SCALE)
+    model = WithCallable(lambda y: y * config.SCALE)
     x = torch.randn(4, 3, dtype=torch.float64)
     jitted = tv.jit(model)
     try:

@@ -77,17 +77,12 @@ class _Site:
         """What torch's output-node hook does: the pre-hooks, then keep `grad_output` (or,
         where no input needed a gradient, call the hooks now, with None for `grad_input`)."""
         assert self.output_index is not None
-        grad_outputs = self.packed(self.output_index, grads, self.n_outputs)
-        for pre_hook in self.pre_hooks:
-            got = pre_hook(self.module, grad_outputs)
-            if got is None:
-                continue
-            if len(got) != len(grad_outputs):
-                raise RuntimeError(
-                    "Backward pre hook returned an invalid number of grad_output, "
-                    f"got {len(got)}, but expected {len(grad_outputs)}"
-                )
-            grad_outputs = got
+        grad_outputs = _in_turn(
+            self.pre_hooks,
+            self.packed(self.output_index, grads, self.n_outputs),
+            lambda hook, values: hook(self.module, values),
+            "pre hook returned an invalid number of grad_output",
+        )
         self.grad_outputs = grad_outputs
         if self.input_index is None:
             warnings.warn(
@@ -112,19 +107,27 @@ class _Site:
         if grad_outputs is None:  # reached without passing the outputs (double backward)
             return grads
         assert self.input_index is not None
-        grad_inputs = self.packed(self.input_index, grads, self.n_inputs)
-        for hook in self.hooks:
-            got = hook(self.module, grad_inputs, grad_outputs)
-            if got is None:
-                continue
-            if len(got) != len(grad_inputs):
-                raise RuntimeError(
-                    "Backward hook returned an invalid number of grad_input, "
-                    f"got {len(got)}, but expected {len(grad_inputs)}"
-                )
-            grad_inputs = got
+        grad_inputs = _in_turn(
+            self.hooks,
+            self.packed(self.input_index, grads, self.n_inputs),
+            lambda hook, values: hook(self.module, values, grad_outputs),
+            "hook returned an invalid number of grad_input",
+        )
         self.grad_outputs = None
         return tuple(grad_inputs[i] for i in self.input_index)
+
+
+def _in_turn(hooks: list[Any], values: tuple[Any, ...], call: Any, wrong: str) -> tuple[Any, ...]:
+    """Each hook in turn on what the one before returned (None: unchanged), as torch runs
+    them; a replacement of another length raises torch's error."""
+    for hook in hooks:
+        got = call(hook, values)
+        if got is None:
+            continue
+        if len(got) != len(values):
+            raise RuntimeError(f"Backward {wrong}, got {len(got)}, but expected {len(values)}")
+        values = got
+    return values
 
 
 def _identity(ctx: Any, site: _Site, needs: list[bool], tensors: Any) -> tuple[Any, ...]:
