@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -24,7 +25,10 @@ __all__ = ["own_tensors_kept"]
 def own_tensors_kept(module: torch.nn.Module) -> Iterator[None]:
     """On exit, every parameter and buffer of `module` and its submodules is the object it
     was on entry (a value written into one in place stays: the object is the same)."""
-    held = [(table, dict(table)) for m in module.modules() for table in (m._parameters, m._buffers)]
+    tables: list[dict[str, Any]] = [
+        table for m in module.modules() for table in (m._parameters, m._buffers)
+    ]
+    held = [(table, dict(table)) for table in tables]
     try:
         yield
     finally:

@@ -94,11 +94,11 @@ def _autograd_function(
     # returns twice (`return y, y`) is one output to autograd, at its last place: the others
     # get none, as in eager (each had the whole gradient, which the backward then doubled)
     traced = fn.outputs if isinstance(fn.outputs, (tuple, list)) else (fn.outputs,)
-    names = [p.name if isinstance(p, TensorProxy) else None for p in traced]
-    last = {name: i for i, name in enumerate(names) if name is not None}
+    last = {p.name: i for i, p in enumerate(traced) if isinstance(p, TensorProxy)}
+    repeated = {i for i, p in enumerate(traced) if isinstance(p, TensorProxy) and last[p.name] != i}
     cotangents = [
         get_grad(o, none_if_absent=True)
-        if isinstance(o, TensorProxy) and (i >= len(names) or last.get(names[i]) in (i, None))
+        if isinstance(o, TensorProxy) and i not in repeated
         else None
         for i, o in enumerate(outs)
     ]
