@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["ModuleGradInput", "ModuleGradOutput", "backward_hooks_traced", "has_backward_hooks"]
+__all__ = ["ModuleGradInput", "ModuleGradOutput", "backward_hooks_traced"]
 
 
-def has_backward_hooks(module: torch.nn.Module) -> bool:
+def _has_backward_hooks(module: torch.nn.Module) -> bool:
     return bool(module._backward_hooks or module._backward_pre_hooks)
 
 
@@ -204,7 +204,9 @@ def backward_hooks_traced(root: torch.nn.Module | None, with_root: bool = True) 
     full backward hooks recorded as the identity Functions above, instead of torch's setup
     (see the module docstring). A module with a non-full hook is left to torch."""
     modules = [] if root is None else list(root.modules())[0 if with_root else 1 :]
-    hooked = [m for m in modules if has_backward_hooks(m) and m._is_full_backward_hook is not False]
+    hooked = [
+        m for m in modules if _has_backward_hooks(m) and m._is_full_backward_hook is not False
+    ]
     if not hooked:
         yield
         return

@@ -134,7 +134,7 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
                     seen_read.add(key)
                     out.append((-1, holder, name, value))  # (by identity)
                     if isinstance(value, functools.partial):  # and the arguments it binds
-                        reads += [(_Attributes(value), "args"), (_Attributes(value), "keywords")]
+                        reads += [(attributes(value), "args"), (attributes(value), "keywords")]
                     if depth < _MAX_DEPTH:
                         queue += [(f, None, depth + 1) for f in callees]
                 elif has_fields(value):  # a settings object (`args.scale`): what it names
