@@ -302,3 +302,107 @@ def test_a_config_module_of_the_programs_own_is_read_as_settings(tmp_path, monke
         assert jitted.cache_misses == 3
     finally:
         sys.modules.pop("tv_test_config", None)
+
+
+# --- code the call's arguments bring ------------------------------------------------------
+FACTOR = [2.0]
+
+
+class Schedule:
+    base = 1.0  # a class attribute the methods read
+
+    def scale(self):
+        return self._mult() * 2
+
+    def _mult(self):
+        return Schedule.base + FACTOR[0]
+
+
+class Config:
+    factor = 3.0  # read as `cfg.factor` by the forward
+
+
+class Holder:
+    def __init__(self) -> None:
+        self.act = lambda y: torch.tanh(y) * FACTOR[0]  # a function the object holds
+
+
+class Scaler:
+    def __call__(self, y):
+        return y * FACTOR[0]
+
+
+def _times(y, k):
+    return y * k * FACTOR[0]
+
+
+class TakesSettings(nn.Module):
+    """Calls, or reads, what it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3, dtype=torch.float64)
+
+    def forward(self, x, given):
+        y = self.lin(x)
+        if callable(given):
+            return given(y)
+        if isinstance(given, Schedule):
+            return y * given.scale()
+        if isinstance(given, Holder):
+            return given.act(y)
+        return y * given.factor
+
+
+PASSED = {
+    "a function": (lambda y: y * FACTOR[0], lambda: FACTOR.__setitem__(0, 5.0)),
+    "a partial": (functools.partial(_times, k=2.0), lambda: FACTOR.__setitem__(0, 5.0)),
+    "a callable object": (Scaler(), lambda: FACTOR.__setitem__(0, 5.0)),
+    "an object's method calling another": (Schedule(), lambda: FACTOR.__setitem__(0, 5.0)),
+    "an object's method reading its class": (Schedule(), lambda: setattr(Schedule, "base", 4.0)),
+    "an object's class attribute": (Config(), lambda: setattr(Config, "factor", 7.0)),
+    "a function an object holds": (Holder(), lambda: FACTOR.__setitem__(0, 5.0)),
+}
+
+
+@pytest.mark.parametrize("case", PASSED)
+def test_code_and_settings_an_argument_brings_retrace_when_what_they_read_changes(case):
+    """The same object passed on every call, so its key never changes: what its code reads
+    (a global, its class's attribute) must be snapshotted, or the first trace is kept."""
+    given, change = PASSED[case]
+    model, x = TakesSettings(), torch.randn(4, 3, dtype=torch.float64)
+    jitted = tv.jit(model)
+    try:
+        for step in (lambda: None, change):
+            step()
+            for _ in range(2):
+                torch.testing.assert_close(jitted(x, given), model(x, given), rtol=0, atol=0)
+        assert jitted.cache_misses == 2
+    finally:
+        FACTOR[0], Schedule.base, Config.factor = 2.0, 1.0, 3.0
+
+
+def rescale(y):  # a global function that shares its name with a module's method
+    return y
+
+
+class SharesAName(nn.Module):
+    def forward(self, x):
+        return self.rescale(x)
+
+    def rescale(self, x):
+        return x * FACTOR[0]
+
+
+def test_a_method_is_followed_where_a_global_shares_its_name():
+    """`self.rescale(x)` looks up the name `rescale`, which this module's globals also hold:
+    the method's reads are the program's all the same."""
+    model, x = SharesAName(), torch.randn(4, dtype=torch.float64)
+    jitted = tv.jit(model)
+    try:
+        for factor in (2.0, 5.0):
+            FACTOR[0] = factor
+            torch.testing.assert_close(jitted(x), model(x), rtol=0, atol=0)
+        assert jitted.cache_misses == 2
+    finally:
+        FACTOR[0] = 2.0

@@ -6,14 +6,19 @@ from: the jitted function (or module's `forward`), the `forward` of every submod
 that is not torch's own, and, a few calls deep, the code those call by name: a global
 helper, `self._attend(...)`, a function a module holds (`self.act = fn`), a
 `functools.partial`'s function (and the arguments it binds), a callable object's
-`__call__`. Plain values are compared by value; plain lists, tuples, dicts, sets and
-dataclass instances by what they hold (changed in place or not); functions, classes,
-modules, tensors, partials and callable objects (captured by reference: rebinding the name
-is what changes) by identity. Also: each function's default arguments, by what they hold;
-the class attributes a module's method reads through `self` (`Model.scale = 3`), and that
-no instance shadows them (`model.scale = 3`); that no module's `forward` was replaced on the
-instance. Code reached any other way (a callback in a container, a method of an object
-passed in as an argument) is not looked at.
+`__call__`; and the code the call's arguments bring: a function passed in (`loss_fn`), a
+callable object's `__call__`, and the methods of an object passed in that the code calls by
+name (`cfg.scale()`), with the class attributes it reads (`Cfg.scale`; the object's own
+attributes are the call's key, `keys.value_key`). Plain values are compared by value;
+plain lists, tuples, dicts, sets and dataclass instances by what they hold (changed in
+place or not); functions, classes, modules, tensors, partials and callable objects
+(captured by reference: rebinding the name is what changes) by identity. Also: each
+function's default arguments, by what they hold; the class attributes a module's method
+reads through `self` (`Model.scale = 3`), and that no instance shadows them (`model.scale =
+3`); that no module's `forward` was replaced on the instance. An object passed in is
+treated as a module is: the functions it holds (`cfg.act(y)`) are followed too. Code
+reached any other way (a method of an attribute of an argument, `cfg.sub.fn()`) is not
+looked at.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import types
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from thunderviz.executor.keys import MISSING, HeldContents, has_fields, snapshot_worthy
 
@@ -84,11 +90,18 @@ def names_looked_up(code: types.CodeType) -> dict[str, None]:
     return names
 
 
-def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[Any, ...], ...]:
+def code_constants(
+    fn: Any, submodules: list[torch.nn.Module], arguments: Any = ()
+) -> tuple[tuple[Any, ...], ...]:
     """(-1, holder, name, value) items for `changed_attribute`: every global and closure
-    value worth a snapshot that the program's code reads (see the module docstring)."""
+    value worth a snapshot that the program's code reads, `arguments` (the call's, as a
+    pytree) included (see the module docstring)."""
     start = _function(getattr(fn, "forward", fn))
     queue: list[tuple[types.FunctionType, type | None, int]] = [(start, None, 0)] if start else []
+    passed = [x for x in pytree.tree_leaves(arguments) if not isinstance(x, torch.Tensor)]
+    queue += [(f, None, 1) for x in passed for f in _callees(x)]  # `loss_fn(y)`
+    # objects passed in whose methods the code may call (`cfg.scale()`)
+    objects = {id(x): x for x in passed if _has_methods(x)}.values()
     classes = {type(m) for m in submodules}
     for cls in classes:
         forward = _function(getattr(cls, "forward", None))
@@ -112,13 +125,12 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
         reads = [(_Cell(cell), name) for name, cell in cells]
         reads += [(func.__globals__, name) for name in names]
         reads += [(_Attributes(func), name) for name in _DEFAULTS if getattr(func, name)]
-        if cls is not None:
-            out += _class_attributes(cls, names, submodules)
+        read, called = _through_objects(names, cls, submodules, objects, depth)
+        out += read
+        queue += called
         for holder, name in reads:
             value = holder.get(name, MISSING)
-            if value is MISSING and cls is not None:  # `self.helper(...)`
-                if depth < _MAX_DEPTH:
-                    queue += _helpers_on_self(cls, name, submodules, depth + 1)
+            if value is MISSING:  # (an attribute name: `self.helper` is read above)
                 continue
             key = (id(holder) if not isinstance(holder, _Cell) else id(holder.cell), name)
             if key in seen_read:
@@ -155,18 +167,43 @@ def code_constants(fn: Any, submodules: list[torch.nn.Module]) -> tuple[tuple[An
     return tuple(out)
 
 
+def _through_objects(
+    names: dict[str, None],
+    cls: type | None,
+    submodules: list[torch.nn.Module],
+    objects: Any,
+    depth: int,
+) -> tuple[list[tuple[Any, ...]], list[tuple[types.FunctionType, type | None, int]]]:
+    """What code's `names` reach through an object: through `self` (a module of class `cls`,
+    where the code is a method), its class's attributes and the methods it calls
+    (`self.helper(...)`, even where a global shares the name); through each object passed
+    in, the same (`cfg.scale()`, `cfg.factor` where `factor` is `Cfg`'s)."""
+    # (class, its instances whose attributes are keyed here, all its instances)
+    owners = [(cls, [m for m in submodules if type(m) is cls])] if cls is not None else []
+    owners += [(type(obj), [obj]) for obj in objects]  # (their attributes are the call's key)
+    read: list[tuple[Any, ...]] = []
+    called: list[tuple[types.FunctionType, type | None, int]] = []
+    for klass, instances in owners:
+        read += _class_attributes(klass, names, instances if klass is cls else [])
+        if depth < _MAX_DEPTH:
+            for name in names:
+                called += _helpers_on_self(klass, name, instances, depth + 1)
+    return read, called
+
+
 def _helpers_on_self(
-    cls: type, name: str, submodules: list[torch.nn.Module], depth: int
+    cls: type, name: str, instances: list[torch.nn.Module], depth: int
 ) -> list[tuple[types.FunctionType, type | None, int]]:
-    """What `self.<name>(...)` may call in a module of class `cls`: the class's method, and
-    a function an instance holds (`self.act = lambda y: y * SCALE`, given to the
-    constructor), whose reads are the program's as much as a method's."""
+    """What `self.<name>(...)` may call in an object of class `cls`: the class's method, and
+    a function an instance (of `instances`, the program's objects of that class) holds
+    (`self.act = lambda y: y * SCALE`, given to the constructor), whose reads are the
+    program's as much as a method's."""
     found: list[tuple[types.FunctionType, type | None, int]] = []
     method = _function(getattr(cls, name, None))
     if method is not None:
         found.append((method, cls, depth))
-    for m in submodules:
-        held = m.__dict__.get(name) if type(m) is cls else None
+    for m in instances:
+        held = m.__dict__.get(name)
         if held is not None:
             found += [(f, None, depth) for f in _callees(held)]
     return found
@@ -210,6 +247,15 @@ def _has_settings(value: Any) -> bool:
         and top not in ("torch", "thunderviz")
         and not any(part in where for part in ("site-packages", "dist-packages"))
     )
+
+
+def _has_methods(value: Any) -> bool:
+    """An instance of a class of the program's own (a config, a scaler passed in), whose
+    methods are the program's code. (Modules and classes are not: their code is read as
+    `self`'s, or by identity.)"""
+    if isinstance(value, (type, types.ModuleType, torch.nn.Module, functools.partial)):
+        return False
+    return _is_users(type(value)) and type(value).__module__ != "builtins"
 
 
 def _callees(value: Any) -> list[types.FunctionType]:

@@ -361,7 +361,7 @@ class JittedFunction:
         check_submodule_hooks(self._root, self._name())
         # as they are before the program runs
         subs = self._walk.submodules
-        attributes = module_attributes(subs) + code_constants(self.fn, subs)
+        attributes = module_attributes(subs) + code_constants(self.fn, subs, (args, kwargs))
         ambient = ambient_key()
         # under DDP every rank runs the forward it broadcast buffers for: nothing to keep
         traced, recorded = trace_for_jit(
