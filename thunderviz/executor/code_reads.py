@@ -250,12 +250,17 @@ def _has_settings(value: Any) -> bool:
 
 
 def _has_methods(value: Any) -> bool:
-    """An instance of a class of the program's own (a config, a scaler passed in), whose
-    methods are the program's code. (Modules and classes are not: their code is read as
-    `self`'s, or by identity.)"""
+    """An instance of a Python class of the program's own (a config, a scaler passed in),
+    whose methods are the program's code and whose attributes are its `__dict__`. (Modules
+    and classes are not: their code is read as `self`'s, or by identity.)"""
     if isinstance(value, (type, types.ModuleType, torch.nn.Module, functools.partial)):
         return False
-    return _is_users(type(value)) and type(value).__module__ != "builtins"
+    kind = type(value)
+    return (
+        isinstance(getattr(value, "__dict__", None), dict)
+        and kind.__module__ != "builtins"  # (a function: its code is followed as a callee)
+        and _is_users(kind)
+    )
 
 
 def _callees(value: Any) -> list[types.FunctionType]:
