@@ -62,6 +62,7 @@ from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.capture.tensor_hooks import record_tensor_hook
 from thunderviz.capture.write_backs import note_outside_write
+from thunderviz.core.kernel_switches import kernel_switches
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import NameGenerator, NumberProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
@@ -134,6 +135,7 @@ class Recorder(FunctionalizingRecorder):
         self.input_names: frozenset[str] = frozenset()  # every input's, leaf or not
         self.state_names: frozenset[str] = frozenset()  # the modules' parameters and buffers
         self.given: dict[int, torch.Tensor] = {}  # id of an input's copy -> the user's tensor
+        self.kernel_switches = kernel_switches()  # as the program starts (jit keys on them)
 
     def close(self) -> None:
         """The recording is over: the recorder stops referring to its modes, which refer to
@@ -273,9 +275,15 @@ class Recorder(FunctionalizingRecorder):
         )
         if not grad_enabled or frame.without_grad:
             bsym.tags.add(BsymTag.NO_GRAD)
-        if sym is None or run is not func or frame.subsymbols_read:
+        if (
+            sym is None
+            or run is not func
+            or frame.subsymbols_read
+            or kernel_switches() != self.kernel_switches
+        ):
             # no public name to call (or none that runs on the trace's tensors, or a value
-            # made inside is read from outside): its ATen ops are the code
+            # made inside is read from outside, or one that picks its kernel by switches the
+            # program flipped, core/kernel_switches.py): its ATen ops are the code
             bsym.tags.add(BsymTag.FUNCTIONALIZED)
         elif frame.mutated:
             functional = functional_method_name(sym)

@@ -22,6 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.attribute_reads import MODULE_INTERNALS
+from thunderviz.core.kernel_switches import kernel_switches
 from thunderviz.core.plain import SCALARS
 
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key"]
@@ -196,10 +197,14 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 def ambient_key() -> tuple[Any, ...]:
     """Global state the recorded ops depend on: grad mode, the default dtype (what
     `torch.ones(3)` and `torch.tensor(0.1)` make), deterministic algorithms (on which torch's
-    own Python picks other ops: `F.pad(mode="replicate")` and max_pool3d on a GPU), and
-    autocast (enabled, dtype) per device type, which decides the casts a trace holds."""
-    # the default dtype, and whether deterministic algorithms are on
-    settings = (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled())
+    own Python picks other ops: `F.pad(mode="replicate")` and max_pool3d on a GPU), the
+    kernel switches (core/kernel_switches.py), and autocast (enabled, dtype) per device
+    type, which decides the casts a trace holds."""
+    settings = (
+        torch.get_default_dtype(),
+        torch.are_deterministic_algorithms_enabled(),
+        kernel_switches(),
+    )
     if not torch._C._is_any_autocast_enabled():
         return (torch.is_grad_enabled(), settings, None)
     autocast = tuple(
@@ -209,7 +214,11 @@ def ambient_key() -> tuple[Any, ...]:
     return (torch.is_grad_enabled(), settings, autocast)
 
 
-_AMBIENT_PARTS = ("grad mode", "the default dtype and deterministic algorithms", "autocast")
+_AMBIENT_PARTS = (
+    "grad mode",
+    "the default dtype, deterministic algorithms and the kernel switches",
+    "autocast",
+)
 
 
 def ambient_change(before: tuple[Any, ...], after: tuple[Any, ...]) -> str:

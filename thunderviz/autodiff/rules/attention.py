@@ -41,6 +41,7 @@ RULES = RuleSet("attention")
 
 SDPA = named_torch_symbol(F.scaled_dot_product_attention)
 MATH_ID = op_id(torch.ops.aten._scaled_dot_product_attention_math.default)
+CPU_FLASH_ID = op_id(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
 
 
 def _sdpa_args(
@@ -152,11 +153,20 @@ def _recomputes(bsym: BoundSymbol) -> bool:
     draw the mask (on the CPU the math kernel's `bernoulli_`; on CUDA a fused kernel whose
     philox seed and offset its backward kernel takes), so the trace draws eager's mask and
     the backward uses it. On a GPU the torch-level call is differentiated through the kernel
-    torch picked for it (the module docstring)."""
-    args = (_math_args if bsym.sym.id == MATH_ID else _sdpa_args)(*bsym.args, **bsym.kwargs)
+    torch picked for it (the module docstring). So is a CPU call that would fit the flash
+    kernel where eager did not run it (`sdpa_kernel(SDPBackend.MATH)`): through the math
+    ops it ran, whose gradient is eager's to the last bit."""
+    math = bsym.sym.id == MATH_ID
+    args = (_math_args if math else _sdpa_args)(*bsym.args, **bsym.kwargs)
     if getattr(args[4], "value", args[4]):
         return False
-    return bsym.sym.id == MATH_ID or getattr(args[0], "device", torch.device("cpu")).type != "cuda"
+    if math:
+        return True
+    q, k, v, mask, *_, enable_gqa = args
+    if getattr(q, "device", torch.device("cpu")).type == "cuda":
+        return False
+    fits_flash = _cpu_flash_applies(q, k, v, mask, enable_gqa)
+    return not fits_flash or any(s.sym.id == CPU_FLASH_ID for s in bsym.subsymbols)
 
 
 @RULES.grad(F.scaled_dot_product_attention, applies=_recomputes)
