@@ -62,7 +62,7 @@ from thunderviz.capture.recorder_state import Frame
 from thunderviz.capture.source import user_source
 from thunderviz.capture.tensor_hooks import record_tensor_hook
 from thunderviz.capture.write_backs import note_outside_write
-from thunderviz.core.kernel_switches import kernel_switches
+from thunderviz.core.dispatch_settings import changed_beyond_kernels, dispatch_settings
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import NameGenerator, NumberProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
@@ -135,7 +135,7 @@ class Recorder(FunctionalizingRecorder):
         self.input_names: frozenset[str] = frozenset()  # every input's, leaf or not
         self.state_names: frozenset[str] = frozenset()  # the modules' parameters and buffers
         self.given: dict[int, torch.Tensor] = {}  # id of an input's copy -> the user's tensor
-        self.kernel_switches = kernel_switches()  # as the program starts (jit keys on them)
+        self.dispatch_settings = dispatch_settings()  # as the program starts (jit's key)
 
     def close(self) -> None:
         """The recording is over: the recorder stops referring to its modes, which refer to
@@ -175,6 +175,21 @@ class Recorder(FunctionalizingRecorder):
             source=source,
             module_path=self.module_path,
         )
+
+    def _under_changed_settings(self, func: Callable[..., Any], source: Any) -> bool:
+        """Whether `func` ran under settings that pick ops (core/dispatch_settings.py) other
+        than the program started with. Where more than the attention kernels changed, the
+        same ops compute other things: no run of the trace is the program's."""
+        now = dispatch_settings()
+        if now == self.dispatch_settings:
+            return False
+        beyond = changed_beyond_kernels(self.dispatch_settings, now)
+        if beyond and not self.unreplayable:
+            self.unreplayable = (
+                f"changes torch's settings as it runs ({beyond}), before {_call_name(func)} "
+                f"at {where(source, self.module_path)}"
+            )
+        return True
 
     def _retain_grad(self, t: torch.Tensor) -> None:
         """`t.retain_grad()`: eager's no-op on a leaf, eager's error where nothing requires
@@ -275,15 +290,11 @@ class Recorder(FunctionalizingRecorder):
         )
         if not grad_enabled or frame.without_grad:
             bsym.tags.add(BsymTag.NO_GRAD)
-        if (
-            sym is None
-            or run is not func
-            or frame.subsymbols_read
-            or kernel_switches() != self.kernel_switches
-        ):
+        changed_settings = self._under_changed_settings(func, source)
+        if sym is None or run is not func or frame.subsymbols_read or changed_settings:
             # no public name to call (or none that runs on the trace's tensors, or a value
-            # made inside is read from outside, or one that picks its kernel by switches the
-            # program flipped, core/kernel_switches.py): its ATen ops are the code
+            # made inside is read from outside, or one whose ops follow settings the program
+            # changed, core/dispatch_settings.py): its ATen ops are the code
             bsym.tags.add(BsymTag.FUNCTIONALIZED)
         elif frame.mutated:
             functional = functional_method_name(sym)

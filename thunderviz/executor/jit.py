@@ -368,9 +368,10 @@ class JittedFunction:
             self._root or self.fn, args, kwargs, keep_values=self.ddp is None
         )
         left = ambient_change(ambient, ambient_key())
-        if left and not traced.meta.get("unreplayable"):
+        if left:
             # the program's call changes torch's global state (eager's next call starts from
-            # that), which no run of a trace does: each call runs the program again
+            # that), which no run of a trace does: each call runs the program again (the
+            # reason told, over any other: what the program most likely did not mean)
             traced.meta["unreplayable"] = f"leaves torch's global state changed ({left})"
         forward, attribute_targets = with_attribute_writes(traced, self._root)
         attributes = without_rewritten(attributes, subs, attribute_targets, traced.constants)

@@ -22,7 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.attribute_reads import MODULE_INTERNALS
-from thunderviz.core.kernel_switches import kernel_switches
+from thunderviz.core.dispatch_settings import dispatch_settings
 from thunderviz.core.plain import SCALARS
 
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key"]
@@ -195,16 +195,11 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
 def ambient_key() -> tuple[Any, ...]:
-    """Global state the recorded ops depend on: grad mode, the default dtype (what
-    `torch.ones(3)` and `torch.tensor(0.1)` make), deterministic algorithms (on which torch's
-    own Python picks other ops: `F.pad(mode="replicate")` and max_pool3d on a GPU), the
-    kernel switches (core/kernel_switches.py), and autocast (enabled, dtype) per device
-    type, which decides the casts a trace holds."""
-    settings = (
-        torch.get_default_dtype(),
-        torch.are_deterministic_algorithms_enabled(),
-        kernel_switches(),
-    )
+    """Global state the recorded ops depend on: grad mode, the settings that pick a call's
+    ops (core/dispatch_settings.py: the default dtype, deterministic algorithms, the kernel
+    switches), and autocast (enabled, dtype) per device type, which decides the casts a
+    trace holds."""
+    settings = dispatch_settings()
     if not torch._C._is_any_autocast_enabled():
         return (torch.is_grad_enabled(), settings, None)
     autocast = tuple(
@@ -216,7 +211,7 @@ def ambient_key() -> tuple[Any, ...]:
 
 _AMBIENT_PARTS = (
     "grad mode",
-    "the default dtype, deterministic algorithms and the kernel switches",
+    "the default dtype, deterministic algorithms or the kernel switches",
     "autocast",
 )
 

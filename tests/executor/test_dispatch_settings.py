@@ -1,7 +1,9 @@
-"""`sdpa_kernel(...)` picks which attention kernel eager runs, and so what a trace records:
-jit keys its cache on the switches, a call made where the program flips them runs the ops
-eager ran, and the grad rule steps aside where eager did not run the CPU flash kernel.
-Compared with eager, bit for bit (the math and flash kernels differ in the last bits)."""
+"""Settings that pick a call's ops (core/dispatch_settings.py). `sdpa_kernel(...)` picks
+which attention kernel eager runs: jit keys its cache on it, a call made where the program
+flips it runs the ops eager ran, and the grad rule steps aside where eager did not run the
+CPU flash kernel. A program that changes the default dtype as it runs is run again on every
+call. Compared with eager, bit for bit (the math and flash kernels differ in the last
+bits, float32 and float64 constants too)."""
 
 from __future__ import annotations
 
@@ -74,3 +76,30 @@ def test_a_kernel_chosen_inside_the_program_is_the_one_that_runs(grad):
         for _ in range(3):
             _same_step(eager, ours, jitted, torch.randn(2, 8, 16))
     assert jitted.cache_misses == 1
+
+
+class DefaultDtypeInside(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:  # float64 constants: what eager makes here, and no replay would
+            c = torch.ones(3) / 3 + torch.arange(3) * 0.1
+        finally:
+            torch.set_default_dtype(before)
+        return self.lin(x) * c.float()
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_program_that_changes_the_default_dtype_as_it_runs_is_run_on_every_call(grad):
+    torch.manual_seed(0)
+    eager = DefaultDtypeInside()
+    ours = DefaultDtypeInside()
+    ours.load_state_dict(eager.state_dict())
+    jitted = tv.jit(ours)
+    with torch.set_grad_enabled(grad), pytest.warns(UserWarning, match="the default dtype"):
+        for _ in range(3):
+            _same_step(eager, ours, jitted, torch.randn(2, 3))

@@ -1,0 +1,51 @@
+"""torch's global settings that decide which ATen ops a torch-level call becomes, and what
+they compute: the default dtype (what `torch.ones(3)` makes, and `int_tensor * 0.1`),
+deterministic algorithms (on which torch's own Python picks other ops: `F.pad(mode=
+"replicate")`, max_pool3d on a GPU), cuDNN's switch, and the attention kernels allowed
+(`sdpa_kernel(SDPBackend.MATH)`: on the CPU the math ops instead of the flash kernel). A
+trace holds what they were.
+
+Read by jit's cache key (a trace made under one setting is not the program's under
+another) and by the recorder, for a program that changes one as it runs: the ATen ops a
+call made under other attention kernels are those kernels, named, so the call runs as those
+ops; under another default dtype or the like, the same ops compute other things, so no run
+of the trace is the program's (jit runs the program on every call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["dispatch_settings", "changed_beyond_kernels"]
+
+# which attention kernels may run: each a C call of ~50 ns
+_ATTENTION_KERNELS = (
+    torch._C._get_flash_sdp_enabled,
+    torch._C._get_mem_efficient_sdp_enabled,
+    torch._C._get_math_sdp_enabled,
+    torch._C._get_cudnn_sdp_enabled,
+    torch._C._get_overrideable_sdp_enabled,
+)
+_NAMES = ("the default dtype", "deterministic algorithms", "cuDNN's switch")
+
+
+def dispatch_settings() -> tuple[Any, ...]:
+    """The settings as they are now: (default dtype, deterministic algorithms, cuDNN on,
+    (each attention kernel allowed))."""
+    return (
+        torch.get_default_dtype(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch._C._get_cudnn_enabled(),
+        tuple(allowed() for allowed in _ATTENTION_KERNELS),
+    )
+
+
+def changed_beyond_kernels(before: tuple[Any, ...], now: tuple[Any, ...]) -> str:
+    """'' where `now` differs from `before` in the attention kernels allowed at most, else
+    what changed, in words."""
+    return "; ".join(
+        f"{name}: {was!r} -> {is_!r}"
+        for name, was, is_ in zip(_NAMES, before, now, strict=False)
+        if was != is_
+    )
