@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 
@@ -355,3 +356,49 @@ def test_an_output_returned_twice_takes_a_cotangent_per_place_as_autograd_does()
     assert all(c.allclose for c in session.compare_with_autograd())
     with pytest.raises(ValueError, match="for 2 output tensors"):  # neither count
         session.autograd_reference(cts[:1])
+
+
+# a tensor the program captures from outside (not a parameter): its .grad is the user's
+_CAPTURED_SCALE = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+
+
+class ReentrantCheckpointed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4, dtype=torch.float64)
+        self.b = torch.nn.Linear(4, 4, dtype=torch.float64)
+
+    def block(self, y):
+        return self.b(self.a(y).tanh() * _CAPTURED_SCALE)
+
+    def forward(self, x):
+        checkpointed = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=True)
+        return checkpointed.square().sum()
+
+
+def test_the_autograd_reference_of_a_reentrant_checkpoint_is_eagers_and_touches_nothing():
+    """A reentrant checkpoint refuses `autograd.grad` and runs its block again in the
+    backward: the reference takes `backward()`'s gradients with the module still holding the
+    copies, so the user's parameters, input and captured tensor keep their `.grad`."""
+    torch.manual_seed(0)
+    model = ReentrantCheckpointed()
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    # eager without the checkpoint, on a copy: what every gradient must be
+    twin = copy.deepcopy(model)
+    x_twin = x.detach().clone().requires_grad_()
+    names = [n for n, _ in twin.named_parameters()]
+    loss = twin.block(x_twin).square().sum()
+    want = torch.autograd.grad(loss, [x_twin, *twin.parameters()])
+    _CAPTURED_SCALE.grad = torch.full((), 7.0, dtype=torch.float64)
+    captured_grad = _CAPTURED_SCALE.grad
+    try:
+        session = Session(model, x)
+        ref = session.autograd_reference()
+        got = [ref["x"], *(ref[n.replace(".", "_")] for n in names)]
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=0, atol=1e-12)
+        assert all(c.allclose for c in session.compare_with_autograd())
+        assert x.grad is None and all(p.grad is None for p in model.parameters())
+        assert _CAPTURED_SCALE.grad is captured_grad and captured_grad.item() == 7.0
+    finally:
+        _CAPTURED_SCALE.grad = None

@@ -216,11 +216,17 @@ class AutogradFunctionCall:
 
     # --- the backward --------------------------------------------------------------------
     def backward(
-        self, ctx: FunctionContext, *grad_outputs: Any, accumulated: tuple[Any, ...] = ()
+        self,
+        ctx: FunctionContext,
+        *grad_outputs: Any,
+        accumulated: tuple[Any, ...] = (),
+        kept: tuple[Any, ...] = (),
     ) -> tuple[torch.Tensor, ...]:
         """The user's backward on `ctx`: one gradient per input that needs one (zeros where
         it returns None), then one per tensor in `accumulated` and per held tensor that needs
-        one (what the backward added to its `.grad`, zeros if nothing)."""
+        one (what the backward added to its `.grad`, zeros if nothing). `kept`: tensors the
+        forward reads that are not differentiated (a tensor the program captured, the
+        user's): what the backward adds to their `.grad` is dropped."""
         record = ctx._thunderviz_call
         assert record is not None  # set by the forward, which ran on this ctx first
         grads_in = []
@@ -236,7 +242,10 @@ class AutogradFunctionCall:
             t if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad else None
             for t in accumulated
         ]
-        with _grads_collected(leaves) as collected:
+        untouched: list[torch.Tensor | None] = [
+            t for t in kept if isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad
+        ]
+        with _grads_collected(leaves) as collected, _grads_collected(untouched):
             raw = _user_backward(self.cls)(ctx, *grads_in)
         raw = raw if isinstance(raw, tuple) else (raw,)
         n = len(record.inputs)

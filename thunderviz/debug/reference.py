@@ -8,11 +8,13 @@ they were.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import torch
+from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from thunderviz.core.inputs import input_values
@@ -68,15 +70,15 @@ def autograd_grads(
     keys = [p.name for p in forward.flat_args]
 
     # The user's RNG is left as it was (the run draws from it as eager would, then it is
-    # restored), and buffers the program updates in place are the copies in `state`.
-    with preserved_rng(generators_of(forward.constants)), torch.enable_grad():
-        if module is not None:
-            with own_tensors_kept(module):  # (core/module_state.py: a block at two paths)
-                out = torch.func.functional_call(
-                    module, state, tuple(run_args), run_kwargs, tie_weights=True, strict=False
-                )
-        else:
-            out = fn(*run_args, **run_kwargs)
+    # restored), and buffers the program updates in place are the copies in `state`. The
+    # copies stay in the module through the backward too: a reentrant checkpoint runs its
+    # part of the forward again there.
+    with (
+        preserved_rng(generators_of(forward.constants)),
+        torch.enable_grad(),
+        _on_copies(module, state),
+    ):
+        out = fn(*run_args, **run_kwargs)
         # every place a tensor that requires grad is returned at; `return y, y` is two
         places = [
             o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad
@@ -101,10 +103,51 @@ def autograd_grads(
                     f"{len(cts)} cotangents for {len(outs)} output tensors that require grad "
                     f"({len(places)} places in the output)"
                 )
-        grads = torch.autograd.grad(outs, [v for _, v in wrt], cts, allow_unused=True)
+        grads = _differentiated(outs, [v for _, v in wrt], cts, forward.constants)
     for (i, _), g in zip(wrt, grads, strict=True):
         result[keys[i]] = g
     return result
+
+
+@contextlib.contextmanager
+def _on_copies(module: torch.nn.Module | None, state: dict[str, torch.Tensor]) -> Iterator[None]:
+    """`module` holding `state` (its parameters and buffers, copied) instead of its own."""
+    if module is None:
+        yield
+        return
+    # (core/module_state.py: a block at two paths)
+    with (
+        own_tensors_kept(module),
+        _reparametrize_module(module, state, tie_weights=True, strict=False),
+    ):
+        yield
+
+
+def _differentiated(
+    outs: list[torch.Tensor],
+    leaves: list[torch.Tensor],
+    cotangents: list[torch.Tensor],
+    captured: dict[str, Any],
+) -> tuple[torch.Tensor | None, ...]:
+    """torch.autograd's gradients of `outs` as to `leaves` (fresh copies, leaves of the
+    graph). A program with a reentrant checkpoint refuses `autograd.grad`; there the
+    gradients are `backward()`'s, which accumulates into every leaf it reaches: the tensors
+    the program captured (`captured`, the user's) keep the `.grad` they had."""
+    try:  # (the graph is kept for backward(), should a reentrant checkpoint refuse midway)
+        return torch.autograd.grad(outs, leaves, cotangents, allow_unused=True, retain_graph=True)
+    except RuntimeError as e:
+        if "use_reentrant=True" not in str(e):
+            raise
+    users = [t for t in captured.values() if isinstance(t, torch.Tensor) and t.requires_grad]
+    kept = [(t, t.grad, None if t.grad is None else t.grad.clone()) for t in users]
+    try:
+        torch.autograd.backward(outs, cotangents)
+        return tuple(leaf.grad for leaf in leaves)
+    finally:
+        for t, grad, value in kept:
+            if grad is not None and value is not None:
+                grad.copy_(value)  # (accumulated into in place)
+            t.grad = grad
 
 
 class GradComparison(NamedTuple):

@@ -104,7 +104,13 @@ def _autograd_function(
     ]
     inputs = [a for a, need in zip(args, needs, strict=True) if need]
     leaves = tuple(r for r in reads if requires_grad(r))
-    accumulated = {"accumulated": leaves} if leaves else {}
+    # what it reads that is not differentiated here (a tensor the program captured, the
+    # user's, which may require grad): a reentrant backward would accumulate into its .grad
+    kept = tuple(r for r in reads if not requires_grad(r))
+    accumulated = {
+        **({"accumulated": leaves} if leaves else {}),
+        **({"kept": kept} if kept else {}),
+    }
     targets = (*inputs, *leaves, *(h for h, need in zip(held, held_needs, strict=True) if need))
     grads = backward_symbol(_like(targets))(call, ctx, *cotangents, **accumulated)
     # an identity that hands no gradient on where none came (a module's backward-hook
