@@ -31,6 +31,7 @@ from thunderviz.capture.custom_op_autograd import has_registered_autograd, recor
 from thunderviz.capture.dispatch_mode import DynamoSafeDispatchMode
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import printable_arguments
+from thunderviz.capture.functorch_transforms import refuse_inside_transform, transform_level
 from thunderviz.capture.given_tensors import looks_at, refuse_given_state
 from thunderviz.capture.grad_flags import (
     REQUIRES_GRAD_SETTERS,
@@ -136,6 +137,7 @@ class Recorder(FunctionalizingRecorder):
         self.state_names: frozenset[str] = frozenset()  # the modules' parameters and buffers
         self.given: dict[int, torch.Tensor] = {}  # id of an input's copy -> the user's tensor
         self.dispatch_settings = dispatch_settings()  # as the program starts (jit's key)
+        self.transform_level = transform_level()  # torch.func's, as the program starts
 
     def close(self) -> None:
         """The recording is over: the recorder stops referring to its modes, which refer to
@@ -175,6 +177,17 @@ class Recorder(FunctionalizingRecorder):
             source=source,
             module_path=self.module_path,
         )
+
+    def _refuse_untraceable(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """Stop at a call no trace can hold: one inside a torch.func transform
+        (capture/functorch_transforms.py), one that reads state of a given tensor the trace
+        runs a copy of (capture/given_tensors.py)."""
+        if transform_level() != self.transform_level:
+            refuse_inside_transform(func, _call_name(func), self.module_path)
+        if args and looks_at(func):
+            refuse_given_state(self, func, args, kwargs)
 
     def _under_changed_settings(self, func: Callable[..., Any], source: Any) -> bool:
         """Whether `func` ran under settings that pick ops (core/dispatch_settings.py) other
@@ -216,8 +229,7 @@ class Recorder(FunctionalizingRecorder):
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if args and looks_at(func):
-            refuse_given_state(self, func, args, kwargs)  # (capture/given_tensors.py)
+        self._refuse_untraceable(func, args, kwargs)
         if is_property_read(func):
             return self._read_property(func, args, kwargs)
         if func is _REGISTER_HOOK and args and getattr(self.proxy_of(args[0]), "requires_grad", 0):
