@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
+from torch._C import _functorch  # pyright: ignore[reportAttributeAccessIssue]
 
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.source import user_source
@@ -21,7 +21,7 @@ from thunderviz.core.locations import where
 
 __all__ = ["transform_level", "refuse_inside_transform"]
 
-transform_level: Callable[[], int | None] = torch._C._functorch.maybe_current_level
+transform_level: Callable[[], int | None] = _functorch.maybe_current_level
 
 # what to write instead, per transform
 _INSTEAD = {
@@ -42,7 +42,7 @@ _INSTEAD = {
 
 def refuse_inside_transform(func: Callable[..., Any], name: str, module_path: str) -> None:
     """Raise for `func` (called `name`), called inside a torch.func transform."""
-    interpreter = torch._C._functorch.peek_interpreter_stack()
+    interpreter = _functorch.peek_interpreter_stack()
     kind = interpreter.key().name if interpreter is not None else "a transform"
     source = user_source(skip=4)
     raise CaptureError(
