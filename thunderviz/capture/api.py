@@ -25,6 +25,7 @@ from thunderviz.capture.input_aliasing import (
 )
 from thunderviz.capture.module_backward_hooks import backward_hooks_traced
 from thunderviz.capture.nested_fast_path import encoding_as_eager
+from thunderviz.capture.output_objects import opened
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.rewriting import WrittenOut
@@ -188,7 +189,8 @@ def _trace(
             out, written_out = _run(
                 fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake
             )
-            output = recorder.proxify(out)
+            # (a dataclass it returns holds values of the run: capture/output_objects.py)
+            output = pytree.tree_map(recorder.proxify, opened(out))
             written = writes.collect(recorder)
             written_values = writes.collect_values()
         finally:
@@ -210,7 +212,7 @@ def _trace(
         recorded = recorder.recorded(originals) if keep else None
         epilogue += outside_write_backs(recorder)
         prelude = recorder.generators.finish(recorder.constants, recorder.proxy_of)
-    flat, spec = pytree.tree_flatten(output)
+    flat, spec = pytree.tree_flatten(opened(output))
     dropped = [type(x).__name__ for x in flat if not _printable_leaf(x)]
     if dropped:
         # e.g. a Hugging Face KV cache object: program state, not a value a trace returns

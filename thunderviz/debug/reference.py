@@ -17,6 +17,7 @@ import torch
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
+from thunderviz.capture.output_objects import opened
 from thunderviz.core.inputs import input_values
 from thunderviz.core.module_state import own_tensors_kept
 from thunderviz.core.rng import generators_of, preserved_rng
@@ -81,7 +82,9 @@ def autograd_grads(
         out = fn(*run_args, **run_kwargs)
         # every place a tensor that requires grad is returned at; `return y, y` is two
         places = [
-            o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor) and o.requires_grad
+            o
+            for o in pytree.tree_leaves(opened(out))  # (a dataclass's fields too)
+            if isinstance(o, torch.Tensor) and o.requires_grad
         ]
         outs = list({id(o): o for o in places}.values())  # each tensor once
         wrt = [
