@@ -19,6 +19,7 @@ from thunderviz.autodiff.rules import BUILTIN_RULES
 from thunderviz.autodiff.vjp import AutodiffResult, autodiff
 from thunderviz.capture import trace
 from thunderviz.capture.recorder import INNER_GRAD
+from thunderviz.core.dataclass_nodes import opened, opened_leaves
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.run_errors import run_attributed
 from thunderviz.core.trace import Trace
@@ -58,7 +59,7 @@ def _with_grad(args: tuple[Any, ...]) -> tuple[Any, ...]:
             return x.detach().requires_grad_(True)
         return x
 
-    return pytree.tree_map(leaf, args)
+    return pytree.tree_map(leaf, opened(args))  # (a dataclass's fields too)
 
 
 def _run(
@@ -85,7 +86,7 @@ def vjp(fn: Callable[..., Any]) -> Callable[..., tuple[Any, Any]]:
         by_name = result.cotangents_by_name(list(zip(flat_out, cts, strict=False)))
         ordered = [by_name[p.name] for p in result.cotangent_outputs if p.name in wanted]
         grads = run_attributed(result.backward, tuple(saved), tuple(ordered))
-        n_leaves = len(pytree.tree_leaves(primals))
+        n_leaves = len(opened_leaves(primals))
         return out, tuple(grads[:n_leaves])
 
     return wrapped
@@ -109,7 +110,7 @@ def value_and_grad(fn: Callable[..., Any]) -> Callable[..., tuple[Any, tuple[Any
         n = (
             len(result.forward.args)
             if isinstance(fn, torch.nn.Module)
-            else len(pytree.tree_leaves(args))
+            else len(opened_leaves(args))
         )
         return out, tuple(grads[:n])
 

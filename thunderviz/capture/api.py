@@ -25,7 +25,6 @@ from thunderviz.capture.input_aliasing import (
 )
 from thunderviz.capture.module_backward_hooks import backward_hooks_traced
 from thunderviz.capture.nested_fast_path import encoding_as_eager
-from thunderviz.capture.output_objects import opened
 from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.capture.recorder import Recorder
 from thunderviz.capture.rewriting import WrittenOut
@@ -36,6 +35,7 @@ from thunderviz.capture.write_backs import (
     restore_outside,
     write_backs,
 )
+from thunderviz.core.dataclass_nodes import opened, opened_leaves
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.module_state import own_tensors_kept
 from thunderviz.core.plain import PLAIN, SCALARS
@@ -126,9 +126,9 @@ def _trace(
     with contextlib.closing(recorder), preserved_rng(), _fake_mode(fake) as fake_mode:
         # the user's values in the trace's input order: positional, state, keyword
         users = [
-            *pytree.tree_leaves(args),
+            *opened_leaves(args),
             *(t for _, t, _ in state),
-            *pytree.tree_leaves(kwargs),
+            *opened_leaves(kwargs),
         ]
         convert = SameViewInputs(_converter(fake_mode, users))
         recorder.given = convert.users
@@ -189,7 +189,7 @@ def _trace(
             out, written_out = _run(
                 fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake
             )
-            # (a dataclass it returns holds values of the run: capture/output_objects.py)
+            # (a dataclass it returns holds values of the run: core/dataclass_nodes.py)
             output = pytree.tree_map(recorder.proxify, opened(out))
             written = writes.collect(recorder)
             written_values = writes.collect_values()
@@ -363,7 +363,7 @@ def _proxy_input(
 ) -> Any:
     """Give each leaf of one user input a proxy (and a TraceInput); return the value the
     program runs on."""
-    leaves, spec = pytree.tree_flatten(value)
+    leaves, spec = pytree.tree_flatten(opened(value))  # (a dataclass's fields: inputs)
     run_leaves = []
     for i, leaf in enumerate(leaves):
         inputs.append(TraceInput(kind, path or name, i))

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
+
+from thunderviz.core.dataclass_nodes import opened_leaves
 
 __all__ = ["InputKind", "TraceInput", "input_values", "module_state"]
 
@@ -60,8 +61,8 @@ def input_values(
     the module `fn` (or its tensors by path, e.g. copies of them); a plain function has none."""
     if not isinstance(state, Mapping):
         state = module_state(state if isinstance(state, torch.nn.Module) else None)
-    positional = iter(pytree.tree_leaves(list(args)))
-    keyword = {k: pytree.tree_leaves(v) for k, v in (kwargs or {}).items()}
+    positional = iter(opened_leaves(list(args)))  # (core/dataclass_nodes.py)
+    keyword = {k: opened_leaves(v) for k, v in (kwargs or {}).items()}
     values = []
     for inp in inputs:
         if inp.is_state:

@@ -17,7 +17,7 @@ import torch
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
-from thunderviz.capture.output_objects import opened
+from thunderviz.core.dataclass_nodes import opened
 from thunderviz.core.inputs import input_values
 from thunderviz.core.module_state import own_tensors_kept
 from thunderviz.core.rng import generators_of, preserved_rng
@@ -61,8 +61,8 @@ def autograd_grads(
     """
     kwargs = kwargs or {}
     module = fn if isinstance(fn, torch.nn.Module) else None
-    run_args = [pytree.tree_map(_copy, a) for a in args]
-    run_kwargs = {k: pytree.tree_map(_copy, v) for k, v in kwargs.items()}
+    run_args = [pytree.tree_map(_copy, opened(a)) for a in args]
+    run_kwargs = {k: pytree.tree_map(_copy, opened(v)) for k, v in kwargs.items()}
     state: dict[str, torch.Tensor] = {}
     if module is not None:
         state.update({n: _copy(p) for n, p in module.named_parameters()})

@@ -33,6 +33,7 @@ from thunderviz.autodiff.api import differentiate
 from thunderviz.autodiff.remat import rematerialize
 from thunderviz.capture.api import trace_for_jit
 from thunderviz.capture.recorded_values import RecordedValues
+from thunderviz.core.dataclass_nodes import opened_leaves
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.trace import Trace, without_no_grad
@@ -473,7 +474,7 @@ class JittedFunction:
 def _leaves(tree: Any) -> list[Any]:
     if type(tree) in (tuple, list) and all(isinstance(x, torch.Tensor) for x in tree):
         return list(tree)  # the common case, without pytree's overhead
-    return pytree.tree_leaves(tree)
+    return opened_leaves(tree)  # (a dataclass's fields too: core/dataclass_nodes.py)
 
 
 def _entry(jitted: Any) -> CompiledEntry:

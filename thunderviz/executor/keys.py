@@ -121,10 +121,12 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
     if kind.__module__ == "numpy" and kind.__name__ == "ndarray":
         return _array_key(x, where)
     if dataclasses.is_dataclass(x):
+        # opened like a container where pytree opens it (core/dataclass_nodes.py): the
+        # tensors of a dataclass argument are inputs; of one inside an object, constants
         return (
             kind,
             tuple(
-                (f.name, value_key(getattr(x, f.name), f"{where}.{f.name}", inner, True))
+                (f.name, value_key(getattr(x, f.name), f"{where}.{f.name}", inner, inside_object))
                 for f in dataclasses.fields(x)
             ),
         )

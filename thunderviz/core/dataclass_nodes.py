@@ -1,12 +1,15 @@
-"""Dataclass instances in what a program returns (a `ModelOutput`-like result of the
-program's own), opened by their fields like the containers torch's pytree knows.
+"""Dataclass instances in what a program takes and returns (a `Batch` it is given, a
+`ModelOutput`-like result of its own), opened by their fields like the containers torch's
+pytree knows: the one convention every place that flattens a call's arguments or outputs
+follows (capture, jit's key and its calls, the trace's inputs, the autograd reference).
 
-pytree treats an unregistered dataclass as one opaque leaf, which a trace cannot return: its
-tensors are values of the run. Registering the user's class would change pytree for the
-whole process (`torch.export`, the user's own `tree_map` calls), so its instances are
-wrapped in thunderviz's own node instead, `_Opened`, whose children are the fields and whose
-unflattening builds the user's class again: a jitted call returns the dataclass eager
-returns, each field holding this call's value.
+pytree treats an unregistered dataclass as one opaque leaf: a trace could neither take its
+tensors as inputs (jit keyed them by identity and traced every call again, and refused one
+that requires grad) nor return them (the output was None). Registering the user's class would
+change pytree for the whole process (`torch.export`, the user's own `tree_map` calls), so its
+instances are wrapped in thunderviz's own node instead, `_Opened`, whose children are the
+fields and whose unflattening builds an instance of the user's class again (a shallow copy
+of the original, each field set anew).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import Proxy
 
-__all__ = ["opened"]
+__all__ = ["opened", "opened_leaves"]
 
 
 class _Opened:
@@ -49,7 +52,7 @@ pytree.register_pytree_node(
     _Opened,
     lambda node: (node.values, node.context),
     _rebuilt,
-    serialized_type_name="thunderviz.capture.output_objects._Opened",
+    serialized_type_name="thunderviz.core.dataclass_nodes._Opened",
 )
 
 
@@ -65,3 +68,12 @@ def opened(tree: Any) -> Any:
     """`tree` with each dataclass instance pytree does not know wrapped so pytree opens it
     (flattening it gives its fields' leaves; unflattening, an instance of its class)."""
     return pytree.tree_map(lambda x: _Opened(x) if _is_opaque_dataclass(x) else x, tree)
+
+
+def opened_leaves(tree: Any) -> list[Any]:
+    """`pytree.tree_leaves(opened(tree))`, without rebuilding `tree` where it holds no such
+    dataclass (the common case, on every jitted call)."""
+    leaves = pytree.tree_leaves(tree)
+    if any(_is_opaque_dataclass(x) for x in leaves):
+        return pytree.tree_leaves(opened(tree))
+    return leaves
