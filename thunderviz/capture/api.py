@@ -478,8 +478,8 @@ def _copy_with_strides(t: torch.Tensor) -> torch.Tensor:
         negate = torch.ops.aten._neg_view.default  # (a view with the bit flipped)
         return negate(_copy_with_strides(negate(t)))
     copy = t.clone()
-    if copy.stride() == t.stride() or t.numel() == 0:
-        return copy
+    if t.layout is not torch.strided or copy.stride() == t.stride() or t.numel() == 0:
+        return copy  # (a sparse tensor has no strides to keep)
     span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
     flat = torch.as_strided(t, (span,), (1,), t.storage_offset()).clone()
     return torch.empty(0, dtype=t.dtype, device=t.device).set_(

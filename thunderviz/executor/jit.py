@@ -65,6 +65,7 @@ from thunderviz.executor.keys import (
     ambient_change,
     ambient_key,
     changed_attribute,
+    layout_key,
     module_attributes,
     value_key,
 )
@@ -308,14 +309,14 @@ class JittedFunction:
         # Tensors (the common case) are keyed inline, without a call. (A `conj()` view is
         # keyed apart: the program sees it as one, and calls `resolve_conj()` on it.)
         inputs = tuple(
-            (a.shape, a.dtype, a.device, a.requires_grad, a.is_contiguous(), a.is_conj())
+            (a.shape, a.dtype, a.device, a.requires_grad, layout_key(a), a.is_conj())
             if type(a) is torch.Tensor
             else value_key(a, f"argument {i} of the call")
             for i, a in enumerate(args)
         )
         named = tuple((k, value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items())
         params = tuple(
-            [(t.shape, t.dtype, t.device, t.requires_grad, t.is_contiguous()) for t in state]
+            [(t.shape, t.dtype, t.device, t.requires_grad, layout_key(t)) for t in state]
         )
         return (inputs, named, params, *rest)
 

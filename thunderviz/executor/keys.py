@@ -63,6 +63,12 @@ class UnkeyableArgument(TypeError):
     """A non-tensor argument jit can neither key by value nor trust to stay the same."""
 
 
+def layout_key(t: torch.Tensor) -> Any:
+    """Whether a strided tensor is contiguous; a sparse one's layout (a CSR tensor has no
+    `is_contiguous`, and a COO one's says nothing of its layout)."""
+    return t.is_contiguous() if t.layout is torch.strided else t.layout
+
+
 def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -> Any:
     """A hashable key equal for two values exactly when a trace of one is right for the other.
     A tensor inside an object pytree does not open (a dataclass, a config) is a constant of
@@ -75,7 +81,7 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
             x.dtype,
             x.device,
             x.requires_grad,
-            x.is_contiguous(),
+            layout_key(x),
             x.is_conj(),
         )  # as jit's fast path
     kind = type(x)

@@ -67,8 +67,9 @@ class RepeatedCall:
         key: Any, entry: CompiledEntry, args: tuple[Any, ...], state: list[Any], walk: ModuleWalk
     ) -> RepeatedCall | None:
         """The check for calls like this one, or None where it cannot be made: an argument
-        that is not a tensor (keyed by value), hooks inside the module, an entry with guards
-        or that runs without autograd, a torch build without the C++ check."""
+        that is not a dense tensor (keyed by value, or sparse), hooks inside the module, an
+        entry with guards or that runs without autograd, a torch build without the C++
+        check."""
         if (
             TensorGuards is None
             or entry.result is None
@@ -76,6 +77,7 @@ class RepeatedCall:
             or entry.kwarg_names
             or any(walk.hooks)
             or not all(isinstance(t, torch.Tensor) for t in (*args, *state))
+            or any(t.layout is not torch.strided for t in args)  # (a sparse one: no strides)
         ):
             return None
         tensors = [*args, *state]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
+from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import conj, scaled
@@ -60,6 +61,24 @@ def addmm(bias, a, b, **kwargs):
     out = aten.addmm.default(bias, a, b, **kwargs)
     g = get_grad(out)
     _added_term_grad(bias, g, kwargs)
+    _product_grads(a, b, scaled(g, _alpha(kwargs)), aten.mm.default, aten.t.default)
+    return out
+
+
+@RULES.grad(aten._sparse_addmm.default)
+def sparse_addmm(c, a, b, **kwargs):
+    """`torch.sparse.mm(a, b)` with `a` sparse (a graph's adjacency) and `b` dense: as
+    addmm. The sparse factor's own gradient (sparse, on its pattern) is not taken."""
+    if requires_grad(a):
+        raise AutodiffError(
+            "thunderviz cannot differentiate torch.sparse.mm (aten._sparse_addmm) as to its "
+            "sparse factor, which requires grad: its gradient is sparse, and a trace's values "
+            "are dense. Make the sparse tensor a constant (`.detach()`), or multiply by its "
+            "dense form."
+        )
+    out = aten._sparse_addmm.default(c, a, b, **kwargs)
+    g = get_grad(out)
+    _added_term_grad(c, g, kwargs)
     _product_grads(a, b, scaled(g, _alpha(kwargs)), aten.mm.default, aten.t.default)
     return out
 
