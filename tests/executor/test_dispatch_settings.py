@@ -103,3 +103,31 @@ def test_a_program_that_changes_the_default_dtype_as_it_runs_is_run_on_every_cal
     with torch.set_grad_enabled(grad), pytest.warns(UserWarning, match="the default dtype"):
         for _ in range(3):
             _same_step(eager, ours, jitted, torch.randn(2, 3))
+
+
+class ReadsPrecision(nn.Module):
+    """A program that branches on the float32 matmul precision it runs under."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y * 2 if torch.get_float32_matmul_precision() == "highest" else y
+
+
+def test_the_float32_matmul_precision_is_keyed():
+    torch.manual_seed(0)
+    eager = ReadsPrecision()
+    ours = ReadsPrecision()
+    ours.load_state_dict(eager.state_dict())
+    jitted = tv.jit(ours)
+    before = torch.get_float32_matmul_precision()
+    try:
+        for precision in ("highest", "high", "highest"):
+            torch.set_float32_matmul_precision(precision)
+            _same_step(eager, ours, jitted, torch.randn(2, 3))
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert jitted.cache_misses == 2

@@ -1,9 +1,10 @@
 """torch's global settings that decide which ATen ops a torch-level call becomes, and what
 they compute: the default dtype (what `torch.ones(3)` makes, and `int_tensor * 0.1`),
 deterministic algorithms (on which torch's own Python picks other ops: `F.pad(mode=
-"replicate")`, max_pool3d on a GPU), cuDNN's switch, and the attention kernels allowed
-(`sdpa_kernel(SDPBackend.MATH)`: on the CPU the math ops instead of the flash kernel). A
-trace holds what they were.
+"replicate")`, max_pool3d on a GPU), cuDNN's switch, float32 matmul precision and cuDNN's
+TF32 switch (what a matmul or convolution rounds to on a GPU, and a program may read), and
+the attention kernels allowed (`sdpa_kernel(SDPBackend.MATH)`: on the CPU the math ops
+instead of the flash kernel). A trace holds what they were.
 
 Read by jit's cache key (a trace made under one setting is not the program's under
 another) and by the recorder, for a program that changes one as it runs: the ATen ops a
@@ -27,16 +28,24 @@ _ATTENTION_KERNELS = (
     torch._C._get_cudnn_sdp_enabled,
     torch._C._get_overrideable_sdp_enabled,
 )
-_NAMES = ("the default dtype", "deterministic algorithms", "cuDNN's switch")
+_NAMES = (
+    "the default dtype",
+    "deterministic algorithms",
+    "cuDNN's switch",
+    "float32 matmul precision",
+    "cuDNN's TF32 switch",
+)
 
 
 def dispatch_settings() -> tuple[Any, ...]:
     """The settings as they are now: (default dtype, deterministic algorithms, cuDNN on,
-    (each attention kernel allowed))."""
+    float32 matmul precision, cuDNN's TF32, (each attention kernel allowed))."""
     return (
         torch.get_default_dtype(),
         torch.are_deterministic_algorithms_enabled(),
         torch._C._get_cudnn_enabled(),
+        torch._C._get_float32_matmul_precision(),
+        torch._C._get_cudnn_allow_tf32(),
         tuple(allowed() for allowed in _ATTENTION_KERNELS),
     )
 
