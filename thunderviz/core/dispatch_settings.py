@@ -20,14 +20,19 @@ import torch
 
 __all__ = ["dispatch_settings", "changed_beyond_kernels"]
 
-# which attention kernels may run: each a C call of ~50 ns
-_ATTENTION_KERNELS = (
-    torch._C._get_flash_sdp_enabled,
-    torch._C._get_mem_efficient_sdp_enabled,
-    torch._C._get_math_sdp_enabled,
-    torch._C._get_cudnn_sdp_enabled,
-    torch._C._get_overrideable_sdp_enabled,
-)
+# Read on every jitted call (jit's key): C functions, bound once (~50 ns a call each)
+_C = torch._C
+_default_dtype = torch.get_default_dtype
+_deterministic = _C._get_deterministic_algorithms
+_cudnn = _C._get_cudnn_enabled
+_matmul_precision = _C._get_float32_matmul_precision
+_cudnn_tf32 = _C._get_cudnn_allow_tf32
+# which attention kernels may run
+_flash = _C._get_flash_sdp_enabled
+_mem_efficient = _C._get_mem_efficient_sdp_enabled
+_math = _C._get_math_sdp_enabled
+_cudnn_attention = _C._get_cudnn_sdp_enabled
+_overrideable = _C._get_overrideable_sdp_enabled
 _NAMES = (
     "the default dtype",
     "deterministic algorithms",
@@ -41,12 +46,12 @@ def dispatch_settings() -> tuple[Any, ...]:
     """The settings as they are now: (default dtype, deterministic algorithms, cuDNN on,
     float32 matmul precision, cuDNN's TF32, (each attention kernel allowed))."""
     return (
-        torch.get_default_dtype(),
-        torch.are_deterministic_algorithms_enabled(),
-        torch._C._get_cudnn_enabled(),
-        torch._C._get_float32_matmul_precision(),
-        torch._C._get_cudnn_allow_tf32(),
-        tuple(allowed() for allowed in _ATTENTION_KERNELS),
+        _default_dtype(),
+        _deterministic(),
+        _cudnn(),
+        _matmul_precision(),
+        _cudnn_tf32(),
+        (_flash(), _mem_efficient(), _math(), _cudnn_attention(), _overrideable()),
     )
 
 
