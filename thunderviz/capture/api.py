@@ -190,7 +190,12 @@ def _trace(
                 fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake
             )
             # (a dataclass it returns holds values of the run: core/dataclass_nodes.py)
-            output = pytree.tree_map(recorder.proxify, opened(out))
+            opened_out = opened(out)
+            output = (
+                recorder.proxify(out)
+                if opened_out is out
+                else pytree.tree_map(recorder.proxify, opened_out)
+            )
             written = writes.collect(recorder)
             written_values = writes.collect_values()
         finally:

@@ -66,8 +66,14 @@ def _is_opaque_dataclass(x: Any) -> bool:
 
 def opened(tree: Any) -> Any:
     """`tree` with each dataclass instance pytree does not know wrapped so pytree opens it
-    (flattening it gives its fields' leaves; unflattening, an instance of its class)."""
-    return pytree.tree_map(lambda x: _Opened(x) if _is_opaque_dataclass(x) else x, tree)
+    (flattening it gives its fields' leaves; unflattening, an instance of its class); `tree`
+    itself where it holds none."""
+    leaves, spec = pytree.tree_flatten(tree)
+    if not any(_is_opaque_dataclass(x) for x in leaves):
+        return tree
+    return pytree.tree_unflatten(
+        [_Opened(x) if _is_opaque_dataclass(x) else x for x in leaves], spec
+    )
 
 
 def opened_leaves(tree: Any) -> list[Any]:
