@@ -217,8 +217,10 @@ def _trace(
         recorded = recorder.recorded(originals) if keep else None
         epilogue += outside_write_backs(recorder)
         prelude = recorder.generators.finish(recorder.constants, recorder.proxy_of)
-    flat, spec = pytree.tree_flatten(opened(output))
-    dropped = [type(x).__name__ for x in flat if not _printable_leaf(x)]
+    with_paths, spec = pytree.tree_flatten_with_path(opened(output))
+    flat = [x for _, x in with_paths]
+    # (key path, type name) of each: executor/dropped_outputs.py stands in for it
+    dropped = [(path, type(x).__name__) for path, x in with_paths if not _printable_leaf(x)]
     if dropped:
         # e.g. a Hugging Face KV cache object: program state, not a value a trace returns
         flat = [x if _printable_leaf(x) else None for x in flat]

@@ -48,11 +48,21 @@ def _rebuilt(values: Any, context: Any) -> Any:
     return obj
 
 
+def _with_keys(node: Any) -> tuple[list[tuple[Any, Any]], Any]:
+    """The children with their key paths: a field's is its name, as an attribute (where
+    in a dataclass a dropped output's place is: executor/dropped_outputs.py)."""
+    names = node.context[1]
+    return [
+        (pytree.GetAttrKey(n), v) for n, v in zip(names, node.values, strict=True)
+    ], node.context
+
+
 pytree.register_pytree_node(
     _Opened,
     lambda node: (node.values, node.context),
     _rebuilt,
     serialized_type_name="thunderviz.core.dataclass_nodes._Opened",
+    flatten_with_keys_fn=_with_keys,
 )
 
 

@@ -89,6 +89,8 @@ class CompiledEntry:
         self.kwarg_names = tuple(self.forward.kwargs)
         self.output_spec = self.forward.output_spec or pytree.tree_structure(self.forward.output)
         self.single_output = isinstance(self.forward.output, TensorProxy)
+        # objects the program returned that the trace cannot (executor/dropped_outputs.py)
+        self.dropped_outputs = tuple(self.forward.meta.get("dropped_outputs", ()))
         self.draws_random = any(draws_random(b) for b in self.forward.bound_symbols)
         # the program's own generators (capture/generators.py), restored with torch's
         self.generators = generators_of(self.forward.constants)

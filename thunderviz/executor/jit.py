@@ -59,6 +59,7 @@ from thunderviz.executor.closure import (
 )
 from thunderviz.executor.code_reads import code_constants
 from thunderviz.executor.ddp import DDPSync
+from thunderviz.executor.dropped_outputs import with_dropped
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (
@@ -436,6 +437,8 @@ class JittedFunction:
         if entry.single_output:
             return flat_out[0]
         out = pytree.tree_unflatten(flat_out, entry.output_spec)
+        if entry.dropped_outputs:  # (executor/dropped_outputs.py)
+            out = with_dropped(out, entry.dropped_outputs, self._name())
         if entry.attribute_targets:
             return assign_attributes(entry.attribute_targets, out)
         return out

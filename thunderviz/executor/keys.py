@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 from thunderviz.capture.attribute_reads import MODULE_INTERNALS
 from thunderviz.core.dispatch_settings import dispatch_settings
 from thunderviz.core.plain import SCALARS
+from thunderviz.executor.dropped_outputs import DroppedOutput
 
 __all__ = ["value_key", "UnkeyableArgument", "ambient_key"]
 
@@ -124,6 +125,8 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
         )
     if isinstance(x, _BY_IDENTITY):
         return (kind, _Identity(x))
+    if kind is DroppedOutput:  # handed back from a jitted call's output: say what it is
+        x.refuse()
     if kind.__module__ == "numpy" and kind.__name__ == "ndarray":
         return _array_key(x, where)
     if dataclasses.is_dataclass(x):

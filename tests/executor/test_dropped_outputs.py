@@ -1,0 +1,103 @@
+"""An object the program returns that a trace cannot (a Hugging Face KV cache: program
+state holding the call's own tensors) comes back from jit as a stand-in that raises when
+used, naming it and the way out. It came back as None, and incremental decoding then
+passed None as the cache: the model took the new token for the whole sequence and computed
+other logits, silently. Compared with eager."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import thunderviz as tv
+from thunderviz.executor.dropped_outputs import DroppedOutput
+
+transformers = pytest.importorskip("transformers")
+
+
+def _gpt2():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=50, n_positions=32, eos_token_id=0
+    )
+    return transformers.GPT2LMHeadModel(config)
+
+
+def _dropped(out):
+    return [v for v in out.values() if isinstance(v, DroppedOutput)]
+
+
+def test_a_returned_kv_cache_is_a_stand_in_that_refuses_to_be_used():
+    eager = _gpt2().eval()
+    jitted = tv.jit(copy.deepcopy(eager))
+    ids, new = torch.randint(0, 50, (1, 5)), torch.tensor([[7]])
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (transformers' deprecations)
+        want, got = eager(ids, use_cache=True), jitted(ids, use_cache=True)
+        torch.testing.assert_close(got.logits, want.logits, rtol=0, atol=0)
+        (stand_in,) = _dropped(got)
+        assert "DynamicCache" in repr(stand_in)
+        for use in (
+            lambda: jitted(new, past_key_values=stand_in, use_cache=True),
+            lambda: eager(new, past_key_values=stand_in, use_cache=True),
+            lambda: bool(stand_in),
+            lambda: stand_in.get_seq_length(),
+        ):
+            with pytest.raises(RuntimeError, match=r"DynamicCache.*use_cache=False"):
+                use()
+        copy.deepcopy(got)  # (copying the output does not use it)
+
+
+def test_training_with_a_cache_returned_is_eagers():
+    eager = _gpt2()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    ids = torch.randint(0, 50, (2, 6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in range(2):
+            torch.manual_seed(step)  # (the same dropout masks on both sides)
+            want = eager(ids, labels=ids, use_cache=True)
+            torch.manual_seed(step)
+            got = jitted(ids, labels=ids, use_cache=True)
+            torch.testing.assert_close(got.loss, want.loss, rtol=0, atol=1e-6)
+            want.loss.backward()
+            got.loss.backward()
+            assert len(_dropped(got)) == 1
+    for a, b in zip(eager.parameters(), ours.parameters(), strict=True):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-6)
+
+
+class Handle:
+    """Program state a trace cannot return (not a tensor, a plain value or a container)."""
+
+
+@dataclasses.dataclass
+class WithState:
+    value: torch.Tensor
+    state: Handle
+
+
+class ReturnsState(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3, dtype=torch.float64)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return WithState(y, Handle()), (y.sum(), Handle())
+
+
+def test_the_stand_in_takes_the_place_in_a_dataclass_and_a_tuple():
+    model, x = ReturnsState(), torch.randn(2, 3, dtype=torch.float64)
+    got = tv.jit(model)(x)
+    want = model(x)
+    torch.testing.assert_close(got[0].value, want[0].value, rtol=0, atol=0)
+    assert isinstance(got[0].state, DroppedOutput) and isinstance(got[1][1], DroppedOutput)
+    with pytest.raises(RuntimeError, match="Handle"):
+        got[1][1].anything  # noqa: B018
