@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -101,3 +103,28 @@ def test_the_stand_in_takes_the_place_in_a_dataclass_and_a_tuple():
     assert isinstance(got[0].state, DroppedOutput) and isinstance(got[1][1], DroppedOutput)
     with pytest.raises(RuntimeError, match="Handle"):
         got[1][1].anything  # noqa: B018
+
+
+class Mode(enum.Enum):
+    TRAIN = 1
+
+
+def returns_values(x):
+    return x * 2, Mode.TRAIN, range(3), np.float32(2.5), frozenset({1, "a"}), b"xy", 1 + 2j
+
+
+def test_immutable_values_the_program_returns_come_back_as_eager_returns_them():
+    """Not tensors and not printable literals, but they cannot change and hold no tensor:
+    handed back as traced (they were None)."""
+    x = torch.randn(3, requires_grad=True)
+    jitted = tv.jit(returns_values)
+    for _ in range(2):
+        got, want = jitted(x), returns_values(x)
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+        assert got[1:] == want[1:] and type(got[3]) is np.float32
+
+
+def test_a_numpy_array_returned_gets_the_stand_in():
+    """An array can be written, and may hold values of the run: not handed back as traced."""
+    got = tv.jit(lambda x: (x * 2, np.array([1.0])))(torch.randn(3, requires_grad=True))
+    assert isinstance(got[1], DroppedOutput)

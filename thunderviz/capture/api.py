@@ -38,7 +38,7 @@ from thunderviz.capture.write_backs import (
 from thunderviz.core.dataclass_nodes import opened, opened_leaves
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.module_state import own_tensors_kept
-from thunderviz.core.plain import PLAIN, SCALARS
+from thunderviz.core.plain import PLAIN, SCALARS, is_immutable_value
 from thunderviz.core.proxies import NameGenerator, NumberProxy, Proxy, TensorProxy
 from thunderviz.core.rng import preserved_rng
 from thunderviz.core.trace import Trace, TraceTag, timed_provenance
@@ -219,8 +219,14 @@ def _trace(
         prelude = recorder.generators.finish(recorder.constants, recorder.proxy_of)
     with_paths, spec = pytree.tree_flatten_with_path(opened(output))
     flat = [x for _, x in with_paths]
-    # (key path, type name) of each: executor/dropped_outputs.py stands in for it
-    dropped = [(path, type(x).__name__) for path, x in with_paths if not _printable_leaf(x)]
+    # (key path, what it is) of each: an immutable value is handed back as it was (equal on
+    # every call the trace is right for), anything else is program state, which
+    # executor/dropped_outputs.py stands in for
+    dropped = [
+        (path, x if is_immutable_value(x) else type(x).__name__)
+        for path, x in with_paths
+        if not _printable_leaf(x)
+    ]
     if dropped:
         # e.g. a Hugging Face KV cache object: program state, not a value a trace returns
         flat = [x if _printable_leaf(x) else None for x in flat]

@@ -1,8 +1,9 @@
 """What a jitted call returns where the program returned an object a trace cannot carry: a
 Hugging Face KV cache (`DynamicCache`), program state that holds the call's own tensors.
 
-A trace can return tensors and plain values; such an object would hold the tensors of the
-call that was traced, not of this one. It was returned as None, and incremental decoding
+A trace can return tensors and plain values, and jit hands back immutable values it cannot
+print (an enum member, a numpy scalar) as they were; such an object would hold the tensors
+of the call that was traced, not of this one. It was returned as None, and incremental decoding
 then passed None back as the cache: the model took the one new token for the whole
 sequence and computed other logits, without a word. Now the place holds a `DroppedOutput`,
 which raises the moment it is used (an attribute, truth, length, iteration, indexing, or
@@ -60,11 +61,14 @@ class DroppedOutput:
         return f"<thunderviz.jit: no {self._what} (program state a trace cannot return)>"
 
 
-def with_dropped(out: Any, dropped: tuple[tuple[Any, str], ...], program: str) -> Any:
-    """`out` (a jitted call's output, None at each dropped place) with a `DroppedOutput` at
-    each of `dropped`'s (pytree key path, type name)."""
+def with_dropped(out: Any, dropped: tuple[tuple[Any, Any], ...], program: str) -> Any:
+    """`out` (a jitted call's output, None at each dropped place) with, at each of
+    `dropped`'s (pytree key path, what), `what` itself where capture kept the value (an
+    immutable one: an enum member, a numpy scalar), else a `DroppedOutput` for the type it
+    names."""
     for path, what in dropped:
-        out = _put(out, path, DroppedOutput(what, program))
+        value = DroppedOutput(what, program) if isinstance(what, str) else what
+        out = _put(out, path, value)
     return out
 
 
