@@ -128,3 +128,19 @@ def test_a_numpy_array_returned_gets_the_stand_in():
     """An array can be written, and may hold values of the run: not handed back as traced."""
     got = tv.jit(lambda x: (x * 2, np.array([1.0])))(torch.randn(3, requires_grad=True))
     assert isinstance(got[1], DroppedOutput)
+
+
+def test_a_filled_kv_cache_passed_in_is_refused_with_the_way_out():
+    """The prefill (an empty cache, filled by the call) is eager's; the next step hands jit
+    a cache holding tensors, program state it cannot key: refused, saying what to do."""
+    eager = _gpt2().eval()
+    jitted = tv.jit(copy.deepcopy(eager))
+    ids = torch.randint(0, 50, (1, 5))
+    ours, theirs = transformers.DynamicCache(), transformers.DynamicCache()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = eager(ids, past_key_values=theirs, use_cache=True)
+        got = jitted(ids, past_key_values=ours, use_cache=True)
+        torch.testing.assert_close(got.logits, want.logits, rtol=0, atol=0)
+        with pytest.raises(TypeError, match=r"Hugging Face KV cache.*use_cache=False"):
+            jitted(torch.tensor([[7]]), past_key_values=ours, use_cache=True)

@@ -35,7 +35,7 @@ from thunderviz.capture.write_backs import (
     restore_outside,
     write_backs,
 )
-from thunderviz.core.dataclass_nodes import opened, opened_leaves
+from thunderviz.core.dataclass_nodes import FieldsKept, opened, opened_leaves
 from thunderviz.core.inputs import InputKind, TraceInput
 from thunderviz.core.module_state import own_tensors_kept
 from thunderviz.core.plain import PLAIN, SCALARS, is_immutable_value
@@ -186,9 +186,11 @@ def _trace(
         writes = AttributeWrites(module)
         python_draws = PythonDraws()
         try:
+            fields = FieldsKept((run_args, run_kwargs))
             out, written_out = _run(
                 fn, module, run_args, run_kwargs, run_state, recorder, own_hooks, fake
             )
+            _refuse_rebound_fields(fields, recorder)
             # (a dataclass it returns holds values of the run: core/dataclass_nodes.py)
             opened_out = opened(out)
             output = (
@@ -396,6 +398,20 @@ def _proxy_input(
             run_leaves.append(leaf)
         out.append(proxy)
     return pytree.tree_unflatten(run_leaves, spec)
+
+
+def _refuse_rebound_fields(fields: FieldsKept, recorder: Recorder) -> None:
+    """A field of a dataclass the program was given, rebound by it: refused
+    (core/dataclass_nodes.FieldsKept says why)."""
+    rebound = fields.rebound()
+    if rebound:
+        raise CaptureError(
+            f"the program rebinds {rebound}, a field of a dataclass it is given: thunderviz "
+            "runs the program on a copy of the dataclass (its tensors are the trace's inputs), "
+            "so the change would not reach yours. Return the new value instead.",
+            op="setattr",
+            module_path=recorder.module_path,
+        )
 
 
 def _input_names(

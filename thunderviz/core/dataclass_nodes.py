@@ -22,7 +22,7 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import Proxy
 
-__all__ = ["opened", "opened_leaves"]
+__all__ = ["opened", "opened_leaves", "FieldsKept"]
 
 
 class _Opened:
@@ -93,3 +93,29 @@ def opened_leaves(tree: Any) -> list[Any]:
     if any(_is_opaque_dataclass(x) for x in leaves):
         return pytree.tree_leaves(opened(tree))
     return leaves
+
+
+class FieldsKept:
+    """The fields of each dataclass instance in a tree (a call's arguments, as the program
+    gets them), to tell afterwards whether the program rebound one. The instances it gets are
+    rebuilt from the user's (`opened`), so a field it rebinds (`batch.seen = y`) would never
+    reach the user's object; it is refused instead, by name (capture/api.py)."""
+
+    def __init__(self, tree: Any) -> None:
+        self._kept: list[tuple[Any, dict[str, int]]] = []
+        self._walk(tree)
+
+    def _walk(self, tree: Any) -> None:
+        for x in pytree.tree_leaves(tree):
+            if _is_opaque_dataclass(x):
+                fields = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+                self._kept.append((x, {n: id(v) for n, v in fields.items()}))
+                self._walk(list(fields.values()))
+
+    def rebound(self) -> str:
+        """'' where every field holds what it held, else the first one rebound, in words."""
+        for obj, ids in self._kept:
+            for name, was in ids.items():
+                if id(getattr(obj, name)) != was:
+                    return f"{type(obj).__qualname__}.{name}"
+        return ""

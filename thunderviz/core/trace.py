@@ -219,12 +219,18 @@ class Trace:
 
     # --- execution -----------------------------------------------------------------------
     def python_callable(
-        self, names: tuple[tuple[str, Any], ...] = (), *, free_dead: bool = False
+        self,
+        names: tuple[tuple[str, Any], ...] = (),
+        *,
+        free_dead: bool = False,
+        flat_output: bool = False,
     ) -> Callable[..., Any]:
         """A function that runs this trace on torch (the printed source, compiled). `names`
         adds (name, value) pairs to the generated code's globals, for symbols whose printed
         name is not reachable from `torch` (the executor's guard checks). `free_dead`: each
-        value is deleted after the statement that last reads it (`core/liveness.py`)."""
+        value is deleted after the statement that last reads it (`core/liveness.py`).
+        `flat_output`: where the output is kept as flat values and a spec, return the flat
+        values (as jit does the unflattening itself) rather than the structure."""
         with collection_paused():  # core/collection.py
             lines = self.printed_lines(print_depth=0, code_only=True)
             source = (
@@ -236,12 +242,13 @@ class Trace:
         if self.constants:
             fn = functools.partial(fn, **self.constants)
         spec = self.output_spec
-        if spec is None:
+        if spec is None or flat_output:
             return fn
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            flat = pytree.tree_leaves(fn(*args, **kwargs))
-            return pytree.tree_unflatten(flat, spec)
+            # the flat values as returned (a None where an output was dropped counts: pytree
+            # would not count it)
+            return pytree.tree_unflatten(list(fn(*args, **kwargs)), spec)
 
         run.__name__ = self.name
         return run

@@ -63,12 +63,13 @@ from thunderviz.executor.dropped_outputs import with_dropped
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (
+    GivenObjects,
     ambient_change,
     ambient_key,
+    arguments_key,
     changed_attribute,
     layout_key,
     module_attributes,
-    value_key,
 )
 from thunderviz.executor.repeat import RepeatedCall
 from thunderviz.executor.retrace_reasons import (
@@ -266,7 +267,10 @@ class JittedFunction:
                 if ran is None
                 else ran[0]
             )
-            return self._unflatten(entry, pytree.tree_leaves(out))
+            # (a trace whose output pytree does not hold returns its flat outputs, None where
+            # an output was dropped, which pytree would not count: executor/dropped_outputs.py)
+            flat = list(out) if entry.forward.output_spec is not None else pytree.tree_leaves(out)
+            return self._unflatten(entry, flat)
         outs = apply(entry, flat_inputs, recorded)
         return self._unflatten(entry, list(outs))
 
@@ -307,19 +311,10 @@ class JittedFunction:
         state: list[torch.Tensor],
         rest: tuple[Any, ...],
     ) -> Any:
-        # Tensors (the common case) are keyed inline, without a call. (A `conj()` view is
-        # keyed apart: the program sees it as one, and calls `resolve_conj()` on it.)
-        inputs = tuple(
-            (a.shape, a.dtype, a.device, a.requires_grad, layout_key(a), a.is_conj())
-            if type(a) is torch.Tensor
-            else value_key(a, f"argument {i} of the call")
-            for i, a in enumerate(args)
-        )
-        named = tuple((k, value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items())
         params = tuple(
             [(t.shape, t.dtype, t.device, t.requires_grad, layout_key(t)) for t in state]
         )
-        return (inputs, named, params, *rest)
+        return (*arguments_key(args, kwargs), params, *rest)
 
     def _store(self, key: Any, entry: CompiledEntry, reason: str) -> list[CompiledEntry]:
         self.cache_misses += 1
@@ -367,9 +362,15 @@ class JittedFunction:
         attributes = module_attributes(subs) + code_constants(self.fn, subs, (args, kwargs))
         ambient = ambient_key()
         # under DDP every rank runs the forward it broadcast buffers for: nothing to keep
+        given = GivenObjects(args, kwargs)
         traced, recorded = trace_for_jit(
             self._root or self.fn, args, kwargs, keep_values=self.ddp is None
         )
+        changed = given.changed(args, kwargs)
+        if changed and not traced.meta.get("unreplayable"):
+            # a Python object the call was given, changed by the program (a KV cache it
+            # fills, a field it rebinds): what no run of a trace does, so each call runs it
+            traced.meta["unreplayable"] = f"changes {changed}, which it is given"
         left = ambient_change(ambient, ambient_key())
         if left:
             # the program's call changes torch's global state (eager's next call starts from
@@ -388,7 +389,7 @@ class JittedFunction:
             entry = CompiledEntry(
                 forward,
                 None,
-                guarded.python_callable(GUARD_NAMES),
+                guarded.python_callable(GUARD_NAMES, flat_output=True),
                 guards=guards,
                 executed=[guarded],
                 attributes=attributes,

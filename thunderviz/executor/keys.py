@@ -22,6 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.attribute_reads import MODULE_INTERNALS
+from thunderviz.core.dataclass_nodes import opened_leaves
 from thunderviz.core.dispatch_settings import dispatch_settings
 from thunderviz.core.plain import SCALARS
 from thunderviz.executor.dropped_outputs import DroppedOutput
@@ -62,6 +63,51 @@ _MAX_DEPTH = 6
 
 class UnkeyableArgument(TypeError):
     """A non-tensor argument jit can neither key by value nor trust to stay the same."""
+
+
+def arguments_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The call's arguments' part of jit's key: (positional, keyword). Tensors (the common
+    case) are keyed inline, without a call. (A `conj()` view is keyed apart: the program sees
+    it as one, and calls `resolve_conj()` on it.)"""
+    inputs = tuple(
+        (a.shape, a.dtype, a.device, a.requires_grad, layout_key(a), a.is_conj())
+        if type(a) is torch.Tensor
+        else value_key(a, f"argument {i} of the call")
+        for i, a in enumerate(args)
+    )
+    named = tuple((k, value_key(v, f"keyword argument {k!r}")) for k, v in kwargs.items())
+    return inputs, named
+
+
+class GivenObjects:
+    """What the call's arguments are before the program runs, to tell whether it changed a
+    Python object it was given: their key, and which object each of their leaves is (a
+    dataclass field rebound keeps its key but not its object)."""
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.key = _key_or_none(args, kwargs)
+        self.leaves = [id(x) for x in opened_leaves((args, kwargs))]
+
+    def changed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """'' where the arguments are as they were, else which changed, in words."""
+        after = _key_or_none(args, kwargs)
+        if after == self.key and [id(x) for x in opened_leaves((args, kwargs))] == self.leaves:
+            return ""
+        if self.key is not None and after is not None:
+            for i, (was, now) in enumerate(zip(self.key[0], after[0], strict=False)):
+                if was != now:
+                    return f"argument {i} ({type(args[i]).__name__})"
+            for (name, was), (_, now) in zip(self.key[1], after[1], strict=False):
+                if was != now:
+                    return f"keyword argument {name!r} ({type(kwargs[name]).__name__})"
+        return "an object among its arguments"
+
+
+def _key_or_none(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return arguments_key(args, kwargs)
+    except UnkeyableArgument:  # (a filled KV cache: changed, as it was keyable before)
+        return None
 
 
 def layout_key(t: torch.Tensor) -> Any:
@@ -150,6 +196,13 @@ def value_key(x: Any, where: str, depth: int = 0, inside_object: bool = False) -
         return (
             kind,
             tuple((k, value_key(v, f"{where}.{k}", inner, True)) for k, v in state.items()),
+        )
+    if kind.__module__.startswith("transformers.cache_utils"):
+        raise UnkeyableArgument(
+            f"thunderviz.jit: {where} is part of a Hugging Face KV cache ({kind.__qualname__}), "
+            "program state that each step of generation grows in place, which no run of a "
+            "trace replays. Under jit, call the model without a cache (`use_cache=False`), or "
+            "run the generation steps eagerly."
         )
     raise UnkeyableArgument(
         f"thunderviz.jit: {where} is a {kind.__qualname__}, which is neither a tensor nor "
