@@ -15,7 +15,6 @@ from torch.utils import _pytree as pytree
 
 from thunderviz.capture.attribute_writes import AttributeWrites
 from thunderviz.capture.errors import CaptureError
-from thunderviz.capture.fake_inputs import fake_converter
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.generators import PythonDraws, state_calls_recorded
 from thunderviz.capture.input_aliasing import (
@@ -23,6 +22,7 @@ from thunderviz.capture.input_aliasing import (
     refuse_written_overlaps,
     sharing,
 )
+from thunderviz.capture.input_copies import converter
 from thunderviz.capture.module_backward_hooks import backward_hooks_traced
 from thunderviz.capture.nested_fast_path import encoding_as_eager
 from thunderviz.capture.recorded_values import RecordedValues
@@ -130,7 +130,7 @@ def _trace(
             *(t for _, t, _ in state),
             *opened_leaves(kwargs),
         ]
-        convert = SameViewInputs(_converter(fake_mode, users))
+        convert = SameViewInputs(converter(fake_mode, users))
         recorder.given = convert.users
         pos_names, kw_names = _input_names(fn, args, kwargs)
         trace_args: list[Proxy] = []
@@ -473,44 +473,3 @@ def _fake_mode(fake: bool) -> Iterator[Any]:
     from_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with from_mode:
         yield from_mode
-
-
-def _converter(fake_mode: Any, tensors: list[Any]) -> Callable[[torch.Tensor], torch.Tensor]:
-    """What the program runs on instead of the user's tensor: a detached copy (real mode) or
-    a FakeTensor with the same metadata. Neither requires grad: whether a value needs a
-    gradient is tracked on the proxies, so autograd records nothing while we trace (no
-    graph, no saved-tensor bookkeeping in the recording) and the user's tensor is never
-    touched."""
-    if fake_mode is not None:  # `tensors`: all it will convert, to see which share storage
-        return fake_converter(fake_mode, tensors)
-
-    def to_copy(t: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return _copy_with_strides(t.detach())
-
-    return to_copy
-
-
-def _copy_with_strides(t: torch.Tensor) -> torch.Tensor:
-    """A copy with the user's exact strides and conjugate and negative bits (a `conj()` view
-    reads as one: `view_as_real` refuses it until `resolve_conj()`, which the program then
-    calls and the trace must hold). `clone()` resolves those bits, and keeps the strides of
-    a dense tensor (contiguous, transposed) but makes a gappy view such as `x[:, ::2]` or an
-    expanded one contiguous; the program would then be recorded on a layout it never sees at
-    run time (a `.contiguous()` or `reshape` copy is a no-op on the copy and is not recorded,
-    and a kernel that reads raw memory gets other strides). So such a view is copied as the span
-    of storage it covers and re-viewed with the same strides (not as a view of that span,
-    so capture sees an input, not a view of something the program never had)."""
-    if t.is_conj():
-        return _copy_with_strides(t.conj()).conj()
-    if t.is_neg():
-        negate = torch.ops.aten._neg_view.default  # (a view with the bit flipped)
-        return negate(_copy_with_strides(negate(t)))
-    copy = t.clone()
-    if t.layout is not torch.strided or copy.stride() == t.stride() or t.numel() == 0:
-        return copy  # (a sparse tensor has no strides to keep)
-    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
-    flat = torch.as_strided(t, (span,), (1,), t.storage_offset()).clone()
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
-        flat.untyped_storage(), 0, t.shape, t.stride()
-    )
