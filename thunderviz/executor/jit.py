@@ -63,10 +63,10 @@ from thunderviz.executor.dropped_outputs import with_dropped
 from thunderviz.executor.guards import GUARD_NAMES, GuardFailure, guard_trace
 from thunderviz.executor.hooks import HookRunner, check_submodule_hooks, module_key
 from thunderviz.executor.keys import (
-    GivenObjects,
     ambient_change,
     ambient_key,
     arguments_key,
+    changed_argument,
     changed_attribute,
     layout_key,
     module_attributes,
@@ -205,7 +205,7 @@ class JittedFunction:
             try:
                 with paused:
                     if entry is None:
-                        entry, recorded = self._compile(args, kwargs)
+                        entry, recorded = self._compile(args, kwargs, key[:2])
                         entries = self._store(key, entry, reason)
                     elif entries is not None and entries[-1] is not entry:  # found in entries
                         entries.remove(entry)
@@ -353,23 +353,23 @@ class JittedFunction:
         warnings.warn(unreplayable_warning(self._name(), why), stacklevel=5)  # (the caller's)
 
     def _compile(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], arguments: tuple[Any, Any]
     ) -> tuple[CompiledEntry, RecordedValues | None]:
-        """The call's cache entry, and what its trace computed (None: not for its run)."""
+        """The call's cache entry, and what its trace computed (None: not for its run).
+        `arguments`: the arguments' part of the call's key, as the program got them."""
         check_submodule_hooks(self._root, self._name())
         # as they are before the program runs
         subs = self._walk.submodules
         attributes = module_attributes(subs) + code_constants(self.fn, subs, (args, kwargs))
         ambient = ambient_key()
         # under DDP every rank runs the forward it broadcast buffers for: nothing to keep
-        given = GivenObjects(args, kwargs)
         traced, recorded = trace_for_jit(
             self._root or self.fn, args, kwargs, keep_values=self.ddp is None
         )
-        changed = given.changed(args, kwargs)
+        changed = changed_argument(arguments, args, kwargs)
         if changed and not traced.meta.get("unreplayable"):
             # a Python object the call was given, changed by the program (a KV cache it
-            # fills, a field it rebinds): what no run of a trace does, so each call runs it
+            # fills, a counter it bumps): what no run of a trace does, so each call runs it
             traced.meta["unreplayable"] = f"changes {changed}, which it is given"
         left = ambient_change(ambient, ambient_key())
         if left:

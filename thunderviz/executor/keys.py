@@ -22,7 +22,6 @@ import torch
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.attribute_reads import MODULE_INTERNALS
-from thunderviz.core.dataclass_nodes import opened_leaves
 from thunderviz.core.dispatch_settings import dispatch_settings
 from thunderviz.core.plain import SCALARS
 from thunderviz.executor.dropped_outputs import DroppedOutput
@@ -79,35 +78,25 @@ def arguments_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, A
     return inputs, named
 
 
-class GivenObjects:
-    """What the call's arguments are before the program runs, to tell whether it changed a
-    Python object it was given: their key, and which object each of their leaves is (a
-    dataclass field rebound keeps its key but not its object)."""
-
-    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        self.key = _key_or_none(args, kwargs)
-        self.leaves = [id(x) for x in opened_leaves((args, kwargs))]
-
-    def changed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        """'' where the arguments are as they were, else which changed, in words."""
-        after = _key_or_none(args, kwargs)
-        if after == self.key and [id(x) for x in opened_leaves((args, kwargs))] == self.leaves:
-            return ""
-        if self.key is not None and after is not None:
-            for i, (was, now) in enumerate(zip(self.key[0], after[0], strict=False)):
-                if was != now:
-                    return f"argument {i} ({type(args[i]).__name__})"
-            for (name, was), (_, now) in zip(self.key[1], after[1], strict=False):
-                if was != now:
-                    return f"keyword argument {name!r} ({type(kwargs[name]).__name__})"
-        return "an object among its arguments"
-
-
-def _key_or_none(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def changed_argument(before: tuple[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """'' where the call's arguments still have the key `before` (`arguments_key`, taken
+    before the program ran), else which one the program changed, in words. Only an object
+    the program gets as it is can change: a plain object (a KV cache, a config), not a
+    container pytree opens, which it gets rebuilt (a dataclass's rebound field is refused by
+    capture: core/dataclass_nodes.FieldsKept)."""
     try:
-        return arguments_key(args, kwargs)
-    except UnkeyableArgument:  # (a filled KV cache: changed, as it was keyable before)
-        return None
+        after = arguments_key(args, kwargs)
+    except UnkeyableArgument:  # (a KV cache the program filled: keyable before, not now)
+        return "an object among its arguments"
+    if after == before:
+        return ""
+    for i, (was, now) in enumerate(zip(before[0], after[0], strict=True)):
+        if was != now:
+            return f"argument {i} ({type(args[i]).__name__})"
+    for (name, was), (_, now) in zip(before[1], after[1], strict=True):
+        if was != now:
+            return f"keyword argument {name!r} ({type(kwargs[name]).__name__})"
+    return "an object among its arguments"
 
 
 def layout_key(t: torch.Tensor) -> Any:
