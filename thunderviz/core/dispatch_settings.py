@@ -60,6 +60,6 @@ def changed_beyond_kernels(before: tuple[Any, ...], now: tuple[Any, ...]) -> str
     what changed, in words."""
     return "; ".join(
         f"{name}: {was!r} -> {is_!r}"
-        for name, was, is_ in zip(_NAMES, before, now, strict=False)
+        for name, was, is_ in zip(_NAMES, before[:-1], now[:-1], strict=True)  # (not kernels)
         if was != is_
     )

@@ -178,13 +178,17 @@ def _through_objects(
     where the code is a method), its class's attributes and the methods it calls
     (`self.helper(...)`, even where a global shares the name); through each object passed
     in, the same (`cfg.scale()`, `cfg.factor` where `factor` is `Cfg`'s)."""
-    # (class, its instances whose attributes are keyed here, all its instances)
-    owners = [(cls, [m for m in submodules if type(m) is cls])] if cls is not None else []
-    owners += [(type(obj), [obj]) for obj in objects]  # (their attributes are the call's key)
+    # (class, its instances, the instances whose shadowing of a class attribute is checked
+    # here: a module's; an object passed in has its attributes in the call's key)
+    owners = []
+    if cls is not None:
+        modules = [m for m in submodules if type(m) is cls]
+        owners.append((cls, modules, modules))
+    owners += [(type(obj), [obj], []) for obj in objects]
     read: list[tuple[Any, ...]] = []
     called: list[tuple[types.FunctionType, type | None, int]] = []
-    for klass, instances in owners:
-        read += _class_attributes(klass, names, instances if klass is cls else [])
+    for klass, instances, shadowing in owners:
+        read += _class_attributes(klass, names, shadowing)
         if depth < _MAX_DEPTH:
             for name in names:
                 called += _helpers_on_self(klass, name, instances, depth + 1)
