@@ -11,7 +11,6 @@ itself, it stops at the first call inside one, with the way around it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from torch._C import _functorch  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -40,8 +39,8 @@ _INSTEAD = {
 }
 
 
-def refuse_inside_transform(func: Callable[..., Any], name: str, module_path: str) -> None:
-    """Raise for `func` (called `name`), called inside a torch.func transform."""
+def refuse_inside_transform(name: str, module_path: str) -> None:
+    """Raise for the call of `name` the program made inside a torch.func transform."""
     interpreter = _functorch.peek_interpreter_stack()
     kind = interpreter.key().name if interpreter is not None else "a transform"
     source = user_source(skip=4)

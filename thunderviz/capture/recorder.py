@@ -185,7 +185,7 @@ class Recorder(FunctionalizingRecorder):
         (capture/functorch_transforms.py), one that reads state of a given tensor the trace
         runs a copy of (capture/given_tensors.py)."""
         if transform_level() != self.transform_level:
-            refuse_inside_transform(func, _call_name(func), self.module_path)
+            refuse_inside_transform(_call_name(func), self.module_path)
         if args and looks_at(func):
             refuse_given_state(self, func, args, kwargs)
 

@@ -59,10 +59,14 @@ def mm(a, b):
 @RULES.grad(aten.addmm.default)
 def addmm(bias, a, b, **kwargs):
     out = aten.addmm.default(bias, a, b, **kwargs)
-    g = get_grad(out)
-    _added_term_grad(bias, g, kwargs)
-    _product_grads(a, b, scaled(g, _alpha(kwargs)), aten.mm.default, aten.t.default)
+    _added_product_grads(bias, a, b, get_grad(out), kwargs)
     return out
+
+
+def _added_product_grads(c, a, b, g, kwargs) -> None:
+    """The gradients of c*beta + alpha * a @ b for cotangent g (addmm's, _sparse_addmm's)."""
+    _added_term_grad(c, g, kwargs)
+    _product_grads(a, b, scaled(g, _alpha(kwargs)), aten.mm.default, aten.t.default)
 
 
 @RULES.grad(aten._sparse_addmm.default)
@@ -77,9 +81,7 @@ def sparse_addmm(c, a, b, **kwargs):
             "dense form."
         )
     out = aten._sparse_addmm.default(c, a, b, **kwargs)
-    g = get_grad(out)
-    _added_term_grad(c, g, kwargs)
-    _product_grads(a, b, scaled(g, _alpha(kwargs)), aten.mm.default, aten.t.default)
+    _added_product_grads(c, a, b, get_grad(out), kwargs)
     return out
 
 
