@@ -36,7 +36,7 @@ from thunderviz.capture.recorded_values import RecordedValues
 from thunderviz.core.dataclass_nodes import opened_leaves
 from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.rng import RngState
-from thunderviz.core.trace import Trace, without_no_grad
+from thunderviz.core.trace import without_no_grad
 from thunderviz.core.working import working
 from thunderviz.executor.attribute_writes import (
     assign_attributes,
@@ -81,7 +81,7 @@ from thunderviz.executor.runnable import without_identity_reshapes
 from thunderviz.executor.walk import ModuleWalk
 from thunderviz.executor.write_backs import saved_before_write_backs
 
-__all__ = ["JittedFunction", "last_traces", "last_backward_traces", "CompiledEntry"]
+__all__ = ["JittedFunction", "CompiledEntry"]
 
 # A call whose guards keep failing after this many fresh traces reads values that change
 # between tracing and running (a nondeterministic kernel): refused rather than looped.
@@ -480,27 +480,3 @@ def _leaves(tree: Any) -> list[Any]:
     if type(tree) in (tuple, list) and all(isinstance(x, torch.Tensor) for x in tree):
         return list(tree)  # the common case, without pytree's overhead
     return opened_leaves(tree)  # (a dataclass's fields too: core/dataclass_nodes.py)
-
-
-def _entry(jitted: Any) -> CompiledEntry:
-    if not isinstance(jitted, JittedFunction):
-        raise TypeError(f"expected the result of thunderviz.jit, got {type(jitted).__name__}")
-    if jitted.last is None:
-        raise ValueError(
-            "this jitted function has not been called yet: call it once, then ask for its traces"
-        )
-    return jitted.last
-
-
-def last_traces(jitted: JittedFunction) -> list[Trace]:
-    """The forward traces of the last call, in the order they were made (as in Thunder)."""
-    entry = _entry(jitted)
-    if entry.result is None:
-        return [entry.forward]
-    return [entry.forward, entry.executed[0]]  # the augmented forward as it runs (guards in)
-
-
-def last_backward_traces(jitted: JittedFunction) -> list[Trace]:
-    """The backward traces of the last call (empty when nothing needed a gradient)."""
-    entry = _entry(jitted)
-    return [] if entry.result is None else [entry.result.backward]
