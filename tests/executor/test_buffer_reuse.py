@@ -115,7 +115,12 @@ class Tempting(nn.Module):
         g = self.fc(x) * 3.0
         kept = torch.sigmoid(g)  # g dies here, but the program returns it
         also_input = torch.exp(x)  # x is the user's
-        return (squashed + seen_through.t()).sum() + flat.sum(), g, kept, also_input
+        # in the backward, g's gradient passes through a hook point (the program reads it
+        # and returns it: executor/output_hooks.py), whose result a user's hook may hold;
+        # this one's gradient, times 2.0, is fresh
+        doubled = torch.tanh(self.fc(x) * 2.0)
+        loss = (squashed + seen_through.t()).sum() + flat.sum() + doubled.sum()
+        return loss, g, kept, also_input
 
 
 def test_a_value_something_else_can_see_is_never_overwritten(monkeypatch):
@@ -134,9 +139,9 @@ def test_a_value_something_else_can_see_is_never_overwritten(monkeypatch):
         expected[0].backward()
     assert torch.equal(x.detach(), x_before)
     assert_same_state(ours, eager)
-    # each of the three tempted and none qualified; `self.fc(x) * 3.0` did: fc's output is
-    # fresh and read by nothing else
-    assert _rewritten(jitted) == ["aten.mul_.Tensor"]
+    # each of the four tempted and none qualified; `doubled`'s two did: in the forward, its
+    # tanh (the product is fresh and read by nothing else), in the backward, its `* 2.0`
+    assert _rewritten(jitted) == ["aten.tanh_", "aten.mul_.Tensor"]
 
 
 def test_a_value_viewed_then_dead_at_a_pointwise_op_keeps_its_buffer():

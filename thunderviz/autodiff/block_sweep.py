@@ -64,6 +64,8 @@ class SweepState:
     # values a backward traced inside the program reads, whose cotangents its ops gave
     # (a gradient of a gradient: vjp._check_cotangents_read)
     read_by_inner_grads: set[str] = field(default_factory=set)
+    # outputs whose gradient goes through a hook point, by name (autodiff/output_hooks.py)
+    hook_points: dict[str, int] = field(default_factory=dict)
 
 
 def tagged(bsym: BoundSymbol, unit: Any) -> BoundSymbol:
@@ -117,7 +119,12 @@ def sweep_blocks(
     to_come = Counter(key for *_, key in blocks)
     for start, end, path, key in blocks:
         to_come[key] -= 1
-        if path is None or state.recorder is not None or (not to_come[key] and key not in proven):
+        if (
+            path is None
+            or state.recorder is not None
+            or (not to_come[key] and key not in proven)
+            or _has_hook_point(units[start:end], state.hook_points)
+        ):
             for i in range(end - 1, start - 1, -1):
                 sweep_unit(state, units, i)
             continue
@@ -138,6 +145,12 @@ def sweep_blocks(
             ):
                 proven.setdefault(key, []).append(new)
         candidates[key] = new
+
+
+def _has_hook_point(block: list[Any], points: Mapping[str, int]) -> bool:
+    """Whether a unit of the block makes an output with a hook point: each point is its own
+    output's, so such a block is swept unit by unit, neither recorded nor written out."""
+    return bool(points) and any(p.name in points for u in block for p in u.bsym.flat_proxy_outs)
 
 
 def _key(block: list[Any]) -> Any:

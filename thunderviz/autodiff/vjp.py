@@ -19,6 +19,7 @@ from typing import Any
 from thunderviz.autodiff.block_sweep import SweepState, sweep_blocks, tagged
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import JointRun, run_joint
+from thunderviz.autodiff.output_hooks import hook_points, place_hook_points
 from thunderviz.autodiff.registry import JointFn, RuleSet
 from thunderviz.autodiff.same_call import passes_values_of, same_args
 from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
@@ -87,8 +88,14 @@ class _Unit:
 
 
 def autodiff(
-    trace: Trace, rules: RuleSet, *, recorder: StepRecorder | None = None
+    trace: Trace,
+    rules: RuleSet,
+    *,
+    recorder: StepRecorder | None = None,
+    hook_outputs: bool = False,
 ) -> AutodiffResult:
+    """`hook_outputs`: the backward gets a hook point for each output the program also reads
+    inside (autodiff/output_hooks.py), as jit's does."""
     timings: dict[str, float] = {}
     with timed_provenance("VJP") as prov:
         needs = {p.name for p in trace.flat_args if isinstance(p, TensorProxy) and p.requires_grad}
@@ -96,7 +103,10 @@ def autodiff(
         for bsym in trace.bound_symbols:
             _flatten(bsym, bsym, rules, needs, units)
         applications: list[RuleApplication] = []
-        fwd_segments, bwd_bsyms, cts, seeded = _sweep(trace, units, needs, recorder, applications)
+        points = hook_points(trace, needs) if hook_outputs else {}
+        fwd_segments, bwd_bsyms, cts, seeded = _sweep(
+            trace, units, needs, recorder, applications, points
+        )
         seeds = [seed for _, seed in seeded]
         grad_inputs = [cts.get(p.name) if p.name in needs else None for p in trace.flat_args]
     timings["vjp"] = prov.took_ms
@@ -210,6 +220,7 @@ def _sweep(
     needs: set[str],
     recorder: StepRecorder | None,
     applications: list[RuleApplication],
+    points: dict[str, int],
 ) -> tuple[
     list[list[BoundSymbol]],
     list[BoundSymbol],
@@ -225,6 +236,7 @@ def _sweep(
             cts[p.name] = seed
             seeds.append((p, seed))
     state = SweepState(names, needs, cts, [[] for _ in units], [], applications, recorder)
+    state.hook_points = points
     sweep_blocks(units, state, _sweep_unit, trace.meta.get("written_out", ()))
     _check_unread(state.unmade, state.fwd_segments, trace)
     return state.fwd_segments, state.bwd, cts, seeds
@@ -251,6 +263,8 @@ def _sweep_unit(state: SweepState, units: list[_Unit], i: int) -> None:
     names, needs, cts = state.names, state.needs, state.cts
     unit = units[i]
     b = unit.bsym
+    if state.hook_points:
+        place_hook_points(state, unit, _float_outs(b))
     out_cts = {p.name: cts.get(p.name) for p in _float_outs(b)}
     if unit.joint is None or not any(v is not None for v in out_cts.values()):
         state.fwd_segments[i] = [b]

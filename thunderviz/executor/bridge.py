@@ -17,6 +17,7 @@ import torch
 from torch._C._functorch import unwrap_if_dead
 from torch.utils import _pytree as pytree
 
+from thunderviz.autodiff.output_hooks import output_hook_positions
 from thunderviz.autodiff.vjp import AutodiffResult
 from thunderviz.capture.input_aliasing import sharing
 from thunderviz.capture.recorded_values import RecordedValues
@@ -34,6 +35,7 @@ from thunderviz.executor.double_backward import differentiable_backward, inputs_
 from thunderviz.executor.first_run import first_run
 from thunderviz.executor.guards import Guard, GuardFailure, same_value
 from thunderviz.executor.interpreted import interpreted
+from thunderviz.executor.output_hooks import OUTPUT_HOOK_NAMES, OutputTaps, running_stack
 from thunderviz.prims.randomness import draws_random
 
 __all__ = [
@@ -111,6 +113,11 @@ class CompiledEntry:
         self.repeated_outputs = repeated_outputs(self.forward, self.differentiable_outputs)
         # the common case (a loss): the cotangents are autograd's grad_outputs as they come
         self.all_outputs_differentiable = self.differentiable_outputs == list(range(n_outputs))
+        # outputs the program also reads, whose backward has a hook point for the hooks the
+        # user registers on them after the call (executor/output_hooks.py)
+        self.hook_positions = (
+            output_hook_positions(self.result.backward) if self.result is not None else ()
+        )
         # outputs no gradient flows back from are marked so, but those eager gives
         # `requires_grad` all the same (a `sign`, a ReLU mask's use, what depends on the
         # inputs only through a step): their gradients are zeros there, as here
@@ -141,7 +148,8 @@ class CompiledEntry:
             return self.run_backward_in_no_grad
         if not self._backward_ran:
             self._backward_ran = True
-            run = interpreted(self.executed[-1])  # executed: [augmented forward, backward]
+            # executed: [augmented forward, backward]
+            run = interpreted(self.executed[-1], OUTPUT_HOOK_NAMES)
             if run is not None:
                 return run
         self.run_backward_in_no_grad = without_no_grad(self.compile_backward())
@@ -213,6 +221,8 @@ class _TraceFunction(torch.autograd.Function):
                     if isinstance(flat_out[i], torch.Tensor)
                 )
             )
+        if entry.hook_positions:
+            ctx.taps = OutputTaps(flat_out, entry.hook_positions)
         return flat_out
 
     @staticmethod
@@ -241,11 +251,18 @@ class _TraceFunction(torch.autograd.Function):
             cotangents, unreached = fill_absent(
                 entry.forward, entry.differentiable_outputs, cotangents, entry.inputs_read
             )
-        # the engine runs backward without grad unless create_graph=True
-        if torch.is_grad_enabled():
-            grads = running(entry, differentiable_backward, ctx, entry, cotangents)
-        else:
-            grads = running(entry, entry.backward_in_no_grad(), saved, cotangents)
+        if entry.hook_positions:
+            ctx.taps.begin(grad_outputs)
+            running_stack().append(ctx.taps)
+        try:
+            # the engine runs backward without grad unless create_graph=True
+            if torch.is_grad_enabled():
+                grads = running(entry, differentiable_backward, ctx, entry, cotangents)
+            else:
+                grads = running(entry, entry.backward_in_no_grad(), saved, cotangents)
+        finally:
+            if entry.hook_positions:
+                running_stack().pop()
         if unreached:  # inputs only unused outputs read: None, as eager gives them
             grads = [None if i in unreached else g for i, g in enumerate(grads)]
         return (None, None, *grads)

@@ -21,12 +21,14 @@ from typing import Any
 
 import torch
 from torch._decomp import decomposition_table
+from torch.utils import _pytree as pytree
 
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.rng import RngState
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol
 from thunderviz.core.trace import Trace, without_no_grad
 from thunderviz.executor.guards import GUARD_NAMES
+from thunderviz.executor.output_hooks import OUTPUT_HOOK_NAMES
 from thunderviz.prims.aliasing import mutated_arg_indices
 
 __all__ = ["differentiable_backward", "inputs_written"]
@@ -105,7 +107,9 @@ def _twice_differentiable(entry: Any) -> Any:
         swapped = [_swap(b, names) for b in backward.bound_symbols]
         trace = backward.from_trace(bound_symbols=swapped)
         entry.backward_twice = without_no_grad(
-            trace.python_callable((*GUARD_NAMES, *names.items()), free_dead=True)
+            trace.python_callable(
+                (*GUARD_NAMES, *OUTPUT_HOOK_NAMES, *names.items()), free_dead=True
+            )
         )
     return entry.backward_twice
 
@@ -132,7 +136,9 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
         if drawn is not None:
             drawn.restore()  # the draws the forward made (a dropout mask)
         with torch.enable_grad():
-            _, saved = entry.call(run, inputs)
+            out, saved = entry.call(run, inputs)
+            if entry.hook_positions:  # hooks the user put on outputs (output_hooks.py)
+                ctx.taps.follow(pytree.tree_leaves(out))
             return _twice_differentiable(entry)(saved, cotangents)
     finally:
         if now is not None:

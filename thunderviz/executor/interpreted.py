@@ -13,9 +13,11 @@ has its kernels warm and the user's attention elsewhere, and a trace run once (a
 cell's one step, a debugging session's) never pays it.
 
 Only traces made of statements this runs as the compiled twin does are run so: each an
-ATen or prims overload printed as its own call (`aten_symbol`), or the unpacking of an input
-(a backward's are; anything else, a collective of DDP's gradient sync, is compiled at once:
-`interpreted` returns None). An argument is a value by name, a literal the printer writes
+ATen or prims overload printed as its own call (`aten_symbol`), the unpacking of an input,
+or a call of a name the compiled twin binds too (`names`, as `Trace.python_callable` takes
+them: a backward's hook points for outputs, executor/output_hooks.py). A backward's are;
+anything else, a collective of DDP's gradient sync, is compiled at once: `interpreted`
+returns None. An argument is a value by name, a literal the printer writes
 out as it is, a tuple or list of those, or else whatever its printed text evaluates to.
 """
 
@@ -75,9 +77,12 @@ class _NotRunnable(Exception):
     """A statement this module does not run as the compiled twin would."""
 
 
-def _callable(bsym: BoundSymbol) -> Callable[..., Any] | None:
-    """What `bsym`'s compiled statement calls; None: the statement unpacks its argument."""
+def _callable(bsym: BoundSymbol, bound: dict[str, Any]) -> Callable[..., Any] | None:
+    """What `bsym`'s compiled statement calls; None: the statement unpacks its argument.
+    `bound`: the names the compiled twin's globals bind, by printed name."""
     sym = bsym.sym
+    if sym.fn is None and sym.name in bound and sym.kind is SymbolKind.FUNCTION:
+        return bound[sym.name]
     if bsym.executes_subsymbols:
         raise _NotRunnable("a functionalized call")
     if sym.kind is SymbolKind.OPERATOR and sym.operator == "unpack":
@@ -102,15 +107,17 @@ def _callable(bsym: BoundSymbol) -> Callable[..., Any] | None:
 _CALLABLES: dict[str, tuple[Any, Callable[..., Any]]] = {}
 
 
-def interpreted(trace: Trace) -> Callable[..., Any] | None:
+def interpreted(trace: Trace, names: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any] | None:
     """A function running `trace` statement by statement as its compiled twin runs it,
     without the twin's `@torch.no_grad()` (`runnable.without_no_grad`); None where a statement
-    is not one this module runs (the trace must then be compiled)."""
+    is not one this module runs (the trace must then be compiled). `names`: what the twin's
+    globals bind beyond torch's (`Trace.python_callable`'s)."""
     if trace.kwargs or trace.output_spec is not None:
         return None
     bsyms = trace.bound_symbols
     try:
-        fns = [_callable(b) for b in bsyms]
+        bound = dict(names)
+        fns = [_callable(b, bound) for b in bsyms]
     except _NotRunnable:
         return None
     params = [p.name for p in trace.args]

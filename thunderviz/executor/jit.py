@@ -71,6 +71,7 @@ from thunderviz.executor.keys import (
     layout_key,
     module_attributes,
 )
+from thunderviz.executor.output_hooks import OUTPUT_HOOK_NAMES
 from thunderviz.executor.repeat import RepeatedCall
 from thunderviz.executor.retrace_reasons import (
     attribute_reason,
@@ -397,7 +398,7 @@ class JittedFunction:
                 attribute_values=attribute_values(traced, self._root),
             )
             return entry, recorded
-        result = differentiate(forward)
+        result = differentiate(forward, hook_outputs=True)
         if self.rematerialize:
             result = rematerialize(result)
         if self.ddp is not None:
@@ -422,7 +423,9 @@ class JittedFunction:
             compile_augmented=lambda: without_no_grad(
                 reusing_dead_inputs(augmented).python_callable(GUARD_NAMES, free_dead=True)
             ),
-            compile_backward=lambda: reusing_dead_inputs(backward).python_callable(free_dead=True),
+            compile_backward=lambda: reusing_dead_inputs(backward).python_callable(
+                OUTPUT_HOOK_NAMES, free_dead=True
+            ),
             differentiable_outputs=positions,
             guards=guards,
             executed=[augmented, backward],
