@@ -227,3 +227,36 @@ def test_a_gradient_penalty_through_a_hooked_output():
         assert seen_o == pytest.approx(seen_e, rel=1e-12, abs=1e-12) and len(seen_e) == 2
         torch.testing.assert_close(kept_o, kept_e, rtol=1e-12, atol=1e-12)
         _assert_same(grads_e, grads_o)
+
+
+class RetainsInside(nn.Module):
+    """`retain_grad()` called by the program itself, on values it keeps and returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(4, 4, dtype=torch.float64)
+        self.head = nn.Linear(4, 2, dtype=torch.float64)
+
+    def forward(self, x):
+        h = torch.tanh(self.inner(x))
+        h.retain_grad()
+        self.kept = h
+        z = self.head(h)
+        z.retain_grad()
+        return z.square().sum() + h.sum(), z
+
+
+def test_retain_grad_the_program_calls_on_what_it_keeps_and_returns():
+    eager, ours = _pair(RetainsInside)
+    results = []
+    for module, call in ((eager, eager), (ours, tv.jit(ours))):
+        for step in range(3):
+            torch.manual_seed(step)
+            module.zero_grad()
+            loss, z = call(torch.randn(3, 4, dtype=torch.float64))
+            (loss + z.pow(3).sum()).backward()
+            results.append((module.kept.grad.clone(), z.grad.clone(), _grads(module)))
+    for (h_e, z_e, grads_e), (h_o, z_o, grads_o) in zip(results[:3], results[3:], strict=True):
+        torch.testing.assert_close(h_o, h_e, rtol=0, atol=1e-12)
+        torch.testing.assert_close(z_o, z_e, rtol=0, atol=1e-12)
+        _assert_same(grads_e, grads_o)

@@ -263,6 +263,8 @@ def _trace(
             "input_sharing": shared,
             # positions of the inputs the program made leaves (`x.requires_grad_()`)
             "inputs_made_leaves": made_leaves,
+            # values the program called `retain_grad()` on, by name (capture/recorder.py)
+            "retains_grad": frozenset(recorder.retains_grad),
         },
     )
     return trace, recorded

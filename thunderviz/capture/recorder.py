@@ -133,6 +133,7 @@ class Recorder(FunctionalizingRecorder):
         self.unreplayable = ""
         # the input proxies whose user tensors are autograd leaves (capture/api.py binds them)
         self.leaf_inputs: frozenset[str] = frozenset()
+        self.retains_grad: set[str] = set()  # values the program called `retain_grad()` on
         self.input_names: frozenset[str] = frozenset()  # every input's, leaf or not
         self.state_names: frozenset[str] = frozenset()  # the modules' parameters and buffers
         self.given: dict[int, torch.Tensor] = {}  # id of an input's copy -> the user's tensor
@@ -206,25 +207,15 @@ class Recorder(FunctionalizingRecorder):
 
     def _retain_grad(self, t: torch.Tensor) -> None:
         """`t.retain_grad()`: eager's no-op on a leaf, eager's error where nothing requires
-        grad; on any other tensor refused, as no tensor of a trace's run holds the gradient
-        of all its uses (a jitted call's outputs get only the gradient from outside it)."""
+        grad. Otherwise kept by name (`trace.meta["retains_grad"]`): a value the program
+        returns or keeps on a module has it called on what the user gets (jit's bridge), whose
+        backward then sets `.grad` to the whole gradient, as eager's (executor/output_hooks.py);
+        one the program keeps nowhere no one can read `.grad` of."""
         proxy = self.proxy_of(t)
         if not getattr(proxy, "requires_grad", False):
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        if proxy.name in self.leaf_inputs:
-            return None  # a leaf's .grad is kept anyway
-        source = user_source(skip=3)
-        raise CaptureError(
-            f"Tensor.retain_grad at {where(source, self.module_path)} (on what the trace calls "
-            f"{proxy.name}): a traced program runs as one call, so no tensor of its run holds "
-            "the gradient of all the uses of this one. Register a hook there instead "
-            "(`h.register_hook(lambda g: store(g))`, which jit runs in every backward with "
-            "eager's gradient), call `retain_grad()` on an input before the call, or look at "
-            "every intermediate gradient in thunderviz.show / thunderviz.Session.",
-            op="torch.Tensor.retain_grad",
-            source=source,
-            module_path=self.module_path,
-        )
+        if proxy.name not in self.leaf_inputs:  # a leaf's .grad is kept anyway
+            self.retains_grad.add(proxy.name)
 
     def on_torch_function(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -118,6 +118,17 @@ class CompiledEntry:
         self.hook_positions = (
             output_hook_positions(self.result.backward) if self.result is not None else ()
         )
+        # outputs the program called `retain_grad()` on, which the user's get called on too
+        retained = self.forward.meta.get("retains_grad", ())
+        self.retains_grad = (
+            tuple(
+                k
+                for k, p in enumerate(pytree.tree_leaves(self.forward.output))
+                if isinstance(p, TensorProxy) and p.name in retained
+            )
+            if self.result is not None and retained
+            else ()
+        )
         # outputs no gradient flows back from are marked so, but those eager gives
         # `requires_grad` all the same (a `sign`, a ReLU mask's use, what depends on the
         # inputs only through a step): their gradients are zeros there, as here
@@ -304,4 +315,8 @@ def apply_unwrapped(
     entry: CompiledEntry, flat_inputs: list[Any], recorded: RecordedValues | None = None
 ) -> tuple[Any, ...]:
     """`apply` for inputs known to hold no functorch wrapper, while no transform is active."""
-    return _FUNCTION_APPLY(entry, recorded, *flat_inputs)
+    outs = _FUNCTION_APPLY(entry, recorded, *flat_inputs)
+    for k in entry.retains_grad:  # `retain_grad()` the program called (recorder.py)
+        if outs[k].requires_grad:
+            outs[k].retain_grad()
+    return outs
