@@ -229,13 +229,8 @@ def test_a_gradient_penalty_through_a_hooked_output():
         _assert_same(grads_e, grads_o)
 
 
-class RetainsInside(nn.Module):
+class RetainsInside(ReturnsHidden):
     """`retain_grad()` called by the program itself, on values it keeps and returns."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = nn.Linear(4, 4, dtype=torch.float64)
-        self.head = nn.Linear(4, 2, dtype=torch.float64)
 
     def forward(self, x):
         h = torch.tanh(self.inner(x))
