@@ -96,6 +96,12 @@ _ANSWERS = textwrap.dedent(
         ("sym_eq", (size, [3, 5])), ("sym_eq", ((1, 2), (1, 2, 3))),
         ("sym_eq", ([[1, 2], [3]], ([1, 2], (3,)))), ("sym_eq", ((), [])),
         ("sym_eq", ((1, 2), 3)),  # an error in torch's too
+        # what a scatter's or a copy's meta kernel asks of a tensor of concrete sizes
+        ("free_unbacked_symbols", (torch.randn(2, 3),)),
+        ("free_unbacked_symbols", (torch.empty(4, 6, device="meta")[:, ::2],)),
+        ("free_unbacked_symbols", (torch.nn.Parameter(torch.randn(3)),)),
+        ("free_unbacked_symbols", (5,)), ("free_unbacked_symbols", ([2, [3, 4]],)),
+        ("free_unbacked_symbols", (None,)),
     ]
     shapes = stand_ins.stand_in_for(stand_ins.SHAPES, ("x",), 0)
     sympy_ = stand_ins.stand_in_for("sympy", None, 0)
@@ -173,7 +179,9 @@ _TRACES = textwrap.dedent(
         q = flat.view(2, 4, -1)
         att = F.scaled_dot_product_attention(q, q, q, is_causal=True)
         s, _ = flat.sort(dim=1)
-        return top.sum() + picked.sum() + att.logsumexp(-1).sum() + s.cumsum(1).mean()
+        # select, slice and diagonal: their backwards' scatters ask free_unbacked_symbols
+        parts = flat[0].sum() + flat[:, 1:].square().sum() + q[0].diagonal().sum()
+        return top.sum() + picked.sum() + att.logsumexp(-1).sum() + s.cumsum(1).mean() + parts
 
     x = torch.randn(2, 3, 8, 8, dtype=torch.float64, requires_grad=True)
     w = torch.randn(4, 3, 3, 3, dtype=torch.float64, requires_grad=True)

@@ -13,9 +13,13 @@ answered with one of these objects, which are exact by construction rather than 
 assumption:
 
 - An answered helper returns the plain answer only when its arguments are plain (exactly
-  bool or int, or lists and tuples of ints), the case where the real helper's answer is
-  written out below; for anything else, or with the real module loaded, it imports the real
-  module and calls the real helper.
+  bool or int, lists and tuples of ints, or, for `free_unbacked_symbols`, a strided tensor
+  of plain sizes, strides and offset), the case where the real helper's answer is written
+  out below; for anything else, or with the real module loaded, it imports the real module
+  and calls the real helper. (`free_unbacked_symbols` is asked by the meta kernels of
+  `select_scatter`, `slice_scatter`, `diagonal_scatter` and `copy_`: the backward of
+  `x[0]`, `x[:, 1:]` or `x.diagonal()` loaded sympy, 0.28 s of such a program's 8 ms first
+  call.)
 - `sympy.Basic` is a class nothing is an instance of while sympy is not loaded (no sympy
   object can exist before sympy is imported), and sympy's own once it is.
 - Any other attribute is the real module's, imported then.
@@ -80,6 +84,33 @@ def _itself(a: Any) -> Any:
     return a
 
 
+def _without_symbols(*args: Any) -> bool:
+    """One value in which the real `free_symbols` finds nothing to look at: None, a plain
+    int tree, or a strided tensor whose sizes, strides and offset are plain ints (a meta
+    or fake tensor of a trace's concrete sizes: a scatter's or copy's meta kernel asks)."""
+    if len(args) != 1:
+        return False
+    x = args[0]
+    if x is None:
+        return True
+    import torch  # (loaded: this answers imports made from torch's own code)
+
+    if type(x) in (torch.Tensor, torch.nn.Parameter, torch._subclasses.FakeTensor):
+        return (
+            x.layout is torch.strided
+            and _int_tree(tuple(x.shape))
+            and _int_tree(x.stride())
+            and type(x.storage_offset()) is int
+        )
+    return _int_tree(x)
+
+
+def _no_symbols(x: Any) -> Any:
+    from torch.utils._ordered_set import OrderedSet  # what the real helper returns
+
+    return OrderedSet()
+
+
 # name -> (when the arguments are plain, what the real helper returns for them)
 _PLAIN_ANSWERS: dict[str, tuple[Callable[..., bool], Callable[..., Any]]] = {
     "expect_true": (_is_bool, _itself),
@@ -94,6 +125,7 @@ _PLAIN_ANSWERS: dict[str, tuple[Callable[..., bool], Callable[..., Any]]] = {
     "sym_and": (_are_bools, lambda x, *others: functools.reduce(operator.and_, others, x)),
     "sym_or": (_are_bools, lambda x, *others: functools.reduce(operator.or_, others, x)),
     "sym_eq": (_are_int_trees, _sym_eq),
+    "free_unbacked_symbols": (_without_symbols, _no_symbols),
 }
 
 
