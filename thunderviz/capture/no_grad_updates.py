@@ -1,12 +1,15 @@
-"""In-place updates under `torch.no_grad()` of tensors that require grad.
+"""In-place updates of tensors that require grad that autograd does not see: under
+`torch.no_grad()`, or through a detached alias of the tensor (`.data`, `.detach()`), grad
+mode on or off.
 
     with torch.no_grad():
         self.weight.clamp_(-c, c)          # weight clipping in a forward
     F.embedding(x, w, max_norm=1.0)        # renormalises rows of w in place, under no_grad
+    self.scale.data.copy_(new_scale)       # LSQ: its observer's estimate into a parameter
 
-Autograd does not see such an update: `weight` is still the leaf, later uses differentiate
-as to it, at its new value. Recorded functionally, the update makes a new value that needs no
-gradient, and the parameter would silently get none. So after such a call, capture records
+`weight` (`scale`) is still the leaf: later uses differentiate as to it, at its new value.
+Recorded functionally, the update makes a new value that needs no gradient, and the
+parameter would silently get none. So after such a call, capture records
 `StraightThrough(old, new)`: the new value, whose gradient goes to the old one as it is (a
 custom autograd Function, so the trace shows it and autodiff needs no rule of its own), and
 the program's later reads of the tensor read that.
@@ -27,6 +30,7 @@ from thunderviz.core.proxies import Proxy, TensorProxy
 __all__ = [
     "MAX_NORM_LOOKUPS",
     "embedding_renorm_apart",
+    "detached_alias_bases",
     "grad_requiring_args",
     "max_norm_embedding",
     "reattach_no_grad_updates",
@@ -57,6 +61,26 @@ def grad_requiring_args(recorder: Any, args: Any) -> list[tuple[torch.Tensor, Pr
             proxy = recorder._proxies.get(id(a))
             if isinstance(proxy, TensorProxy) and proxy.requires_grad:
                 found.append((a, proxy))
+    return found
+
+
+def detached_alias_bases(recorder: Any, args: Any) -> list[tuple[torch.Tensor, Proxy]]:
+    """The tensors requiring grad that the call's tensor arguments are detached aliases of
+    (`w.data`, `w.detach()`: views needing no gradient of a base that needs one), with the
+    bases' proxies now."""
+    found = []
+    for a in args:
+        view = recorder._views.get(id(a)) if isinstance(a, torch.Tensor) else None
+        if view is None:
+            continue
+        proxy = recorder._proxies.get(id(a))
+        base = recorder._proxies.get(id(view.base))
+        if (
+            isinstance(base, TensorProxy)
+            and base.requires_grad
+            and not getattr(proxy, "requires_grad", True)
+        ):
+            found.append((view.base, base))
     return found
 
 

@@ -54,6 +54,7 @@ from thunderviz.capture.host_filled import (
 from thunderviz.capture.mutation import FunctionalizingRecorder
 from thunderviz.capture.no_grad_updates import (
     MAX_NORM_LOOKUPS,
+    detached_alias_bases,
     embedding_renorm_apart,
     grad_requiring_args,
     max_norm_embedding,
@@ -247,9 +248,11 @@ class Recorder(FunctionalizingRecorder):
         outer_source, self._source = self._source, source
         grad_enabled = torch.is_grad_enabled()
         # what a no_grad call may update in place behind autograd's back (a clamp_ of a weight)
+        given = (*args, *kwargs.values())
+        # what the call may update unseen by autograd (capture/no_grad_updates.py)
         no_grad_targets = (
-            grad_requiring_args(self, (*args, *kwargs.values())) if not grad_enabled else []
-        )
+            grad_requiring_args(self, given) if not grad_enabled else []
+        ) + detached_alias_bases(self, given)
         self.generators.enter_call()
         try:
             with self._collecting(frame), answering_grad_flags(self, func):

@@ -3,6 +3,9 @@ that outlive the call.
 
 - Inputs (BatchNorm's running statistics, an in-place update of an argument): the program
   ran on copies, whose last values are copied back into the inputs.
+- A tensor the program resized in place (an observer's per-channel statistics and a
+  FakeQuantize's scale, `resize_` from their empty or one-element start) is resized back
+  first, as eager left it, then copied into.
 - Tensors the program reads from outside (a global counter, a tensor kept as a plain module
   attribute, `C.add_(1)`): the program writes into the user's own tensor while it is traced,
   so its value before the first write is kept and put back when the recording ends (tracing
@@ -18,7 +21,7 @@ from typing import Any
 import torch
 
 from thunderviz.capture.dispatch_mode import unrecorded
-from thunderviz.core.proxies import Proxy
+from thunderviz.core.proxies import Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Symbol, SymbolKind
 from thunderviz.prims.aliasing import mutated_tensors
 
@@ -32,6 +35,9 @@ __all__ = [
 _COPY_BACK = Symbol(
     name="copy_", id="torch.Tensor.copy_", fn=torch.Tensor.copy_, kind=SymbolKind.METHOD
 )
+_RESIZE_BACK = Symbol(
+    name="resize_", id="torch.Tensor.resize_", fn=torch.Tensor.resize_, kind=SymbolKind.METHOD
+)
 
 
 def write_backs(recorder: Any, written: list[tuple[torch.Tensor, Proxy]]) -> list[BoundSymbol]:
@@ -40,17 +46,33 @@ def write_backs(recorder: Any, written: list[tuple[torch.Tensor, Proxy]]) -> lis
     out = []
     for tensor, original in written:
         final = recorder.proxy_of(tensor)
-        if final.name != original.name:
+        if final.name == original.name:
+            continue
+        if (
+            isinstance(final, TensorProxy)
+            and isinstance(original, TensorProxy)
+            and final.shape != original.shape
+        ):
             out.append(
                 BoundSymbol(
-                    sym=_COPY_BACK,
-                    args=(original, final),
+                    sym=_RESIZE_BACK,
+                    args=(original, tuple(final.shape)),
                     kwargs={},
                     output=None,
                     tags={BsymTag.MUTATION_EPILOGUE},
-                    header=f"write the new value of {original.name} back into it",
+                    header=f"resize {original.name} as the program did",
                 )
             )
+        out.append(
+            BoundSymbol(
+                sym=_COPY_BACK,
+                args=(original, final),
+                kwargs={},
+                output=None,
+                tags={BsymTag.MUTATION_EPILOGUE},
+                header=f"write the new value of {original.name} back into it",
+            )
+        )
     return out
 
 

@@ -37,6 +37,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from torch.utils._ordered_set import OrderedSet
+
 __all__ = ["SHAPES", "SYMPY", "stand_in_for"]
 
 SHAPES = "torch.fx.experimental.symbolic_shapes"
@@ -93,8 +96,6 @@ def _without_symbols(*args: Any) -> bool:
     x = args[0]
     if x is None:
         return True
-    import torch  # (loaded: this answers imports made from torch's own code)
-
     if type(x) in (torch.Tensor, torch.nn.Parameter, torch._subclasses.FakeTensor):
         return (
             x.layout is torch.strided
@@ -106,9 +107,7 @@ def _without_symbols(*args: Any) -> bool:
 
 
 def _no_symbols(x: Any) -> Any:
-    from torch.utils._ordered_set import OrderedSet  # what the real helper returns
-
-    return OrderedSet()
+    return OrderedSet()  # what the real helper returns, of the same type
 
 
 # name -> (when the arguments are plain, what the real helper returns for them)

@@ -3,8 +3,9 @@ slow to meet.
 
 A grad rule builds its forward and backward code on proxies, whose shapes come from running
 each op on meta tensors (`aten.meta_outputs`). A few kernels have no meta implementation
-(CTC loss's backward, 3-d fractional max pooling's, multilabel margin loss's; CTC loss
-itself with its lengths given as tensors, packing a padded sequence), or one that reads
+(CTC loss's backward, 3-d fractional max pooling's, multilabel margin loss's, learnable
+fake quantization's (LSQ); CTC loss itself with its lengths given as tensors, packing a
+padded sequence), or one that reads
 values a meta tensor does not have (unpacking a sequence's gradient reads its batch sizes),
 and a rule that emits one could not be built. Many others have one in Python (torch's
 reference implementations, registered as meta kernels), which a process runs once per new
@@ -47,6 +48,11 @@ def _like(position: int) -> Callable[[tuple[Any, ...]], Any]:
 def _sized(size_at: int, dtype_of: int) -> Callable[[tuple[Any, ...]], Any]:
     """A gradient of the size given at `size_at`, of the dtype of the argument at `dtype_of`."""
     return lambda args: torch.empty(list(args[size_at]), dtype=args[dtype_of].dtype, device="meta")
+
+
+def _likes(*positions: int) -> Callable[[tuple[Any, ...]], Any]:
+    """Gradients of the arguments at `positions`, each shaped and typed as its argument."""
+    return lambda args: tuple(args[i].meta() for i in positions)
 
 
 def _pointwise(args: tuple[Any, ...]) -> Any:
@@ -100,6 +106,9 @@ _GRADIENTS: dict[Any, Callable[[tuple[Any, ...]], Any]] = {
     _aten.fractional_max_pool3d_backward.default: _like(1),  # (grad_output, self, ...)
     _aten.multilabel_margin_loss_backward.default: _like(1),  # (grad_output, self, ...)
     _aten._pack_padded_sequence_backward.default: _sized(1, 0),  # (grad, input_size, ...)
+    # (grad, self, scale, zero_point, ...): d self, d scale, d zero_point
+    _aten._fake_quantize_learnable_per_channel_affine_backward.default: _likes(1, 2, 3),
+    _aten._fake_quantize_learnable_per_tensor_affine_backward.default: _likes(1, 2, 3),
     # kernels whose meta is torch's Python reference
     _aten.native_batch_norm_backward.default: _batch_norm_grads,
     _aten.convolution_backward.default: _convolution_grads,

@@ -89,9 +89,17 @@ def is_property_read(func: Callable[..., Any]) -> bool:
     return getattr(func, "__name__", None) == "__get__" and torch_symbol(func) is None
 
 
+# Methods whose name without the `_` is no functional twin: `Tensor.resize` is an autograd
+# Function that keeps the element count (an observer's `min_val.resize_((4,))` from empty
+# would raise in it); their ATen ops are the code
+_NO_TWIN = frozenset({"resize_", "resize_as_"})
+
+
 def functional_method_name(sym: Symbol) -> str | None:
     """'add' for the in-place method 'add_' when torch.Tensor has a functional twin."""
     if sym.kind is not SymbolKind.METHOD or not sym.name.endswith("_") or sym.name.endswith("__"):
+        return None
+    if sym.name in _NO_TWIN:
         return None
     base = sym.name[:-1]
     return base if callable(getattr(torch.Tensor, base, None)) else None

@@ -22,6 +22,7 @@ from thunderviz.autodiff.rules import (
     nn,
     nn_kernels,
     normalization,
+    quantization,
     recurrent,
     reductions,
     scans,
@@ -63,6 +64,7 @@ BUILTIN_RULES = RuleSet.merged(
         fft.RULES,
         nn_kernels.RULES,
         complex_numbers.RULES,
+        quantization.RULES,
     ],
 )
 

@@ -1,0 +1,83 @@
+"""Grad rules for fake quantization, what quantization-aware training runs in its forward
+(`torch.ao.quantization.FakeQuantize`, `FusedMovingAvgObsFakeQuantize`, `prepare_qat`).
+
+Eager's gradients (torch's derivatives.yaml): the straight-through estimator, the gradient
+where the input fell inside the quantization range and zero where it was clamped, which the
+ops hand over as their `mask` output (the mask is no function of anything: no gradient). The
+learnable variants (LSQ, `_LearnableFakeQuantize`) also give the scale and zero point a
+gradient, through eager's own backward kernel.
+"""
+
+from __future__ import annotations
+
+from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.autodiff.registry import RuleSet
+from thunderviz.prims import aten
+
+RULES = RuleSet("quantization")
+
+
+def _straight_through(op, backward):
+    """`output, mask = op(x, ...)`: x's gradient is `backward(g, mask)` (g where mask)."""
+
+    def rule(x, *args, **kwargs):
+        out, mask = op(x, *args, **kwargs)
+        put_grad(x, backward(get_grad(out), mask))
+        return out, mask
+
+    rule.__name__ = rule.__qualname__ = op.label
+    RULES.grad(op)(rule)
+
+
+_PER_TENSOR_BACKWARD = aten.fake_quantize_per_tensor_affine_cachemask_backward.default
+for _op in (
+    aten.fake_quantize_per_tensor_affine_cachemask.default,
+    aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
+    # the fused observer and fake quantization: its observer writes (running min and max,
+    # scale, zero point) are no function the gradient goes through
+    aten._fused_moving_avg_obs_fq_helper.default,
+):
+    _straight_through(_op, _PER_TENSOR_BACKWARD)
+
+
+@RULES.grad(aten._fused_moving_avg_obs_fq_helper_functional.default)
+def fused_observer_functional(x, *args, **kwargs):
+    # the functional twin: the observer's new statistics and quantization parameters are
+    # returned rather than written, and are no function the gradient goes through either
+    out, mask, *updated = aten._fused_moving_avg_obs_fq_helper_functional.default(
+        x, *args, **kwargs
+    )
+    put_grad(x, _PER_TENSOR_BACKWARD(get_grad(out), mask))
+    return (out, mask, *updated)
+
+
+_straight_through(
+    aten.fake_quantize_per_channel_affine_cachemask.default,
+    aten.fake_quantize_per_channel_affine_cachemask_backward.default,
+)
+
+
+@RULES.grad(aten._fake_quantize_learnable_per_tensor_affine.default)
+def learnable_per_tensor(x, scale, zero_point, quant_min, quant_max, grad_factor=1.0):
+    out = aten._fake_quantize_learnable_per_tensor_affine.default(
+        x, scale, zero_point, quant_min, quant_max, grad_factor
+    )
+    dx, dscale, dzero = aten._fake_quantize_learnable_per_tensor_affine_backward.default(
+        get_grad(out), x, scale, zero_point, quant_min, quant_max, grad_factor
+    )
+    for arg, grad in ((x, dx), (scale, dscale), (zero_point, dzero)):
+        put_grad(arg, grad)
+    return out
+
+
+@RULES.grad(aten._fake_quantize_learnable_per_channel_affine.default)
+def learnable_per_channel(x, scale, zero_point, axis, quant_min, quant_max, grad_factor=1.0):
+    out = aten._fake_quantize_learnable_per_channel_affine.default(
+        x, scale, zero_point, axis, quant_min, quant_max, grad_factor
+    )
+    dx, dscale, dzero = aten._fake_quantize_learnable_per_channel_affine_backward.default(
+        get_grad(out), x, scale, zero_point, axis, quant_min, quant_max, grad_factor
+    )
+    for arg, grad in ((x, dx), (scale, dscale), (zero_point, dzero)):
+        put_grad(arg, grad)
+    return out
