@@ -111,7 +111,7 @@ def sweep_blocks(
     candidates: dict[Any, _Record] = {}  # the last block swept for real, per op sequence
     proven: dict[Any, list[_Record]] = {}
     blocks = [
-        (start, end, path, None if path is None else _key(units[start:end]))
+        (start, end, path, None if path is None else _key(units[start:end], state.hook_points))
         for start, end, path in reversed(_blocks(units))
     ]
     # blocks still to come per key: a block none of them can be written out from is swept
@@ -119,12 +119,7 @@ def sweep_blocks(
     to_come = Counter(key for *_, key in blocks)
     for start, end, path, key in blocks:
         to_come[key] -= 1
-        if (
-            path is None
-            or state.recorder is not None
-            or (not to_come[key] and key not in proven)
-            or _has_hook_point(units[start:end], state.hook_points)
-        ):
+        if path is None or state.recorder is not None or (not to_come[key] and key not in proven):
             for i in range(end - 1, start - 1, -1):
                 sweep_unit(state, units, i)
             continue
@@ -147,17 +142,16 @@ def sweep_blocks(
         candidates[key] = new
 
 
-def _has_hook_point(block: list[Any], points: Mapping[str, int]) -> bool:
-    """Whether a unit of the block makes an output with a hook point: each point is its own
-    output's, so such a block is swept unit by unit, neither recorded nor written out."""
-    return bool(points) and any(p.name in points for u in block for p in u.bsym.flat_proxy_outs)
-
-
-def _key(block: list[Any]) -> Any:
+def _key(block: list[Any], hook_points: Mapping[str, int]) -> Any:
     """What blocks that may be written out from one another share: their units' ops, rules
-    and output shapes (their full comparison, `_mapping`, looks at far more)."""
+    and output shapes, and which of their outputs have a hook point (autodiff/output_hooks.py;
+    their full comparison, `_mapping`, looks at far more)."""
     return tuple(
-        (u.bsym.sym.id, u.joint, tuple(proxy_meta(p) for p in u.bsym.flat_tensor_outs))
+        (
+            u.bsym.sym.id,
+            u.joint,
+            tuple((proxy_meta(p), p.name in hook_points) for p in u.bsym.flat_tensor_outs),
+        )
         for u in block
     )
 

@@ -10,9 +10,12 @@ it:
 
     ct_t7 = thunderviz_output_hooks(2, ct_t3)   # t7: the call's 2nd flat output
 
-`k` is the output's place among the call's flat outputs. Autodiff only places the point; the
-executor says what runs there (executor/output_hooks.py), and the debugger's traces, which
-run no user hooks, have none.
+`k` is the output's place among the call's flat outputs. The sweep places each point with
+no `k` (`UNNUMBERED`), so that identical blocks whose outputs have points are still written
+out from one another (autodiff/block_sweep.py); `numbered` gives each its `k` afterwards, by
+the output whose cotangent it became. Autodiff only places the point; the executor says what
+runs there (executor/output_hooks.py), and the debugger's traces, which run no user hooks,
+have none.
 """
 
 from __future__ import annotations
@@ -26,10 +29,17 @@ from thunderviz.core.proxies import TensorProxy
 from thunderviz.core.symbol import BoundSymbol, Symbol
 from thunderviz.core.trace import Trace
 
-__all__ = ["OUTPUT_HOOKS", "hook_points", "output_hook_positions", "place_hook_points"]
+__all__ = [
+    "OUTPUT_HOOKS",
+    "hook_points",
+    "numbered",
+    "output_hook_positions",
+    "place_hook_points",
+]
 
 # What runs there is the executor's: the name is bound where a backward is compiled.
 OUTPUT_HOOKS = Symbol(name="thunderviz_output_hooks", id="thunderviz.output_hooks", fn=None)
+UNNUMBERED = -1  # a point's `k` until `numbered`
 
 
 def hook_points(trace: Trace, needs: set[str]) -> dict[str, int]:
@@ -60,10 +70,25 @@ def place_hook_points(state: SweepState, unit: Any, outs: list[TensorProxy]) -> 
         if k is None or not isinstance(grad, TensorProxy) or unit.joint is None:
             continue
         hooked = TensorProxy(state.names.fresh("ct"), grad.shape, grad.dtype, grad.device)
-        point = BoundSymbol(OUTPUT_HOOKS, (k, grad), {}, hooked, origin=unit.bsym.origin)
+        point = BoundSymbol(OUTPUT_HOOKS, (UNNUMBERED, grad), {}, hooked, origin=unit.bsym.origin)
         state.bwd.append(tagged(point, unit))
         state.cts[p.name] = hooked
         state.ct_log.append((p.name, hooked))
+
+
+def numbered(
+    bwd: list[BoundSymbol], cts: dict[str, Any], points: dict[str, int]
+) -> list[BoundSymbol]:
+    """`bwd` with each hook point's `k`: that of the output whose cotangent (`cts`, forward
+    name -> its final cotangent) the point's result is. A point written out for an output
+    that has none would be refused by the block's key (`block_sweep._key`)."""
+    output_of = {ct.name: name for name, ct in cts.items() if name in points}
+    out = []
+    for b in bwd:
+        if b.sym.id == OUTPUT_HOOKS.id:
+            b = b.with_changes(args=(points[output_of[b.output.name]], b.args[1]))
+        out.append(b)
+    return out
 
 
 def output_hook_positions(backward: Trace) -> tuple[int, ...]:

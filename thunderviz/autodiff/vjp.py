@@ -19,7 +19,7 @@ from typing import Any
 from thunderviz.autodiff.block_sweep import SweepState, sweep_blocks, tagged
 from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import JointRun, run_joint
-from thunderviz.autodiff.output_hooks import hook_points, place_hook_points
+from thunderviz.autodiff.output_hooks import hook_points, numbered, place_hook_points
 from thunderviz.autodiff.registry import JointFn, RuleSet
 from thunderviz.autodiff.same_call import passes_values_of, same_args
 from thunderviz.autodiff.saved import UNPACK, SavedTensor, describe_saved
@@ -94,8 +94,7 @@ def autodiff(
     recorder: StepRecorder | None = None,
     hook_outputs: bool = False,
 ) -> AutodiffResult:
-    """`hook_outputs`: the backward gets a hook point for each output the program also reads
-    inside (autodiff/output_hooks.py), as jit's does."""
+    """`hook_outputs`: hook points for outputs read inside too (autodiff/output_hooks.py)."""
     timings: dict[str, float] = {}
     with timed_provenance("VJP") as prov:
         needs = {p.name for p in trace.flat_args if isinstance(p, TensorProxy) and p.requires_grad}
@@ -105,8 +104,10 @@ def autodiff(
         applications: list[RuleApplication] = []
         points = hook_points(trace, needs) if hook_outputs else {}
         fwd_segments, bwd_bsyms, cts, seeded = _sweep(
-            trace, units, needs, recorder, applications, points
+            trace, units, needs, recorder, applications, dict(points)
         )
+        if points:
+            bwd_bsyms = numbered(bwd_bsyms, cts, points)
         seeds = [seed for _, seed in seeded]
         grad_inputs = [cts.get(p.name) if p.name in needs else None for p in trace.flat_args]
     timings["vjp"] = prov.took_ms
