@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
+from thunderviz.autodiff.rules.common import register
 from thunderviz.prims import aten
 
 RULES = RuleSet("quantization")
@@ -25,8 +26,7 @@ def _straight_through(op, backward):
         put_grad(x, backward(get_grad(out), mask))
         return out, mask
 
-    rule.__name__ = rule.__qualname__ = op.label
-    RULES.grad(op)(rule)
+    register(RULES, op, rule)
 
 
 _PER_TENSOR_BACKWARD = aten.fake_quantize_per_tensor_affine_cachemask_backward.default
@@ -57,27 +57,25 @@ _straight_through(
 )
 
 
-@RULES.grad(aten._fake_quantize_learnable_per_tensor_affine.default)
-def learnable_per_tensor(x, scale, zero_point, quant_min, quant_max, grad_factor=1.0):
-    out = aten._fake_quantize_learnable_per_tensor_affine.default(
-        x, scale, zero_point, quant_min, quant_max, grad_factor
-    )
-    dx, dscale, dzero = aten._fake_quantize_learnable_per_tensor_affine_backward.default(
-        get_grad(out), x, scale, zero_point, quant_min, quant_max, grad_factor
-    )
-    for arg, grad in ((x, dx), (scale, dscale), (zero_point, dzero)):
-        put_grad(arg, grad)
-    return out
+def _learnable(op, backward):
+    """`out = op(x, scale, zero_point, *rest)` whose three gradients are eager's kernel's,
+    `backward(g, x, scale, zero_point, *rest)` (the same trailing arguments)."""
+
+    def rule(x, scale, zero_point, *rest, **kwargs):
+        out = op(x, scale, zero_point, *rest, **kwargs)
+        grads = backward(get_grad(out), x, scale, zero_point, *rest, **kwargs)
+        for arg, grad in zip((x, scale, zero_point), grads, strict=True):
+            put_grad(arg, grad)
+        return out
+
+    register(RULES, op, rule)
 
 
-@RULES.grad(aten._fake_quantize_learnable_per_channel_affine.default)
-def learnable_per_channel(x, scale, zero_point, axis, quant_min, quant_max, grad_factor=1.0):
-    out = aten._fake_quantize_learnable_per_channel_affine.default(
-        x, scale, zero_point, axis, quant_min, quant_max, grad_factor
-    )
-    dx, dscale, dzero = aten._fake_quantize_learnable_per_channel_affine_backward.default(
-        get_grad(out), x, scale, zero_point, axis, quant_min, quant_max, grad_factor
-    )
-    for arg, grad in ((x, dx), (scale, dscale), (zero_point, dzero)):
-        put_grad(arg, grad)
-    return out
+_learnable(
+    aten._fake_quantize_learnable_per_tensor_affine.default,
+    aten._fake_quantize_learnable_per_tensor_affine_backward.default,
+)
+_learnable(
+    aten._fake_quantize_learnable_per_channel_affine.default,
+    aten._fake_quantize_learnable_per_channel_affine_backward.default,
+)
