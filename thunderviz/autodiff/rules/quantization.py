@@ -19,12 +19,13 @@ RULES = RuleSet("quantization")
 
 
 def _straight_through(op, backward):
-    """`output, mask = op(x, ...)`: x's gradient is `backward(g, mask)` (g where mask)."""
+    """`output, mask, *rest = op(x, ...)`: x's gradient is `backward(g, mask)` (g where
+    mask); the rest (a functional observer's new statistics) takes none."""
 
     def rule(x, *args, **kwargs):
-        out, mask = op(x, *args, **kwargs)
+        out, mask, *rest = op(x, *args, **kwargs)
         put_grad(x, backward(get_grad(out), mask))
-        return out, mask
+        return (out, mask, *rest)
 
     register(RULES, op, rule)
 
@@ -36,19 +37,10 @@ for _op in (
     # the fused observer and fake quantization: its observer writes (running min and max,
     # scale, zero point) are no function the gradient goes through
     aten._fused_moving_avg_obs_fq_helper.default,
+    # its functional twin, which returns those new values rather than writing them
+    aten._fused_moving_avg_obs_fq_helper_functional.default,
 ):
     _straight_through(_op, _PER_TENSOR_BACKWARD)
-
-
-@RULES.grad(aten._fused_moving_avg_obs_fq_helper_functional.default)
-def fused_observer_functional(x, *args, **kwargs):
-    # the functional twin: the observer's new statistics and quantization parameters are
-    # returned rather than written, and are no function the gradient goes through either
-    out, mask, *updated = aten._fused_moving_avg_obs_fq_helper_functional.default(
-        x, *args, **kwargs
-    )
-    put_grad(x, _PER_TENSOR_BACKWARD(get_grad(out), mask))
-    return (out, mask, *updated)
 
 
 _straight_through(
