@@ -282,14 +282,16 @@ class _Recording:
 _LOCK = threading.Lock()
 _tracing = 0
 _installed: list[tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = []
-_local = threading.local()
 
 
-def _recordings() -> list[_Recording]:
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    return stack
+class _Recordings(threading.local):
+    """This thread's recordings, innermost last."""
+
+    def __init__(self) -> None:
+        self.stack: list[_Recording] = []
+
+
+_local = _Recordings()
 
 
 def _recording(space: Any, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -297,7 +299,7 @@ def _recording(space: Any, name: str, original: Callable[..., Any]) -> Callable[
     sym = Symbol(name=f"{space.__name__}.{name}", id=f"{space.__name__}.{name}", fn=original)
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        stack = getattr(_local, "stack", None)
+        stack = _local.stack
         if (
             not stack  # this thread traces nothing
             or stack[-1].inside
@@ -347,7 +349,7 @@ def state_calls_recorded(recorder: StateCalls) -> Iterator[None]:
             _install()
         _tracing += 1
     recording = _Recording(recorder)
-    stack = _recordings()
+    stack = _local.stack
     stack.append(recording)
     initial = torch.initial_seed()
     try:

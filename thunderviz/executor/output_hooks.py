@@ -116,16 +116,19 @@ def _checked(new: Any, grad: torch.Tensor, hook: Any) -> torch.Tensor:
     return new
 
 
-# The taps of the backwards running on this thread, innermost last (a hook may run another
-# jitted call's backward)
-_running = threading.local()
+class _Running(threading.local):
+    """The taps of the backwards running on this thread, innermost last (a hook may run
+    another jitted call's backward)."""
+
+    def __init__(self) -> None:
+        self.stack: list[OutputTaps] = []
+
+
+_running = _Running()
 
 
 def running_stack() -> list[OutputTaps]:
-    stack = getattr(_running, "stack", None)
-    if stack is None:
-        stack = _running.stack = []
-    return stack
+    return _running.stack
 
 
 def run_hook_point(k: int, grad: torch.Tensor) -> torch.Tensor:
