@@ -247,9 +247,9 @@ class Recorder(FunctionalizingRecorder):
         frame = Frame()
         outer_source, self._source = self._source, source
         grad_enabled = torch.is_grad_enabled()
-        # what a no_grad call may update in place behind autograd's back (a clamp_ of a weight)
+        # what the call may update in place behind autograd's back: a weight it clamps under
+        # no_grad, a parameter written through `.data` (capture/no_grad_updates.py)
         given = (*args, *kwargs.values())
-        # what the call may update unseen by autograd (capture/no_grad_updates.py)
         no_grad_targets = (
             grad_requiring_args(self, given) if not grad_enabled else []
         ) + detached_alias_bases(self, given)

@@ -108,7 +108,8 @@ class CompiledEntry:
         saved = self.result.augmented_forward.output[1] if self.result is not None else ()
         positions = tuple(i for i, p in enumerate(saved) if isinstance(p, TensorProxy))
         self.saved_tensor_positions = None if len(positions) == len(saved) else positions
-        n_outputs = len(pytree.tree_leaves(self.forward.output))
+        flat_forward_out = pytree.tree_leaves(self.forward.output)
+        n_outputs = len(flat_forward_out)
         # differentiable outputs the program returns more than once (absent_cotangents.py)
         self.repeated_outputs = repeated_outputs(self.forward, self.differentiable_outputs)
         # the common case (a loss): the cotangents are autograd's grad_outputs as they come
@@ -119,22 +120,18 @@ class CompiledEntry:
             output_hook_positions(self.result.backward) if self.result is not None else ()
         )
         # outputs the program called `retain_grad()` on, which the user's get called on too
-        retained = self.forward.meta.get("retains_grad", ())
-        self.retains_grad = (
-            tuple(
-                k
-                for k, p in enumerate(pytree.tree_leaves(self.forward.output))
-                if isinstance(p, TensorProxy) and p.name in retained
-            )
-            if self.result is not None and retained
-            else ()
+        retained = self.forward.meta.get("retains_grad", ()) if self.result is not None else ()
+        self.retains_grad = tuple(
+            k
+            for k, p in enumerate(flat_forward_out)
+            if isinstance(p, TensorProxy) and p.name in retained
         )
         # outputs no gradient flows back from are marked so, but those eager gives
         # `requires_grad` all the same (a `sign`, a ReLU mask's use, what depends on the
         # inputs only through a step): their gradients are zeros there, as here
         self.non_differentiable_outputs = [
             i
-            for i, p in enumerate(pytree.tree_leaves(self.forward.output))
+            for i, p in enumerate(flat_forward_out)
             if isinstance(p, TensorProxy)
             and i not in self.differentiable_outputs
             and not p.requires_grad
