@@ -35,6 +35,20 @@ def _assert_same(a, b):
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-12, msg=name)
 
 
+def _eager_and_jit(make, step, steps):
+    """Per step, the pair (eager's, jit's) of what `step(module, call)` gives, each step
+    seeded by its number and run after `zero_grad()`."""
+    eager, ours = _pair(make)
+    runs = []
+    for module, call in ((eager, eager), (ours, tv.jit(ours))):
+        runs.append([])
+        for i in range(steps):
+            torch.manual_seed(i)
+            module.zero_grad()
+            runs[-1].append(step(module, call))
+    return list(zip(*runs, strict=True))
+
+
 class ReturnsHidden(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -47,27 +61,18 @@ class ReturnsHidden(nn.Module):
         return self.head(h).square().sum(), h
 
 
-def _steps(module, call, register, steps=3):
-    """Per step: what the hooks saw, `.grad` of the hidden output, and the parameters'
-    gradients."""
-    out = []
-    for step in range(steps):
-        torch.manual_seed(step)
-        x = torch.randn(3, 4, dtype=torch.float64)
-        module.zero_grad()
-        loss, h = call(x)
+def _compare(make, register):
+    """Per step: what the hooks `register(module, h)` puts on the hidden output saw, its
+    `.grad`, and the parameters' gradients, eager's against jit's."""
+
+    def step(module, call):
+        loss, h = call(torch.randn(3, 4, dtype=torch.float64))
         seen = register(module, h)
         (loss + 0.5 * h.square().sum()).backward()
         kept = h.grad.clone() if h.retains_grad and h.grad is not None else None
-        out.append((seen, kept, _grads(module)))
-    return out
+        return seen, kept, _grads(module)
 
-
-def _compare(make, register):
-    eager, ours = _pair(make)
-    want = _steps(eager, eager, register)
-    got = _steps(ours, tv.jit(ours), register)
-    for (seen_e, kept_e, grads_e), (seen_o, kept_o, grads_o) in zip(want, got, strict=True):
+    for (seen_e, kept_e, grads_e), (seen_o, kept_o, grads_o) in _eager_and_jit(make, step, 3):
         assert len(seen_e) == len(seen_o)
         for a, b in zip(seen_e, seen_o, strict=True):
             torch.testing.assert_close(b, a, rtol=0, atol=1e-12)
@@ -159,19 +164,15 @@ class Stack(nn.Module):
 
 
 def test_each_of_many_identical_blocks_runs_its_own_outputs_hooks():
-    eager, ours = _pair(Stack)
-    results = []
-    for module, call in ((eager, eager), (ours, tv.jit(ours))):
-        for step in range(3):
-            torch.manual_seed(step)
-            module.zero_grad()
-            loss, states = call(torch.randn(2, 4, dtype=torch.float64))
-            for i, s in enumerate(states):
-                s.register_hook(lambda g, i=i: g * (i + 2))
-            states[1].retain_grad()
-            loss.backward()
-            results.append((states[1].grad.clone(), _grads(module)))
-    for (kept_e, grads_e), (kept_o, grads_o) in zip(results[:3], results[3:], strict=True):
+    def step(module, call):
+        loss, states = call(torch.randn(2, 4, dtype=torch.float64))
+        for i, s in enumerate(states):
+            s.register_hook(lambda g, i=i: g * (i + 2))
+        states[1].retain_grad()
+        loss.backward()
+        return states[1].grad.clone(), _grads(module)
+
+    for (kept_e, grads_e), (kept_o, grads_o) in _eager_and_jit(Stack, step, 3):
         torch.testing.assert_close(kept_o, kept_e, rtol=0, atol=1e-12)
         _assert_same(grads_e, grads_o)
 
@@ -187,19 +188,15 @@ def test_hugging_face_hidden_states_gradients():
         )  # fmt: skip
         return transformers.GPT2LMHeadModel(config).double()
 
-    eager, ours = _pair(make)
-    results = []
-    for module, call in ((eager, eager), (ours, tv.jit(ours))):
-        for step in range(2):
-            torch.manual_seed(step)
-            ids = torch.randint(0, 50, (2, 8))
-            module.zero_grad()
-            out = call(ids, labels=ids, output_hidden_states=True, use_cache=False)
-            out.hidden_states[1].retain_grad()
-            out.hidden_states[2].register_hook(lambda g: g * 0.5)
-            out.loss.backward()
-            results.append((out.hidden_states[1].grad.clone(), _grads(module)))
-    for (kept_e, grads_e), (kept_o, grads_o) in zip(results[:2], results[2:], strict=True):
+    def step(module, call):
+        ids = torch.randint(0, 50, (2, 8))
+        out = call(ids, labels=ids, output_hidden_states=True, use_cache=False)
+        out.hidden_states[1].retain_grad()
+        out.hidden_states[2].register_hook(lambda g: g * 0.5)
+        out.loss.backward()
+        return out.hidden_states[1].grad.clone(), _grads(module)
+
+    for (kept_e, grads_e), (kept_o, grads_o) in _eager_and_jit(make, step, 2):
         torch.testing.assert_close(kept_o, kept_e, rtol=1e-10, atol=1e-12)
         _assert_same(grads_e, grads_o)
 
@@ -207,22 +204,19 @@ def test_hugging_face_hidden_states_gradients():
 def test_a_gradient_penalty_through_a_hooked_output():
     """`create_graph=True` recomputes the call (executor/double_backward.py): the second
     backward reaches the output's hooks and `.grad` there too, as eager's does."""
-    eager, ours = _pair(ReturnsHidden)
-    results = []
-    for module, call in ((eager, eager), (ours, tv.jit(ours))):
-        for step in range(2):
-            torch.manual_seed(step)
-            x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-            module.zero_grad()
-            loss, h = call(x)
-            seen = []
-            h.register_hook(lambda g, seen=seen: (seen.append(g.sum().item()), g * 2)[1])
-            h.retain_grad()
-            (gx,) = torch.autograd.grad(loss + h.sum(), x, create_graph=True)
-            gx.square().sum().backward()
-            results.append((seen, h.grad.clone(), _grads(module)))
-    for (seen_e, kept_e, grads_e), (seen_o, kept_o, grads_o) in zip(
-        results[:2], results[2:], strict=True
+
+    def step(module, call):
+        x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+        loss, h = call(x)
+        seen = []
+        h.register_hook(lambda g: (seen.append(g.sum().item()), g * 2)[1])
+        h.retain_grad()
+        (gx,) = torch.autograd.grad(loss + h.sum(), x, create_graph=True)
+        gx.square().sum().backward()
+        return seen, h.grad.clone(), _grads(module)
+
+    for (seen_e, kept_e, grads_e), (seen_o, kept_o, grads_o) in _eager_and_jit(
+        ReturnsHidden, step, 2
     ):
         assert seen_o == pytest.approx(seen_e, rel=1e-12, abs=1e-12) and len(seen_e) == 2
         torch.testing.assert_close(kept_o, kept_e, rtol=1e-12, atol=1e-12)
@@ -242,16 +236,12 @@ class RetainsInside(ReturnsHidden):
 
 
 def test_retain_grad_the_program_calls_on_what_it_keeps_and_returns():
-    eager, ours = _pair(RetainsInside)
-    results = []
-    for module, call in ((eager, eager), (ours, tv.jit(ours))):
-        for step in range(3):
-            torch.manual_seed(step)
-            module.zero_grad()
-            loss, z = call(torch.randn(3, 4, dtype=torch.float64))
-            (loss + z.pow(3).sum()).backward()
-            results.append((module.kept.grad.clone(), z.grad.clone(), _grads(module)))
-    for (h_e, z_e, grads_e), (h_o, z_o, grads_o) in zip(results[:3], results[3:], strict=True):
+    def step(module, call):
+        loss, z = call(torch.randn(3, 4, dtype=torch.float64))
+        (loss + z.pow(3).sum()).backward()
+        return module.kept.grad.clone(), z.grad.clone(), _grads(module)
+
+    for (h_e, z_e, grads_e), (h_o, z_o, grads_o) in _eager_and_jit(RetainsInside, step, 3):
         torch.testing.assert_close(h_o, h_e, rtol=0, atol=1e-12)
         torch.testing.assert_close(z_o, z_e, rtol=0, atol=1e-12)
         _assert_same(grads_e, grads_o)
