@@ -149,3 +149,34 @@ def test_jit_on_a_warm_cache_gives_eager_gradients():
     tv.jit(model)(x, y).backward()
     for (name, p), q in zip(eager.named_parameters(), model.parameters(), strict=True):
         torch.testing.assert_close(q.grad, p.grad, rtol=0, atol=0, msg=name)
+
+
+def _run_decomposition(call, values: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The ATen call `call`'s recorded decomposition run on `values` (by proxy name)."""
+    env = dict(values)
+    fetch = lambda x: env[x.name] if isinstance(x, Proxy) else x  # noqa: E731
+    for b in call.subsymbols:
+        args, kwargs = pytree.tree_map(fetch, (b.args, b.kwargs))
+        env[b.output.name] = b.sym.fn(*args, **kwargs)
+    return env[call.output.name]
+
+
+def test_calls_told_apart_by_keyword_names():
+    """`addr(c, u, v, beta=0)` is the outer product; `addr(c, u, v, alpha=0)` is `c`. Their
+    arguments are alike but for the keywords' names (the values are alike, 0), and so were
+    their keys, once: the second call got the first's recording, in one trace and across
+    traces. Each recorded decomposition, run, must give eager's value."""
+    f64 = dict(dtype=torch.float64)
+    c, u, v = torch.randn(3, 4, **f64), torch.randn(3, **f64), torch.randn(4, **f64)
+
+    def both(c, u, v):
+        return torch.addr(c, u, v, beta=0) + torch.addr(c, u, v, alpha=0)
+
+    decompositions.clear_process_cache()
+    for _ in range(2):  # a cold process cache, then a warm one
+        trace = tv.trace(both, c, u, v)
+        calls = [b.subsymbols[0] for b in trace.bound_symbols if b.sym.name == "torch.addr"]
+        assert [call.kwargs for call in calls] == [{"beta": 0}, {"alpha": 0}]
+        for call in calls:
+            ran = _run_decomposition(call, {"c": c, "u": u, "v": v})
+            torch.testing.assert_close(ran, torch.addr(c, u, v, **call.kwargs), rtol=0, atol=0)

@@ -167,26 +167,22 @@ class _LoggedNames:
         return getattr(self.names, name)
 
 
-def _signature(leaves: list[Any]) -> tuple[Any, ...]:
-    """What a decomposition may depend on: tensor metadata (and which arguments are the same
-    tensor), and the values of everything else."""
-    first_seen: dict[int, int] = {}
-    out: list[Any] = []
-    for i, x in enumerate(leaves):
-        if isinstance(x, torch.Tensor):
-            out.append(
-                (
-                    "T",
-                    tuple(x.shape),
-                    x.stride(),
-                    x.dtype,
-                    x.device.type,
-                    first_seen.setdefault(id(x), i),
-                )
-            )
-        else:
-            out.append((type(x).__name__, repr(x)))
-    return tuple(out)
+def _signature(x: Any, flat: list[Any], seen: dict[int, int]) -> Any:
+    """What a decomposition may depend on in the call's arguments `x`: their nesting and the
+    names of keyword arguments (`addr(s, u, v, beta=0)` drops `s`, `alpha=0` keeps only
+    it), tensor metadata (and which arguments are the same tensor: `seen` maps a tensor's id
+    to its first position), and the values of everything else. The leaves are appended to
+    `flat`, in order."""
+    kind = type(x)
+    if kind is tuple or kind is list:
+        return (kind.__name__, *[_signature(v, flat, seen) for v in x])
+    if kind is dict:
+        return ("dict", *[(k, _signature(v, flat, seen)) for k, v in x.items()])
+    flat.append(x)
+    if isinstance(x, torch.Tensor):
+        first = seen.setdefault(id(x), len(flat) - 1)
+        return ("T", tuple(x.shape), x.stride(), x.dtype, x.device.type, first)
+    return (kind.__name__, repr(x))
 
 
 def _process_key(
@@ -255,8 +251,8 @@ class DecomposingRecorder(RecorderState):
         if decomp is None:
             bsym.tags.add(BsymTag.NON_CORE)
             return
-        flat = leaves((args, kwargs), [])
-        signature = _signature(flat)
+        flat: list[Any] = []
+        signature = _signature((args, kwargs), flat, {})
         key = (func, signature)
         # the process's key: where the trace's cache misses or a recording logs this lookup
         # (most calls are a repeat in the trace, where building it was a third of the cost)
