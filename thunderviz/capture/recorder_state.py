@@ -21,6 +21,7 @@ from thunderviz.core.plain import PLAIN
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, Origin, SourceLocation, Symbol
 from thunderviz.prims.aten import aten_symbol
+from thunderviz.prims.differentiability import NON_DIFFERENTIABLE_OUTPUTS
 
 __all__ = ["Frame", "RecorderState", "tensor_proxy"]
 
@@ -28,8 +29,6 @@ __all__ = ["Frame", "RecorderState", "tensor_proxy"]
 _PLAIN = PLAIN
 
 aten = torch.ops.aten
-# Outputs of these never carry gradient, whatever their inputs.
-_NON_DIFFERENTIABLE = {aten.detach.default}
 
 
 def tensor_proxy(
@@ -252,7 +251,7 @@ class RecorderState:
         return proxy
 
     def _wants_grad(self, func: Any, p_args: Any, p_kwargs: Any) -> bool:
-        if func in _NON_DIFFERENTIABLE or not torch.is_grad_enabled():
+        if func in NON_DIFFERENTIABLE_OUTPUTS or not torch.is_grad_enabled():
             return False
         return any(
             isinstance(p, TensorProxy) and p.requires_grad

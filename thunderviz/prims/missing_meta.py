@@ -105,6 +105,7 @@ _GRADIENTS: dict[Any, Callable[[tuple[Any, ...]], Any]] = {
     _aten._ctc_loss_backward.Tensor: _like(1),
     _aten.fractional_max_pool3d_backward.default: _like(1),  # (grad_output, self, ...)
     _aten.multilabel_margin_loss_backward.default: _like(1),  # (grad_output, self, ...)
+    _aten.multi_margin_loss_backward.default: _like(1),  # (grad_output, self, ...)
     _aten._pack_padded_sequence_backward.default: _sized(1, 0),  # (grad, input_size, ...)
     # (grad, self, scale, zero_point, ...): d self, d scale, d zero_point
     _aten._fake_quantize_learnable_per_channel_affine_backward.default: _likes(1, 2, 3),

@@ -5,10 +5,11 @@ depend on their input's values (`zeros_like`, `fill`, `bernoulli`).
 
 from __future__ import annotations
 
-from thunderviz.autodiff.joint import get_grad, put_grad
+from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import pass_through, scaled, unary
+from thunderviz.autodiff.rules.common import pass_through, scaled, unary, zero_gradient, zeros_of
 from thunderviz.prims import aten
+from thunderviz.prims.differentiability import NON_DIFFERENTIABLE_OUTPUTS
 
 RULES = RuleSet("casts", supports_complex=True)
 
@@ -35,6 +36,8 @@ def copy(a, src, non_blocking=False):
     # the result is src's values in a's shape, dtype and device: a's old values are gone
     out = aten.copy.default(a, src, non_blocking)
     put_grad(src, get_grad(out))
+    if requires_grad(a):
+        put_grad(a, zeros_of(a))  # as eager's: zeros, not none
     return out
 
 
@@ -43,6 +46,8 @@ def fill_tensor(a, value):
     # every element is `value` (0-dim): its gradient is the sum (put_grad sums)
     out = aten.fill.Tensor(a, value)
     put_grad(value, get_grad(out))
+    if requires_grad(a):
+        put_grad(a, zeros_of(a))  # as eager's: zeros, not none
     return out
 
 
@@ -94,29 +99,31 @@ RULES.nondifferentiable(
     aten.bitwise_xor.Scalar,
     # a where between two constants
     aten.where.Scalar,
-    # detach: no gradient by definition
-    aten.detach.default,
-    # factories: the input only gives shape, dtype and device
-    aten.zeros_like.default,
-    aten.ones_like.default,
-    aten.full_like.default,
-    aten.empty_like.default,
-    aten.new_zeros.default,
-    aten.new_ones.default,
-    aten.new_full.default,
-    aten.new_empty.default,
-    aten.new_empty_strided.default,
+    # detach, and factories: the input only gives shape, dtype and device
+    *NON_DIFFERENTIABLE_OUTPUTS,
+)
+
+# Overwrites and draws in place of a tensor: the output does not depend on the input's
+# values, but is differentiable in eager, whose gradient of the input is zeros, not none
+# (`x.clone().fill_(1)`, `torch.bernoulli(p)`, `x.clone().uniform_()`; an optimizer steps a
+# parameter whose `.grad` is zeros, and skips one whose `.grad` is None). Where eager's
+# functional form has no formula (`bernoulli.p`, `normal_functional`), the trace's op is
+# the in-place draw's (`bernoulli_`, `normal_`), which has.
+for _op in (
     aten.fill.Scalar,
     aten.zero.default,
-    # random draws
-    aten.rand_like.default,
-    aten.randn_like.default,
-    aten.randint_like.default,
-    aten.randint_like.low_dtype,
     aten.bernoulli.default,
     aten.bernoulli.p,
     aten.bernoulli.Tensor,
     aten.uniform.default,
     aten.normal_functional.default,
     aten.exponential.default,
-)
+    aten.geometric.default,
+    aten.cauchy.default,
+    aten.log_normal.default,
+    aten.random.default,
+    getattr(aten.random, "from"),  # (a Python keyword)
+    aten.random.to,
+    aten.poisson.default,
+):
+    zero_gradient(RULES, _op)

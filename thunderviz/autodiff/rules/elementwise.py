@@ -194,10 +194,13 @@ unary(
 
 @RULES.grad(aten.atan2.default)
 def atan2(a, b):
-    # atan2(a, b) is the angle of the point (b, a): d/da = b / r**2, d/db = -a / r**2
+    # atan2(a, b) is the angle of the point (b, a): d/da = b / r**2, d/db = -a / r**2.
+    # At the origin (or where r**2 underflows) 1 / r**2 is inf; eager takes it as 0 there,
+    # so both gradients are 0, not nan.
     out = aten.atan2.default(a, b)
     g = get_grad(out)
     recip = aten.reciprocal.default(aten.add.Tensor(aten.mul.Tensor(a, a), aten.mul.Tensor(b, b)))
+    recip = aten.masked_fill.Scalar(recip, aten.eq.Scalar(recip, math.inf), 0.0)
     if requires_grad(a):
         put_grad(a, aten.mul.Tensor(aten.mul.Tensor(g, b), recip))
     if requires_grad(b):

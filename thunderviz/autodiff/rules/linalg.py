@@ -166,6 +166,21 @@ def addmv(c, m, v, **kwargs):
     return out
 
 
+@RULES.grad(aten.addr.default)
+def addr(c, u, v, **kwargs):
+    """c*beta + alpha * outer(u, v), as derivatives.yaml takes it (torch's decomposition
+    leaves `c` out when beta is 0, where eager's gradient of `c` is g*0, not none); each
+    product is scaled after it is taken, as eager's are."""
+    out = aten.addr.default(c, u, v, **kwargs)
+    g = get_grad(out)
+    _added_term_grad(c, g, kwargs)
+    if requires_grad(u):
+        put_grad(u, scaled(aten.mv.default(g, conj(v)), _alpha(kwargs)))
+    if requires_grad(v):
+        put_grad(v, scaled(aten.mv.default(aten.t.default(g), conj(u)), _alpha(kwargs)))
+    return out
+
+
 def _linear_args(input, weight, bias=None):
     return input, weight, bias
 

@@ -1,16 +1,19 @@
 """More grad rules for nn ops with ATen backward kernels (`rules/nn.py` holds the common
 ones): embedding bag, randomized leaky ReLU, fractional max pooling, CTC loss, multilabel
-margin loss, packing padded sequences, and the double backward of max pooling.
+and multi-class margin losses, binary cross-entropy, packing padded sequences, and the
+double backward of max pooling.
 
 As in nn.py, each rule emits the kernel eager autograd runs, so the numbers match eager's.
 Some of these kernels have no meta implementation (`_ctc_loss_backward`,
-`fractional_max_pool3d_backward`, `multilabel_margin_loss_backward`, `_ctc_loss.Tensor`,
+`fractional_max_pool3d_backward`, `multilabel_margin_loss_backward`,
+`multi_margin_loss_backward`, `_ctc_loss.Tensor`,
 `_pack_padded_sequence`):
 prims/missing_meta.py gives their outputs' shapes.
 """
 
 from __future__ import annotations
 
+from thunderviz.autodiff.errors import AutodiffError
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.rules.common import backward_kernel, register, with_arguments
@@ -107,6 +110,40 @@ backward_kernel(
     aten.multilabel_margin_loss_forward.default,
     aten.multilabel_margin_loss_backward.default,
 )
+
+
+# A score within the margin of the target's, ties included, is eager's kernel's to count
+# (torch's decomposition, differentiated, counts a tie where the kernel does not)
+backward_kernel(RULES, aten.multi_margin_loss.default, aten.multi_margin_loss_backward.default)
+
+
+@RULES.grad(aten.binary_cross_entropy.default)
+def binary_cross_entropy(*args, **kwargs):
+    """derivatives.yaml's gradients. The input's is eager's kernel, which divides by
+    max(x (1 - x), 1e-12): a prediction of exactly 0 or 1 (a saturated sigmoid in float32)
+    gets a large finite gradient, where torch's decomposition, differentiated, gives nan.
+    The target's is -logit(x) * g, weighted and averaged as eager's, infinite there."""
+    out = aten.binary_cross_entropy.default(*args, **kwargs)
+    x, target, weight, reduction = op_args(aten.binary_cross_entropy.default, args, kwargs)
+    if requires_grad(weight):
+        raise AutodiffError(
+            "binary_cross_entropy is not differentiable as to its `weight`, in eager too "
+            '("This input cannot have requires_grad True"): pass the weight detached'
+        )
+    g = get_grad(out)
+    if requires_grad(x):
+        put_grad(x, aten.binary_cross_entropy_backward.default(g, x, target, weight, reduction))
+    if requires_grad(target):
+        grad_target = aten.mul.Tensor(aten.neg.default(aten.logit.default(x)), g)
+        if weight is not None:
+            grad_target = aten.mul.Tensor(grad_target, weight)
+        if reduction == _MEAN:
+            grad_target = aten.div.Scalar(grad_target, target.numel)
+        put_grad(target, grad_target)
+    return out
+
+
+_MEAN = 1  # torch's Reduction::Mean
 
 
 def _ctc_loss_rule(op, backward) -> None:

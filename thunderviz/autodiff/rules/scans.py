@@ -3,9 +3,11 @@ logcumsumexp. (cumsum and cumprod live with the reductions.)"""
 
 from __future__ import annotations
 
+import torch
+
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import conj, register, scalar_zero
+from thunderviz.autodiff.rules.common import conj, register
 from thunderviz.prims import aten
 
 RULES = RuleSet("scans")
@@ -56,16 +58,16 @@ def logcumsumexp(a, dim):
         summed = _reversed_logcumsumexp(aten.sub.Tensor(log_g, out), dim)
         put_grad(a, conj(aten.exp.default(aten.add.Tensor(summed, a))))
         return out
-    minus_inf = aten.scalar_tensor.default(float("-inf"), dtype=g.dtype, device=g.device)
+    # eager's: the parts' logs are the dtype's lowest finite value where they are empty, and
+    # where every input so far is -inf (so is the output) the gradient is nan, as eager's
+    lowest = aten.scalar_tensor.default(torch.finfo(g.dtype).min, dtype=g.dtype, device=g.device)
     parts = []
     for sign_g in (g, aten.neg.default(g)):
-        log_part = aten.where.self(aten.gt.Scalar(sign_g, 0), aten.log.default(sign_g), minus_inf)
+        log_part = aten.where.self(aten.gt.Scalar(sign_g, 0), aten.log.default(sign_g), lowest)
         parts.append(
             aten.exp.default(
                 aten.add.Tensor(_reversed_logcumsumexp(aten.sub.Tensor(log_part, out), dim), a)
             )
         )
-    grad = aten.sub.Tensor(*parts)
-    # where every input so far is -inf the output is -inf too: no gradient flows there
-    put_grad(a, aten.where.self(aten.isnan.default(grad), scalar_zero(grad), grad))
+    put_grad(a, aten.sub.Tensor(*parts))
     return out

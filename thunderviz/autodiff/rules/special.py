@@ -15,7 +15,8 @@ import torch
 
 from thunderviz.autodiff.joint import get_grad, put_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import scalar_zero, unary
+from thunderviz.autodiff.rules.common import register, scalar_zero, unary
+from thunderviz.core.proxies import TensorProxy
 from thunderviz.prims import aten
 
 RULES = RuleSet("special")
@@ -104,6 +105,71 @@ unary(
 )
 
 
+# entr(a) = -a log(a): -(1 + log(a)), inf at 0 as eager's (torch's decomposition special-cases
+# 0 in the forward, and differentiated gives nan there)
+unary(
+    RULES,
+    aten.special_entr.default,
+    _times(lambda a, out: aten.neg.default(aten.add.Tensor(aten.log.default(a), 1))),
+)
+
+
+@RULES.grad(aten.sinc.default)
+def sinc(a):
+    """sin(pi a) / (pi a): (pi a cos(pi a) - sin(pi a)) / (pi a^2), and 0 where pi a^2 is 0,
+    as eager's `sinc_backward` (the decomposition, differentiated, gives nan at 0)."""
+    out = aten.sinc.default(a)
+    a_pi = aten.mul.Tensor(a, math.pi)
+    a_squared_pi = aten.mul.Tensor(aten.mul.Tensor(a, a), math.pi)
+    d = aten.div.Tensor(
+        aten.sub.Tensor(aten.mul.Tensor(a_pi, aten.cos.default(a_pi)), aten.sin.default(a_pi)),
+        a_squared_pi,
+    )
+    g = aten.mul.Tensor(get_grad(out), d)
+    put_grad(a, aten.where.self(aten.eq.Scalar(a_squared_pi, 0), scalar_zero(g), g))
+    return out
+
+
+def _xlog1py_rule(op) -> None:
+    """x log1p(y), as derivatives.yaml has it: dx = xlog1py(g, y), 0 where x is 0 and
+    y <= -1 only (torch's decomposition, differentiated, gives 0 wherever x is 0); dy =
+    g x / (y + 1). A Python number among the two (`self_scalar`, `other_scalar`) has none."""
+
+    def rule(x, y):
+        out = op(x, y)
+        g = get_grad(out)
+        if isinstance(x, TensorProxy):
+            dx = (
+                aten.special_xlog1py.default(g, y)
+                if isinstance(y, TensorProxy)
+                else aten.special_xlog1py.other_scalar(g, y)
+            )
+            flat = _zero_and_at_most(x, y, -1)
+            put_grad(x, dx if flat is None else aten.masked_fill.Scalar(dx, flat, 0.0))
+        if isinstance(y, TensorProxy):
+            put_grad(y, aten.div.Tensor(aten.mul.Tensor(g, x), aten.add.Tensor(y, 1)))
+        return out
+
+    register(RULES, op, rule)
+
+
+def _zero_and_at_most(x, y, bound):
+    """x == 0 & y <= bound, for a tensor x and a tensor or number y; None where it holds
+    nowhere (a number y above the bound)."""
+    zero = aten.eq.Scalar(x, 0)
+    if not isinstance(y, TensorProxy):
+        return zero if y <= bound else None
+    return aten.logical_and.default(zero, aten.le.Scalar(y, bound))
+
+
+for _op in (
+    aten.special_xlog1py.default,
+    aten.special_xlog1py.self_scalar,
+    aten.special_xlog1py.other_scalar,
+):
+    _xlog1py_rule(_op)
+
+
 @RULES.grad(aten.polygamma.default)
 def polygamma(n, a):
     out = aten.polygamma.default(n, a)
@@ -125,10 +191,10 @@ def frexp(a):
 
 @RULES.grad(aten.nextafter.default)
 def nextafter(a, b):
-    """The next float after a towards b: a step of one ulp, so d/da = 1 and d/db = 0 (as
-    autograd has it)."""
+    """The next float after a towards b: a step of one ulp, so d/da = 1, but 0 where a == b
+    (nextafter(a, a) is a), and d/db = 0, as autograd has it."""
     out = aten.nextafter.default(a, b)
     g = get_grad(out)
-    put_grad(a, g)
+    put_grad(a, aten.where.self(aten.ne.Tensor(a, b), g, scalar_zero(g)))
     put_grad(b, aten.mul.Tensor(g, scalar_zero(g)))
     return out
