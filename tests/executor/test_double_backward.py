@@ -93,3 +93,64 @@ def test_a_hessian_vector_product_through_jit_is_eagers():
 
     x, v = torch.randn(4, 3, **F64), torch.randn(4, 3, **F64)
     torch.testing.assert_close(hvp(tv.jit(model), x, v), hvp(model, x, v), **CLOSE)
+
+
+class _Swish(torch.autograd.Function):
+    """A custom activation saving its input: its backward reads `x`, so the penalty's second
+    derivative goes through `x` (the input itself, as eager saves it)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return g * (s + x * s * (1 - s))
+
+
+class _HalfGrad(torch.autograd.Function):
+    """The identity, whose backward halves the gradient: the second derivative of what
+    reads its output (`tanh`, next) goes back through it, as through eager's node."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def forward(x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0.5
+
+
+class _WithFunctions(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.b(torch.tanh(_HalfGrad.apply(_Swish.apply(self.a(x)))))
+
+
+@pytest.mark.parametrize("make", [_WithFunctions], ids=["functions"])
+def test_a_gradient_penalty_through_user_functions_is_eagers(make):
+    """A jitted call runs a user Function outside autograd; the recompute for create_graph
+    joins it into the graph as `Function.apply` does (capture/function_graph.py). Before,
+    the penalty lost the Functions' part of the second derivative, without a word."""
+    torch.manual_seed(0)
+    eager = make().double()
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    for _ in range(2):
+        x = torch.randn(6, 4, **F64)
+        want, got = _penalised_step(eager, x), _penalised_step(jitted, x)
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b, **CLOSE)
+        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
+            torch.testing.assert_close(q.grad, p.grad, **CLOSE, msg=name)
+            p.grad = q.grad = None

@@ -34,6 +34,7 @@ import torch
 from torch.autograd.function import Function, FunctionCtx
 
 from thunderviz.capture.dispatch_mode import recording
+from thunderviz.capture.function_graph import joined_to_inputs, keeps_graph
 from thunderviz.core.proxies import Proxy
 from thunderviz.core.symbol import Symbol, SymbolKind
 
@@ -174,7 +175,7 @@ class AutogradFunctionCall:
         ctx = FunctionContext(needs_input_grad)
         needs = held_needs or (False,) * len(held)
         held = tuple(
-            v.detach().requires_grad_(True) if need else v
+            v.detach().requires_grad_(True) if need and not keeps_graph(v) else v
             for v, need in zip(held, needs, strict=True)
         )
         ctx._thunderviz_held = tuple(v for v, need in zip(held, needs, strict=True) if need)
@@ -197,6 +198,8 @@ class AutogradFunctionCall:
             [_TensorMeta.of(o) if isinstance(o, torch.Tensor) else None for o in aliased],
             non_diff,
         )
+        if torch.is_grad_enabled() and not recording():  # a double backward's recompute
+            out = joined_to_inputs(self, ctx, out, run_args)
         return out, ctx
 
     def _argument(self, index: int, a: Any, needs_grad: bool) -> Any:
@@ -207,10 +210,10 @@ class AutogradFunctionCall:
             return a
         if index in self.dirty_inputs:
             a = a.clone()
-        if recording():
-            # a backward traced inside the program runs this forward: the recorder knows
-            # what needs a gradient, and a detach would cut what the user's backward reads
-            # from what the gradient of that backward flows to (its create_graph)
+        if recording() or keeps_graph(a):
+            # a backward traced inside the program, or a double backward's recompute, runs
+            # this forward: a detach would cut what the user's backward reads from what the
+            # gradient of that backward flows to (capture/function_graph.py)
             return a
         return a.detach().requires_grad_(True) if needs_grad else a
 
