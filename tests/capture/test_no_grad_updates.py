@@ -1,5 +1,6 @@
 """In-place updates under no_grad of tensors that need a gradient (a weight clipped in the
-forward, Embedding's max_norm renormalising rows, an activation clamped) are invisible to
+forward, Embedding's max_norm renormalising rows, an activation clamped, the variance
+`gaussian_nll_loss` clamps inside its own call) are invisible to
 eager's autograd: later uses differentiate as to the tensor itself, at its new value. Under
 jit the gradients, the updated parameters and the losses are eager's, over several steps
 (float64, to 1e-12)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from tests.helpers import assert_same_state, jitted_twin
 
@@ -61,6 +63,20 @@ class MaxNormEmbeddingBag(nn.Module):
         return self.lin(self.bag((x.abs() * 3).long() % 10))
 
 
+class GaussianHead(nn.Module):
+    """`F.gaussian_nll_loss` clamps a copy of the variance to `eps` in place under no_grad,
+    inside the call: autograd never sees the clamp, and where the variance is below eps its
+    gradient is large (-1/(2 eps) and more), not 0 as the clamp, differentiated, once had it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mean, self.var = nn.Linear(4, 1), nn.Linear(4, 1)
+
+    def forward(self, x):
+        target = x.sum(1, keepdim=True)
+        return F.gaussian_nll_loss(self.mean(x), target, self.var(x).pow(2) * 1e-6) * 1e-6
+
+
 MAKERS = {
     "clipped_weight": ClippedWeight,
     "clamped_activation": ClampedActivation,
@@ -68,6 +84,7 @@ MAKERS = {
     "max_norm_bag_sum": lambda: MaxNormEmbeddingBag("sum"),
     "max_norm_bag_mean": lambda: MaxNormEmbeddingBag("mean"),
     "max_norm_bag_max": lambda: MaxNormEmbeddingBag("max"),
+    "gaussian_nll_loss": GaussianHead,
 }
 
 

@@ -137,7 +137,19 @@ class _WithFunctions(nn.Module):
         return self.b(torch.tanh(_HalfGrad.apply(_Swish.apply(self.a(x)))))
 
 
-@pytest.mark.parametrize("make", [_WithFunctions], ids=["functions"])
+class _GaussianHead(nn.Module):
+    """`gaussian_nll_loss` clamps a copy of its variance under no_grad inside its call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mean, self.var = nn.Linear(4, 1), nn.Linear(4, 1)
+
+    def forward(self, x):
+        var = self.var(x).pow(2) * 1e-6  # below eps, often
+        return nn.functional.gaussian_nll_loss(self.mean(x), x.sum(1, keepdim=True), var) * 1e-3
+
+
+@pytest.mark.parametrize("make", [_WithFunctions, _GaussianHead], ids=["functions", "gaussian"])
 def test_a_gradient_penalty_through_user_functions_is_eagers(make):
     """A jitted call runs a user Function outside autograd; the recompute for create_graph
     joins it into the graph as `Function.apply` does (capture/function_graph.py). Before,

@@ -13,6 +13,12 @@ parameter would silently get none. So after such a call, capture records
 `StraightThrough(old, new)`: the new value, whose gradient goes to the old one as it is (a
 custom autograd Function, so the trace shows it and autodiff needs no rule of its own), and
 the program's later reads of the tensor read that.
+
+A torch function can make such an update inside itself: `F.gaussian_nll_loss` clones the
+variance and clamps the clone to `eps` under no_grad, so the variance's gradient is taken at
+the clamped value but never through the clamp. Inside a call only its ATen ops are seen, so
+there the recorder reattaches after the in-place op itself (`Recorder.on_dispatch`), when
+the no_grad was entered within the call (one entered outside is the call's to handle).
 """
 
 from __future__ import annotations

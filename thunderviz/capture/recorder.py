@@ -68,7 +68,7 @@ from thunderviz.core.dispatch_settings import changed_beyond_kernels, dispatch_s
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import NameGenerator, NumberProxy, leaves
 from thunderviz.core.symbol import BoundSymbol, BsymTag, Origin, Symbol
-from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices
+from thunderviz.prims.aliasing import is_view_op, mutated_arg_indices, mutated_tensors
 from thunderviz.prims.torch_symbols import (
     functional_method_name,
     is_property_read,
@@ -244,9 +244,9 @@ class Recorder(FunctionalizingRecorder):
             return record_collective_call(self, func, args, kwargs)
         source = user_source(skip=3)
         p_args, p_kwargs = printable_arguments(self, self.proxify((args, kwargs)))
-        frame = Frame()
-        outer_source, self._source = self._source, source
         grad_enabled = torch.is_grad_enabled()
+        frame = Frame(called_with_grad=grad_enabled)
+        outer_source, self._source = self._source, source
         # what the call may update in place behind autograd's back: a weight it clamps under
         # no_grad, a parameter written through `.data` (capture/no_grad_updates.py)
         given = (*args, *kwargs.values())
@@ -359,15 +359,36 @@ class Recorder(FunctionalizingRecorder):
             bsym.tags.add(BsymTag.DATA_DEPENDENT)
             self._append(bsym)
             return out
+        # a no_grad the torch-level call around this op entered itself (gaussian_nll_loss
+        # clamps a copy of its variance so): autograd records nothing of what runs in it
+        frame = self._frames[-1]
+        inner_no_grad = frame.called_with_grad and not torch.is_grad_enabled()
+        recorded = len(frame.bsyms)
         if writes:
+            behind_autograd = self._updated_behind_autograd(func, args, kwargs, inner_no_grad)
             self._record_mutation(func, args, kwargs, p_args, p_kwargs, out)
+            _no_grad_from(frame, recorded, inner_no_grad)
+            if behind_autograd:
+                with self.dispatch_mode:  # (off the stack in here) records the reattaching
+                    reattach_no_grad_updates(self, behind_autograd)
             if self.unfilled:
                 forget_written(self)
         else:
             self._record_functional(func, args, kwargs, p_args, p_kwargs, out)
+            _no_grad_from(frame, recorded, inner_no_grad)
             if func in EMPTY_FACTORIES or self.unfilled:
                 note_unfilled(self, func, args, out)
         return out
+
+    def _updated_behind_autograd(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], inner_no_grad: bool
+    ) -> list[tuple[torch.Tensor, Any]]:
+        """The tensors requiring grad that an in-place ATen op updates under a no_grad the
+        torch-level call around it entered itself (one entered outside it is that call's to
+        handle, `_after_call`)."""
+        if not inner_no_grad:
+            return []
+        return grad_requiring_args(self, mutated_tensors(func, args, kwargs))
 
     def _record_functional(
         self, func: Any, args: Any, kwargs: Any, p_args: Any, p_kwargs: Any, out: Any
@@ -398,6 +419,14 @@ class Recorder(FunctionalizingRecorder):
                 self._register_view(func, args, kwargs, p_args, p_kwargs, i, view)
         self._expand(bsym, func, args, kwargs)
         self._append(bsym)
+
+
+def _no_grad_from(frame: Frame, start: int, no_grad: bool) -> None:
+    """Tag the bound symbols `frame` got from `start` on as run without grad, if so: autodiff
+    sends no gradient through them, as autograd recorded none (their outputs need none)."""
+    if no_grad:
+        for bsym in frame.bsyms[start:]:
+            bsym.tags.add(BsymTag.NO_GRAD)
 
 
 def _call_name(func: Callable[..., Any]) -> str:

@@ -59,6 +59,10 @@ class Frame:
     # the call's values carry no gradient, whatever grad mode it ran in (a
     # `torch.autograd.grad` without create_graph)
     without_grad: bool = False
+    # a torch-level call made with grad enabled: an in-place update it makes under no_grad
+    # of a value that requires grad (`gaussian_nll_loss` clamps its variance so) happens
+    # behind autograd's back (capture/no_grad_updates.py)
+    called_with_grad: bool = False
 
 
 @dataclass
