@@ -14,6 +14,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from thunderviz.capture.attribute_writes import AttributeWrites
+from thunderviz.capture.control_flow import choosing_branches
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import intercepting_function_apply
 from thunderviz.capture.generators import PythonDraws, state_calls_recorded
@@ -287,6 +288,7 @@ def _run(
         recorder.dispatch_mode,
         intercepting_function_apply(recorder),
         encoding_as_eager(),
+        choosing_branches(),
         stamping_blocks(recorder, module, fake) as written_out,
         backward_hooks_traced(module, with_root=own_hooks),
         state_calls_recorded(recorder),

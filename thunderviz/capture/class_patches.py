@@ -1,4 +1,4 @@
-"""Class attributes of torch's that capture replaces while traces run.
+"""Class (and module) attributes of torch's that capture replaces while traces run.
 
 A trace needs torch's own code to do something else for the thread that traces
 (`Function.apply` recorded, `TransformerEncoder.forward` padding as eager's nested path):
@@ -18,12 +18,12 @@ from typing import Any
 __all__ = ["class_patched"]
 
 _lock = threading.Lock()
-# (class, attribute name) -> [the class's own value, how many traces use the replacement]
-_patches: dict[tuple[type, str], list[Any]] = {}
+# (class or module, attribute name) -> [its own value, how many traces use the replacement]
+_patches: dict[tuple[Any, str], list[Any]] = {}
 
 
 @contextlib.contextmanager
-def class_patched(cls: type, name: str, value: Any) -> Iterator[None]:
+def class_patched(cls: Any, name: str, value: Any) -> Iterator[None]:
     """While the body runs, `cls.<name>` is `value` (for every thread: `value` tells the
     tracing one apart); the class's own is back when the last body using it ends."""
     key = (cls, name)
