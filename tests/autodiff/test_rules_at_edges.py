@@ -118,6 +118,17 @@ OVERWRITES_AND_DRAWS = {
     "random_": lambda a: a.clone().random_(0, 3),
     "poisson": torch.poisson,
 }
+# Draws whose parameters are tensors: `torch.normal`'s gradient is zeros in eager (not the
+# reparameterized one of its decomposition, mean + std * noise, which jit gave); Gamma's is
+# the implicit reparameterization (`_standard_gamma_grad`, which jit refused)
+DRAWS_WITH_PARAMETERS = {
+    "normal(mean, std)": lambda a: torch.normal(a, a),
+    "normal(mean, 1.0)": lambda a: torch.normal(a, 1.0),
+    "normal(0.0, std)": lambda a: torch.normal(0.0, a),
+    "normal(mean, std) * mean": lambda a: torch.normal(a, a) * a,
+    "Gamma.rsample": lambda a: torch.distributions.Gamma(a, 1.0).rsample((4,)),
+    "Beta.rsample": lambda a: torch.distributions.Beta(a, 2 * a).rsample(),
+}
 FACTORIES = {
     "zeros_like": torch.zeros_like,
     "ones_like": torch.ones_like,
@@ -152,6 +163,14 @@ def test_overwrites_and_draws_give_zeros_not_none(name):
     torch.testing.assert_close(jit_out, out, rtol=0, atol=0)
     assert grad is not None and jit_grad is not None
     torch.testing.assert_close(jit_grad, grad, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", list(DRAWS_WITH_PARAMETERS))
+def test_draws_with_tensor_parameters_differentiate_as_eagers_do(name):
+    (out, needs, grad), (jit_out, jit_needs, jit_grad) = _eager_and_jit(DRAWS_WITH_PARAMETERS[name])
+    assert needs and jit_needs
+    torch.testing.assert_close(jit_out, out, rtol=0, atol=0)
+    torch.testing.assert_close(jit_grad, grad, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", list(FACTORIES))

@@ -106,6 +106,7 @@ _GRADIENTS: dict[Any, Callable[[tuple[Any, ...]], Any]] = {
     _aten.fractional_max_pool3d_backward.default: _like(1),  # (grad_output, self, ...)
     _aten.multilabel_margin_loss_backward.default: _like(1),  # (grad_output, self, ...)
     _aten.multi_margin_loss_backward.default: _like(1),  # (grad_output, self, ...)
+    _aten._standard_gamma_grad.default: _like(0),  # (self, output): d sample / d alpha
     _aten._pack_padded_sequence_backward.default: _sized(1, 0),  # (grad, input_size, ...)
     # (grad, self, scale, zero_point, ...): d self, d scale, d zero_point
     _aten._fake_quantize_learnable_per_channel_affine_backward.default: _likes(1, 2, 3),

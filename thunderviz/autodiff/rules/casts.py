@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from thunderviz.autodiff.joint import get_grad, put_grad, requires_grad
 from thunderviz.autodiff.registry import RuleSet
-from thunderviz.autodiff.rules.common import pass_through, scaled, unary, zero_gradient, zeros_of
+from thunderviz.autodiff.rules.common import (
+    pass_through,
+    register,
+    scaled,
+    unary,
+    zero_gradient,
+    zeros_of,
+)
 from thunderviz.prims import aten
 from thunderviz.prims.differentiability import NON_DIFFERENTIABLE_OUTPUTS
 
@@ -127,3 +134,31 @@ for _op in (
     aten.poisson.default,
 ):
     zero_gradient(RULES, _op)
+
+
+def _normal_rule(op) -> None:
+    """`torch.normal(mean, std)`: eager's gradient of a tensor mean or std is zeros. The draw
+    is not reparameterized in autograd (`mean + std * randn_like(std)` is); torch's
+    decomposition is that sum, whose gradient would train where eager's does not."""
+
+    def rule(*args, **kwargs):
+        out = op(*args, **kwargs)
+        for a in args:
+            if requires_grad(a):
+                put_grad(a, zeros_of(a))
+        return out
+
+    register(RULES, op, rule)
+
+
+for _op in (aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor):
+    _normal_rule(_op)
+
+
+# Gamma(α) samples (`Gamma.rsample`, and Beta's and Dirichlet's through it): reparameterized
+# in eager, by the implicit derivative of the sample as to α that `_standard_gamma_grad` gives
+unary(
+    RULES,
+    aten._standard_gamma.default,
+    lambda g, a, out: aten.mul.Tensor(g, aten._standard_gamma_grad.default(a, out)),
+)
