@@ -22,6 +22,12 @@ Samples torch.autograd itself rejects are left out. Run:
     .venv/bin/python -m benchmarks.opinfo_census --device cuda     # torch's CUDA samples
     .venv/bin/python -m benchmarks.opinfo_census --shard 2/4       # every 4th OpInfo from the 2nd
     .venv/bin/python -m benchmarks.opinfo_census --dtype float64 --second-order
+    .venv/bin/python -m benchmarks.opinfo_census --dtype float64 --at-edges
+
+`--at-edges` rounds every floating sample value to a multiple of 1/2 first: ties (max, sort,
+margins), zeros (x log x, sinc, atan2 at the origin), probabilities of exactly 0 and 1. A
+gradient there is a convention, eager's (derivatives.yaml), and finite differences do not
+settle a disagreement: thunderviz must give autograd's value, nan and inf included.
 
 `--second-order` checks, for the OpInfos whose gradient torch differentiates again
 (`supports_gradgrad`), a penalty taken inside the traced program: the op, then the squared
@@ -132,11 +138,12 @@ def check_sample(
     notes: list[str] | None = None,
     strided: bool = False,
     second_order: bool = False,
+    settle: bool = True,
 ) -> str | None:
     """'' when thunderviz agrees with torch.autograd, a description when not, None when
-    torch.autograd rejects the sample. Raises what thunderviz raises. A gradient where
-    autograd and thunderviz differ is settled by finite differences: if they side with
-    thunderviz, the sample passes and `notes` says so."""
+    torch.autograd rejects the sample. Raises what thunderviz raises. With `settle`, a
+    gradient where autograd and thunderviz differ is settled by finite differences: if they
+    side with thunderviz, the sample passes and `notes` says so."""
     gen = torch.Generator().manual_seed(0)
     try:
         with torch.no_grad():
@@ -185,7 +192,7 @@ def check_sample(
     for i, (g, r) in enumerate(zip(ours, ref_grads, strict=True)):
         problem = compare(r, g, dtype, f"grad of input {i}")
         if problem:
-            settled = references.settle(fn, args, kwargs, cts, i, g, r, dtype)
+            settled = references.settle(fn, args, kwargs, cts, i, g, r, dtype) if settle else None
             if settled is None:
                 return problem
             if notes is not None:
@@ -203,6 +210,13 @@ def cotangent(o: torch.Tensor, gen: torch.Generator, strided: bool) -> torch.Ten
     return wide.to(o.device)[..., ::2]  # (sliced there: moving a gappy view makes it dense)
 
 
+def at_halves(x: Any) -> Any:
+    """A floating tensor's values rounded to multiples of 1/2 (`--at-edges`); else `x`."""
+    if isinstance(x, torch.Tensor) and x.is_floating_point() and x.layout == torch.strided:
+        return (x * 2).round() / 2
+    return x
+
+
 def census_opinfo(
     info: Any,
     dtype: torch.dtype,
@@ -210,6 +224,7 @@ def census_opinfo(
     device: str = "cpu",
     strided: bool = False,
     second_order: bool = False,
+    at_edges: bool = False,
 ) -> Outcome:
     label = label_of(info)
     if dtype not in info.supported_backward_dtypes(device):
@@ -226,6 +241,8 @@ def census_opinfo(
                 break
             fn = _sample_fn(info, sample)
             args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
+            if at_edges:
+                args, kwargs = pytree.tree_map(at_halves, (args, kwargs))
             try:
                 with torch.no_grad():
                     torch.manual_seed(0)
@@ -235,7 +252,9 @@ def census_opinfo(
             if any(_is_complex(x) for x in pytree.tree_leaves((args, kwargs, eager))):
                 is_complex = True
             try:
-                result = check_sample(fn, args, kwargs, dtype, notes, strided, second_order)
+                result = check_sample(
+                    fn, args, kwargs, dtype, notes, strided, second_order, settle=not at_edges
+                )
             except AutodiffError as e:
                 compared += 1
                 if "has no grad rule" in str(e) and e.bsym is not None:
@@ -295,11 +314,13 @@ def run(
     device: str = "cpu",
     strided: bool = False,
     second_order: bool = False,
+    at_edges: bool = False,
 ) -> list[Outcome]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return [
-            census_opinfo(info, dtype, n_samples, device, strided, second_order) for info in infos
+            census_opinfo(info, dtype, n_samples, device, strided, second_order, at_edges)
+            for info in infos
         ]
 
 
@@ -354,6 +375,11 @@ def main() -> None:
         action="store_true",
         help="a penalty on the gradients taken inside the traced program, differentiated again",
     )
+    parser.add_argument(
+        "--at-edges",
+        action="store_true",
+        help="sample values rounded to halves (ties, zeros, 0 and 1): eager's value, not settled",
+    )
     ns = parser.parse_args()
     shard, shards = (int(part) for part in ns.shard.split("/"))
     infos = autograd_opinfos([n for n in ns.ops.split(",") if n] or None)[shard - 1 :: shards]
@@ -367,7 +393,13 @@ def main() -> None:
     for name in dtypes:
         t0 = time.perf_counter()
         outcomes = run(
-            DTYPES[name], infos, ns.samples, ns.device, ns.strided_cotangents, ns.second_order
+            DTYPES[name],
+            infos,
+            ns.samples,
+            ns.device,
+            ns.strided_cotangents,
+            ns.second_order,
+            ns.at_edges,
         )
         summarize(name, outcomes, time.perf_counter() - t0, ns.verbose)
         every += outcomes
