@@ -77,6 +77,37 @@ class GaussianHead(nn.Module):
         return F.gaussian_nll_loss(self.mean(x), target, self.var(x).pow(2) * 1e-6) * 1e-6
 
 
+class InitRow(nn.Module):
+    """`nn.init.constant_` on a row view: torch's init writes under its own no_grad, inside
+    its call, into the parameter the program reads after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        nn.init.constant_(self.w[0], 0.25)
+        return x @ self.w
+
+
+class WrittenThroughAView(nn.Module):
+    """A view made with grad, written under no_grad, then read with its base: a parameter's
+    row and an activation's column. Both reads differentiate as to the tensor itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        row, h = self.w[0], self.lin(x)
+        column = h[:, 0]
+        with torch.no_grad():
+            row.fill_(0.5)
+            column.mul_(0.5)
+        return x @ self.w + row + h * column[:, None]
+
+
 MAKERS = {
     "clipped_weight": ClippedWeight,
     "clamped_activation": ClampedActivation,
@@ -85,6 +116,8 @@ MAKERS = {
     "max_norm_bag_mean": lambda: MaxNormEmbeddingBag("mean"),
     "max_norm_bag_max": lambda: MaxNormEmbeddingBag("max"),
     "gaussian_nll_loss": GaussianHead,
+    "init_row": InitRow,
+    "written_through_a_view": WrittenThroughAView,
 }
 
 

@@ -60,14 +60,19 @@ class StraightThrough(torch.autograd.Function):
 
 
 def grad_requiring_args(recorder: Any, args: Any) -> list[tuple[torch.Tensor, Proxy]]:
-    """The call's tensor arguments whose values require grad, with their proxies now."""
-    found = []
+    """The call's tensor arguments whose values require grad, with their proxies now; for a
+    view, its base too (`nn.init.constant_(w[0], c)` writes into `w`, which the program
+    reads after: its gradient goes to `w`, through the row written too)."""
+    found: dict[int, tuple[torch.Tensor, Proxy]] = {}
     for a in args:
-        if isinstance(a, torch.Tensor):
-            proxy = recorder._proxies.get(id(a))
+        if not isinstance(a, torch.Tensor):
+            continue
+        view = recorder._views.get(id(a))
+        for t in (a,) if view is None else (a, view.base):
+            proxy = recorder._proxies.get(id(t))
             if isinstance(proxy, TensorProxy) and proxy.requires_grad:
-                found.append((a, proxy))
-    return found
+                found.setdefault(id(t), (t, proxy))
+    return list(found.values())
 
 
 def detached_alias_bases(recorder: Any, args: Any) -> list[tuple[torch.Tensor, Proxy]]:

@@ -367,7 +367,8 @@ class Recorder(FunctionalizingRecorder):
         if writes:
             behind_autograd = self._updated_behind_autograd(func, args, kwargs, inner_no_grad)
             self._record_mutation(func, args, kwargs, p_args, p_kwargs, out)
-            _no_grad_from(frame, recorded, inner_no_grad)
+            if inner_no_grad:
+                _no_grad_from(frame, recorded)
             if behind_autograd:
                 with self.dispatch_mode:  # (off the stack in here) records the reattaching
                     reattach_no_grad_updates(self, behind_autograd)
@@ -375,7 +376,8 @@ class Recorder(FunctionalizingRecorder):
                 forget_written(self)
         else:
             self._record_functional(func, args, kwargs, p_args, p_kwargs, out)
-            _no_grad_from(frame, recorded, inner_no_grad)
+            if inner_no_grad:
+                _no_grad_from(frame, recorded)
             if func in EMPTY_FACTORIES or self.unfilled:
                 note_unfilled(self, func, args, out)
         return out
@@ -421,12 +423,11 @@ class Recorder(FunctionalizingRecorder):
         self._append(bsym)
 
 
-def _no_grad_from(frame: Frame, start: int, no_grad: bool) -> None:
-    """Tag the bound symbols `frame` got from `start` on as run without grad, if so: autodiff
-    sends no gradient through them, as autograd recorded none (their outputs need none)."""
-    if no_grad:
-        for bsym in frame.bsyms[start:]:
-            bsym.tags.add(BsymTag.NO_GRAD)
+def _no_grad_from(frame: Frame, start: int) -> None:
+    """Tag the bound symbols `frame` got from `start` on as run without grad: autodiff sends
+    no gradient through them, as autograd recorded none (their outputs need none)."""
+    for bsym in frame.bsyms[start:]:
+        bsym.tags.add(BsymTag.NO_GRAD)
 
 
 def _call_name(func: Callable[..., Any]) -> str:
