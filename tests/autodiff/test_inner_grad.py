@@ -146,6 +146,30 @@ def _through_a_function(net, x):
     return o + g.pow(2).sum()
 
 
+class _Exp(torch.autograd.Function):
+    """Saves its output, as an exp or a sigmoid does."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+def _through_a_function_saving_its_output(net, x):
+    """Eager's saved output keeps the Function's node: the backward's `g * y` is
+    differentiated again through `y` (it was taken as a constant: half the penalty's
+    gradient, without a word)."""
+    o = (_Exp.apply(net(x) * 0.3) ** 2).sum()
+    (g,) = torch.autograd.grad(o, x, create_graph=True)
+    return o + g.pow(2).sum()
+
+
 def _recurrent(net, idx):
     e = net[0](idx)
     o, _ = net[1](e)
@@ -225,6 +249,11 @@ CASES = {
     "autograd.functional.jacobian": (lambda: _mlp(3, 8, 1), _jacobian, _inputs((4, 3))),
     "non-reentrant checkpoint": (lambda: _mlp(3, 8, 1), _checkpointed, _inputs((4, 3))),
     "a custom autograd.Function": (lambda: nn.Linear(3, 3), _through_a_function, _inputs((4, 3))),
+    "a custom autograd.Function saving its output": (
+        lambda: nn.Linear(3, 3),
+        _through_a_function_saving_its_output,
+        _inputs((4, 3), requires_grad=True),
+    ),
     "LSTM, as to the embeddings": (
         lambda: nn.ModuleList([nn.Embedding(10, 4), nn.LSTM(4, 5, batch_first=True)]),
         _recurrent,

@@ -128,13 +128,30 @@ class _HalfGrad(torch.autograd.Function):
         return g * 0.5
 
 
+class _Sigmoid(torch.autograd.Function):
+    """Saves its output: eager's saved output keeps the Function's node, so the backward's
+    `g * s * (1 - s)` is differentiated again through `s` (jit took it as a constant)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        s = torch.sigmoid(x)
+        ctx.save_for_backward(s)
+        return s
+
+    @staticmethod
+    def backward(ctx, g):
+        (s,) = ctx.saved_tensors
+        return g * s * (1 - s)
+
+
 class _WithFunctions(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1)
 
     def forward(self, x):
-        return self.b(torch.tanh(_HalfGrad.apply(_Swish.apply(self.a(x)))))
+        h = torch.tanh(_HalfGrad.apply(_Swish.apply(self.a(x))))
+        return self.b(_Sigmoid.apply(h))
 
 
 class _GaussianHead(nn.Module):

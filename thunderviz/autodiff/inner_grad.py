@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from thunderviz.autodiff.registry import RuleSet
 from thunderviz.autodiff.vjp import AutodiffResult
+from thunderviz.capture.custom_function import FORWARD_ID
 from thunderviz.capture.recorder import Recorder
 from thunderviz.core.proxies import NameGenerator, Proxy, TensorProxy
 from thunderviz.core.symbol import BoundSymbol, BsymTag
@@ -203,11 +204,37 @@ def _run_new_forward_code(
         for p in b.flat_proxy_args:
             if p.name in values and p.name not in augmented.constants:
                 reads.setdefault(p.name, p)
-    trace = draft.from_trace(args=list(reads.values()), output_spec=None)
+    # the outputs of the user Functions it runs again, which their ctx may have saved
+    calls = [b for b in draft.bound_symbols if b.sym.id == FORWARD_ID]
+    rerun = [p for b in calls for p in b.flat_proxy_outs if isinstance(p, TensorProxy)]
+    trace = draft.from_trace(args=list(reads.values()), output=(*wanted, *rerun), output_spec=None)
     run = without_no_grad(trace.python_callable())
     with torch.enable_grad():
         out = run(*(values[name] for name in reads))
-    return {p.name: v for p, v in zip(wanted, out, strict=True)}
+    made = {p.name: v for p, v in zip((*wanted, *rerun), out, strict=True)}
+    for b in calls:
+        _saved_outputs_are_the_programs(b, made, values)
+    return {p.name: made[p.name] for p in wanted}
+
+
+def _saved_outputs_are_the_programs(
+    call: BoundSymbol, made: dict[str, Any], values: dict[str, torch.Tensor]
+) -> None:
+    """A user Function run again for its ctx (`forward_with_ctx`) saved its own outputs
+    (`ctx.save_for_backward(y)`, as an exp or a sigmoid does): in eager the saved output is
+    the call's output, with its node, so a second derivative through the backward's reads
+    of it reaches the Function's inputs. The ctx gets the program's output of the call
+    (whose grad rule is the Function's) in place of the rerun's, which has no history."""
+    *outputs, ctx = call.flat_proxy_outs
+    user_ctx = made.get(ctx.name)
+    if user_ctx is None:
+        return
+    programs = {
+        id(made[p.name]): values[p.name]
+        for p in outputs
+        if isinstance(p, TensorProxy) and p.name in made and p.name in values
+    }
+    user_ctx.to_save = tuple(programs.get(id(t), t) for t in user_ctx.to_save)
 
 
 def _as_eager_returns(

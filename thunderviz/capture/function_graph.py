@@ -12,7 +12,8 @@ graph must then reach through the Function as eager's does:
   backward `2 * g * x` is differentiated again as to `x`);
 * through the Function's outputs, which later ops read and save (`1 / y`): each output is
   the result of a node whose backward is the user's backward on the call's ctx, as
-  `Function.apply`'s node is.
+  `Function.apply`'s node is; an output the forward saved for its backward is saved so
+  too (a custom exp's backward `g * y` is differentiated again through `y`).
 
 Left out either way, a gradient penalty through a model with a custom activation got no
 second-order term from it, silently (None, or a graph missing the Function's part).
@@ -40,6 +41,7 @@ class _JoinedToInputs(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, call: Any, user_ctx: Any, n_outputs: int, *tensors: torch.Tensor) -> Any:
         ctx.call, ctx.user_ctx, ctx.n_outputs = call, user_ctx, n_outputs
+        ctx.set_materialize_grads(user_ctx.materialize_grads)  # None for an unused output
         outputs = tensors[:n_outputs]
         ctx.mark_non_differentiable(
             *(o for i, o in enumerate(outputs) if i in user_ctx._thunderviz_call.non_differentiable)
@@ -74,6 +76,13 @@ def joined_to_inputs(call: Any, user_ctx: Any, out: Any, run_args: tuple[Any, ..
         return out
     outs = out if isinstance(out, tuple) else (out,)
     tensors = [o for o in outs if isinstance(o, torch.Tensor)]
-    joined = iter(_JoinedToInputs.apply(call, user_ctx, len(tensors), *tensors, *inputs))
-    replaced = tuple(next(joined) if isinstance(o, torch.Tensor) else o for o in outs)
-    return replaced if isinstance(out, tuple) else replaced[0]
+    joined = _JoinedToInputs.apply(call, user_ctx, len(tensors), *tensors, *inputs)
+    # an output the forward saved (`ctx.save_for_backward(y)`, as exp and sigmoid do) is,
+    # in eager, that output with its node: the user's backward reads it with its history
+    # (a cycle, ctx -> output -> node -> ctx, that the collector frees; eager's saved
+    # outputs refer to their node weakly, which a Python ctx cannot)
+    as_joined = {id(t): j for t, j in zip(tensors, joined, strict=True)}
+    user_ctx.to_save = tuple(as_joined.get(id(t), t) for t in user_ctx.to_save)
+    replaced = iter(joined)
+    result = tuple(next(replaced) if isinstance(o, torch.Tensor) else o for o in outs)
+    return result if isinstance(out, tuple) else result[0]
