@@ -1,6 +1,6 @@
 """Models with user-defined autograd.Functions and checkpointed blocks, and the eager
 references the tests compare against (tests/autodiff/test_custom_function.py,
-test_checkpoint.py)."""
+test_checkpoint.py, test_inner_grad.py, tests/executor/test_double_backward.py)."""
 
 from __future__ import annotations
 
@@ -97,6 +97,20 @@ class Cube(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return 3 * x**2 * g * ctx.scale, None
+
+
+class DoubleInPlace(Function):
+    """Writes into its input and says so (ctx.mark_dirty), as in-place activations do."""
+
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
 
 
 class FunctionMLP(nn.Module):

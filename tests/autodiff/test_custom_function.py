@@ -18,6 +18,7 @@ import thunderviz as tv
 from tests.autodiff.custom_function_models import (
     NEEDS_LOG,
     Cube,
+    DoubleInPlace,
     FunctionMLP,
     Loss,
     RoundSTE,
@@ -149,20 +150,6 @@ def test_a_function_without_backward_is_refused_with_where_and_what_to_do():
     assert "JvpOnly.apply" in msg and "test_custom_function.py" in msg
     assert "return JvpOnly.apply(x)" in msg and "in module 'inner.1'" in msg
     assert "backward staticmethod" in msg
-
-
-class DoubleInPlace(Function):
-    """Writes into its input and says so (ctx.mark_dirty), as in-place activations do."""
-
-    @staticmethod
-    def forward(ctx, x):
-        x.mul_(2)
-        ctx.mark_dirty(x)
-        return x
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
 
 
 def _in_place_on_a_tensor(x, w):

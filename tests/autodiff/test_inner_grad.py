@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import thunderviz as tv
+from tests.autodiff.custom_function_models import DoubleInPlace
 from thunderviz.capture.errors import CaptureError
 
 D = torch.float64
@@ -161,6 +162,13 @@ class _Exp(torch.autograd.Function):
         return g * y
 
 
+def _through_a_function_writing_in_place(net, x):
+    """The output's history is the Function's node (its backward doubles), not the copy's."""
+    o = (DoubleInPlace.apply(net(x)) ** 2).sum()
+    (g,) = torch.autograd.grad(o, x, create_graph=True)
+    return o + g.pow(2).sum()
+
+
 def _through_a_function_saving_its_output(net, x):
     """Eager's saved output keeps the Function's node: the backward's `g * y` is
     differentiated again through `y` (it was taken as a constant: half the penalty's
@@ -249,6 +257,11 @@ CASES = {
     "autograd.functional.jacobian": (lambda: _mlp(3, 8, 1), _jacobian, _inputs((4, 3))),
     "non-reentrant checkpoint": (lambda: _mlp(3, 8, 1), _checkpointed, _inputs((4, 3))),
     "a custom autograd.Function": (lambda: nn.Linear(3, 3), _through_a_function, _inputs((4, 3))),
+    "a custom autograd.Function writing its input in place": (
+        lambda: nn.Linear(3, 3),
+        _through_a_function_writing_in_place,
+        _inputs((4, 3), requires_grad=True),
+    ),
     "a custom autograd.Function saving its output": (
         lambda: nn.Linear(3, 3),
         _through_a_function_saving_its_output,

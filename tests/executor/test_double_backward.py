@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 import thunderviz as tv
+from tests.autodiff.custom_function_models import DoubleInPlace
 from tests.helpers import DEVICES
 
 F64 = dict(dtype=torch.float64)
@@ -34,6 +35,21 @@ def _penalised_step(model, x):
     loss = out + ((g.norm(dim=1) - 1) ** 2).mean()
     loss.backward()
     return loss.detach(), x.grad
+
+
+def _penalised_steps_like_eager(eager: nn.Module) -> None:
+    """Two penalised steps of `eager` and of a jitted copy: losses, input gradients and
+    parameter gradients alike."""
+    ours = copy.deepcopy(eager)
+    jitted = tv.jit(ours)
+    for _ in range(2):
+        x = torch.randn(6, 4, **F64)
+        want, got = _penalised_step(eager, x), _penalised_step(jitted, x)
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b, **CLOSE)
+        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
+            torch.testing.assert_close(q.grad, p.grad, **CLOSE, msg=name)
+            p.grad = q.grad = None
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -68,17 +84,9 @@ def test_a_gradient_penalty_through_kernels_torch_differentiates_once(activation
     backward that keeps a graph runs their decompositions."""
     activation, norm = activation_and_norm
     torch.manual_seed(0)
-    eager = nn.Sequential(nn.Linear(4, 8), norm(), activation(), nn.Linear(8, 1)).double()
-    ours = copy.deepcopy(eager)
-    jitted = tv.jit(ours)
-    for _ in range(2):
-        x = torch.randn(6, 4, **F64)
-        want, got = _penalised_step(eager, x), _penalised_step(jitted, x)
-        for a, b in zip(got, want, strict=True):
-            torch.testing.assert_close(a, b, **CLOSE)
-        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
-            torch.testing.assert_close(q.grad, p.grad, **CLOSE, msg=name)
-            p.grad = q.grad = None
+    _penalised_steps_like_eager(
+        nn.Sequential(nn.Linear(4, 8), norm(), activation(), nn.Linear(8, 1)).double()
+    )
 
 
 def test_a_hessian_vector_product_through_jit_is_eagers():
@@ -150,7 +158,7 @@ class _WithFunctions(nn.Module):
         self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1)
 
     def forward(self, x):
-        h = torch.tanh(_HalfGrad.apply(_Swish.apply(self.a(x))))
+        h = torch.tanh(_HalfGrad.apply(_Swish.apply(DoubleInPlace.apply(self.a(x)))))
         return self.b(_Sigmoid.apply(h))
 
 
@@ -172,14 +180,4 @@ def test_a_gradient_penalty_through_user_functions_is_eagers(make):
     joins it into the graph as `Function.apply` does (capture/function_graph.py). Before,
     the penalty lost the Functions' part of the second derivative, without a word."""
     torch.manual_seed(0)
-    eager = make().double()
-    ours = copy.deepcopy(eager)
-    jitted = tv.jit(ours)
-    for _ in range(2):
-        x = torch.randn(6, 4, **F64)
-        want, got = _penalised_step(eager, x), _penalised_step(jitted, x)
-        for a, b in zip(got, want, strict=True):
-            torch.testing.assert_close(a, b, **CLOSE)
-        for (name, p), q in zip(eager.named_parameters(), ours.parameters(), strict=True):
-            torch.testing.assert_close(q.grad, p.grad, **CLOSE, msg=name)
-            p.grad = q.grad = None
+    _penalised_steps_like_eager(make().double())

@@ -63,8 +63,9 @@ def joined_to_inputs(call: Any, user_ctx: Any, out: Any, run_args: tuple[Any, ..
     """`out`, the user's forward's result on `run_args`, with its tensors joined to the inputs
     that need a gradient (then the held tensors that need one, in the order the user's
     backward returns their gradients: `AutogradFunctionCall.backward`). As it is where
-    nothing needs a gradient, or the forward wrote an input in place (`mark_dirty`: eager's
-    node then replaces the input's history, which this does not model)."""
+    nothing needs a gradient. (An input written in place, `mark_dirty`, is a copy here, and
+    also an output: joined, the output's history is the Function's, as eager's input's
+    becomes.)"""
     record = user_ctx._thunderviz_call
     inputs = [
         a
@@ -72,7 +73,7 @@ def joined_to_inputs(call: Any, user_ctx: Any, out: Any, run_args: tuple[Any, ..
         if need and meta is not None
     ]
     inputs += list(user_ctx._thunderviz_held)
-    if user_ctx.dirty_tensors or not any(keeps_graph(t) for t in inputs):
+    if not any(keeps_graph(t) for t in inputs):
         return out
     outs = out if isinstance(out, tuple) else (out,)
     tensors = [o for o in outs if isinstance(o, torch.Tensor)]

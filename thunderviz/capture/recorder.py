@@ -245,7 +245,9 @@ class Recorder(FunctionalizingRecorder):
         source = user_source(skip=3)
         p_args, p_kwargs = printable_arguments(self, self.proxify((args, kwargs)))
         grad_enabled = torch.is_grad_enabled()
-        frame = Frame(called_with_grad=grad_enabled)
+        # (a torch function's own body: our VJP in place of `torch.autograd.grad` sets grad
+        # modes of its own, and reruns user Functions' forwards, whose no_grad is eager's)
+        frame = Frame(called_with_grad=grad_enabled and run is func)
         outer_source, self._source = self._source, source
         # what the call may update in place behind autograd's back: a weight it clamps under
         # no_grad, a parameter written through `.data` (capture/no_grad_updates.py)
