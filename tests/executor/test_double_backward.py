@@ -174,7 +174,26 @@ class _GaussianHead(nn.Module):
         return nn.functional.gaussian_nll_loss(self.mean(x), x.sum(1, keepdim=True), var) * 1e-3
 
 
-@pytest.mark.parametrize("make", [_WithFunctions, _GaussianHead], ids=["functions", "gaussian"])
+class _ClippedCritic(nn.Module):
+    """Weight clipping in the forward (the original WGAN's), under no_grad: the recompute
+    reads the weight as it was before the first run clipped it, and its gradient still goes
+    to the weight itself (it went to a copy: the penalty's part of it was lost)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.a.weight.clamp_(-0.3, 0.3)
+        return self.b(torch.tanh(self.a(x)))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_WithFunctions, _GaussianHead, _ClippedCritic],
+    ids=["functions", "gaussian", "clipped"],
+)
 def test_a_gradient_penalty_through_user_functions_is_eagers(make):
     """A jitted call runs a user Function outside autograd; the recompute for create_graph
     joins it into the graph as `Function.apply` does (capture/function_graph.py). Before,

@@ -128,7 +128,11 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
     """The backward trace's gradients for `cotangents`, with autograd's graph."""
     inputs = list(ctx.inputs)
     for i, value in zip(entry.inputs_written, getattr(ctx, "inputs_before", ()), strict=True):
-        inputs[i] = value.clone()  # the value the first run read; its writes land here
+        # the value the first run read; its writes land here. A parameter it writes under
+        # no_grad (weight clipping) is still the leaf eager differentiates as to
+        given = inputs[i]
+        needs = isinstance(given, torch.Tensor) and given.requires_grad
+        inputs[i] = _ValueBefore.apply(given, value) if needs else value.clone()
     run = _recompute(entry)
     drawn: RngState | None = getattr(ctx, "rng", None)  # set when the forward draws
     now = RngState(entry.generators) if drawn is not None else None
@@ -143,3 +147,17 @@ def differentiable_backward(ctx: Any, entry: Any, cotangents: Any) -> Any:
     finally:
         if now is not None:
             now.restore()
+
+
+class _ValueBefore(torch.autograd.Function):
+    """A copy of `before`, the value an input held before the call wrote into it, whose
+    gradient goes to the input itself, as eager's goes to a tensor updated behind
+    autograd's back."""
+
+    @staticmethod
+    def forward(ctx: Any, given: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+        return before.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return g, None
