@@ -122,6 +122,31 @@ def test_a_hook_registered_after_the_tensor_was_used_is_refused_with_its_line():
         tv.jit(used_then_hooked)(x)
 
 
+class HoldingHooks(nn.Module):
+    """Hooks holding a tensor of the call: the activation itself, a parameter, an argument."""
+
+    def __init__(self, holds: str) -> None:
+        super().__init__()
+        self.lin, self.w, self.holds = nn.Linear(3, 3), nn.Parameter(torch.ones(3)), holds
+
+    def forward(self, x, scale):
+        h = torch.tanh(self.lin(x))
+        held = {"activation": h, "parameter": self.w, "argument": scale}[self.holds]
+        h.register_hook(lambda g: g * held.detach())
+        return h.sum()
+
+
+@pytest.mark.parametrize("holds", ["activation", "parameter", "argument"])
+def test_a_hook_holding_a_tensor_of_the_call_is_refused_with_its_line(holds):
+    """Every later run of the trace would hand the hook the traced call's tensor (a
+    parameter's value before the optimizer stepped, the first call's argument): the
+    gradients went wrong from the second call on, without a word."""
+    model = HoldingHooks(holds).double()
+    x, scale = torch.randn(2, 3, **F64), torch.rand(3, **F64)
+    with pytest.raises(CaptureError, match=r"register_hook at .*holds a tensor of this call"):
+        tv.jit(model)(x, scale)
+
+
 # --- retain_grad: eager's no-op on a leaf, eager's error; on an intermediate, as eager -----
 # (on one the program returns or keeps: tests/executor/test_output_hooks.py)
 

@@ -189,10 +189,25 @@ class _ClippedCritic(nn.Module):
         return self.b(torch.tanh(self.a(x)))
 
 
+class _HookedCritic(nn.Module):
+    """A hook scaling an activation's gradient, registered in the forward: eager's hook is on
+    the tensor, so the penalty's second backward passes it too, including the gradient that
+    reaches the activation through what tanh's own backward saved (its output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h.register_hook(lambda g: g * 3)
+        return self.b(h * h)
+
+
 @pytest.mark.parametrize(
     "make",
-    [_WithFunctions, _GaussianHead, _ClippedCritic],
-    ids=["functions", "gaussian", "clipped"],
+    [_WithFunctions, _GaussianHead, _ClippedCritic, _HookedCritic],
+    ids=["functions", "gaussian", "clipped", "hooked"],
 )
 def test_a_gradient_penalty_through_user_functions_is_eagers(make):
     """A jitted call runs a user Function outside autograd; the recompute for create_graph

@@ -75,6 +75,9 @@ def joined_to_inputs(call: Any, user_ctx: Any, out: Any, run_args: tuple[Any, ..
     inputs += list(user_ctx._thunderviz_held)
     if not any(keeps_graph(t) for t in inputs):
         return out
+    rejoined = getattr(call.cls, "rejoined", None)  # a Function of ours that joins itself
+    if rejoined is not None:
+        return rejoined(user_ctx, run_args, out)
     outs = out if isinstance(out, tuple) else (out,)
     tensors = [o for o in outs if isinstance(o, torch.Tensor)]
     joined = _JoinedToInputs.apply(call, user_ctx, len(tensors), *tensors, *inputs)

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from thunderviz.capture.custom_function import held_tensors
 from thunderviz.capture.errors import CaptureError
 from thunderviz.capture.function_apply import read_through
 from thunderviz.capture.source import user_source
@@ -81,11 +82,23 @@ class TensorHook(torch.autograd.Function):
         (grad,) = grad_outputs
         return ctx.hooks.run(grad), None
 
+    @staticmethod
+    def rejoined(ctx: Any, run_args: tuple[Any, ...], out: torch.Tensor) -> torch.Tensor:
+        """In a recompute that keeps autograd's graph (capture/function_graph.py): the hook
+        goes on the tensor itself, as eager's is, so every gradient that reaches it in a
+        later backward passes the hook, those through the reads of it the op that made it
+        saved for its own backward too (tanh's backward reads its output); the output is
+        the tensor, viewed."""
+        x = run_args[0]
+        x.register_hook(ctx.hooks.run)
+        return x.view_as(x)
+
 
 def record_tensor_hook(recorder: Any, tensor: torch.Tensor, fn: Any) -> _Handle:
     """`tensor.register_hook(fn)` while `recorder` traces: the program reads `tensor` through
     a `TensorHook` from here on."""
     proxy = recorder.proxy_of(tensor)
+    _refuse_held_values(recorder, fn)
     hook = _Hook(fn)
     hooks = recorder.tensor_hooks.get(proxy.name)
     if hooks is not None:  # read through a TensorHook already: one more hook of it, run after
@@ -113,3 +126,30 @@ def record_tensor_hook(recorder: Any, tensor: torch.Tensor, fn: Any) -> _Handle:
     read_through(recorder, tensor, TensorHook, hooks)
     recorder.tensor_hooks[recorder.proxy_of(tensor).name] = hooks
     return _Handle(hook)
+
+
+def _refuse_held_values(recorder: Any, fn: Any) -> None:
+    """A hook holding a tensor of the traced call (`lambda g: g * h`, `g * self.w`, `g *
+    scale` for an argument: in a closure, a default or a partial) would read, in every later
+    run of the trace, that tensor as the traced call had it: the hook object is the traced
+    call's. Refused, where eager's hook reads each call's (a tensor from outside the
+    program, captured as a constant, is the same tensor in every run, and is not)."""
+    constants = {id(t) for t in recorder.constants.values()}
+    held = [
+        recorder.proxy_of(t).name
+        for t in held_tensors(fn)
+        if id(t) in recorder._proxies and id(t) not in constants
+    ]
+    if held:
+        source = user_source(skip=3)
+        raise CaptureError(
+            f"Tensor.register_hook at {where(source, recorder.module_path)}: the hook holds "
+            f"a tensor of this call ({', '.join(sorted(set(held)))} in the trace), and every "
+            "later run of the trace would hand it the traced call's value. Take the tensor "
+            "as an argument of a torch.autograd.Function whose backward does what the hook "
+            "does (its arguments are each call's), or register the hook outside the traced "
+            "call.",
+            op="torch.Tensor.register_hook",
+            source=source,
+            module_path=recorder.module_path,
+        )
