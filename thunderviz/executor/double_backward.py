@@ -159,5 +159,5 @@ class _ValueBefore(torch.autograd.Function):
         return before.clone()
 
     @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return g, None
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad_outputs[0], None
