@@ -12,7 +12,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import thunderviz as tv
 from tests.helpers import assert_same_state, jitted_twin
+from thunderviz.capture.no_grad_updates import StraightThrough
 
 F64 = dict(dtype=torch.float64)
 
@@ -136,3 +138,23 @@ def test_no_grad_updates_train_like_eager(make):
                 p -= 0.5 * p.grad
                 q -= 0.5 * q.grad
             p.grad = q.grad = None
+
+
+def test_a_write_through_a_detached_alias_under_no_grad_is_reattached_once():
+    """Its base is the target twice over (a view's base, and a detached alias's base): one
+    StraightThrough, not two in a row."""
+
+    class Halved(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            alias = self.w.detach()
+            with torch.no_grad():
+                alias.mul_(0.5)
+            return (x * self.w).sum()
+
+    trace = tv.trace(Halved(), torch.randn(3))
+    calls = [getattr(b.args[0], "value", None) for b in trace.bound_symbols if b.args]
+    assert sum(getattr(c, "cls", None) is StraightThrough for c in calls) == 1

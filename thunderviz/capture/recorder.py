@@ -250,11 +250,14 @@ class Recorder(FunctionalizingRecorder):
         frame = Frame(called_with_grad=grad_enabled and run is func)
         outer_source, self._source = self._source, source
         # what the call may update in place behind autograd's back: a weight it clamps under
-        # no_grad, a parameter written through `.data` (capture/no_grad_updates.py)
+        # no_grad, a parameter written through `.data` (capture/no_grad_updates.py; under
+        # no_grad the bases of views, detached ones too, are among the arguments' targets)
         given = (*args, *kwargs.values())
         no_grad_targets = (
-            grad_requiring_args(self, given) if not grad_enabled else []
-        ) + detached_alias_bases(self, given)
+            grad_requiring_args(self, given)
+            if not grad_enabled
+            else detached_alias_bases(self, given)
+        )
         self.generators.enter_call()
         try:
             with self._collecting(frame), answering_grad_flags(self, func):
