@@ -43,6 +43,7 @@ __all__ = [
     "printable_arguments",
     "read_through",
     "record_apply",
+    "traced_tensors_held",
 ]
 
 # a classmethod, or (torch 2.14) a C++ classmethod_descriptor: bound alike by __get__
@@ -165,7 +166,7 @@ def record_apply(
     p_args = tuple(printable(recorder, a) for a in p_args)
     p_kwargs = {k: printable(recorder, v) for k, v in p_kwargs.items()}
     reads = _outside_reads(subsymbols, p_args, p_kwargs)
-    held = _held(recorder, args)
+    held = traced_tensors_held(recorder, args)
     held_names = {recorder.proxy_of(t).name for t in held}
     reads = tuple(r for r in reads if r.name not in held_names)
     _refuse_stale_reads(recorder, reads, name, source, module_path)
@@ -227,10 +228,12 @@ def _refuse_stale_reads(
         )
 
 
-def _held(recorder: Any, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
-    """Traced tensors that a function passed to the call holds (a lambda's closure, a
-    partial's arguments: Hugging Face's checkpointing binds the attention mask so). Each
-    call hands the Function its new values in their place (`held=`)."""
+def traced_tensors_held(recorder: Any, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
+    """Traced tensors that the non-tensor values among `args` hold (a lambda's closure, a
+    partial's arguments: Hugging Face's checkpointing binds the attention mask so); tensors
+    captured as constants, the same in every run, are not. A Function call gets each run's
+    values in their place (`held=`); a tensor hook holding one is refused
+    (capture/tensor_hooks.py)."""
     constants = {id(t) for t in recorder.constants.values()}
     found: dict[int, torch.Tensor] = {}
     for a in args:

@@ -19,9 +19,8 @@ from typing import Any
 
 import torch
 
-from thunderviz.capture.custom_function import held_tensors
 from thunderviz.capture.errors import CaptureError
-from thunderviz.capture.function_apply import read_through
+from thunderviz.capture.function_apply import read_through, traced_tensors_held
 from thunderviz.capture.source import user_source
 from thunderviz.core.locations import where
 from thunderviz.core.proxies import proxies_in
@@ -134,17 +133,12 @@ def _refuse_held_values(recorder: Any, fn: Any) -> None:
     run of the trace, that tensor as the traced call had it: the hook object is the traced
     call's. Refused, where eager's hook reads each call's (a tensor from outside the
     program, captured as a constant, is the same tensor in every run, and is not)."""
-    constants = {id(t) for t in recorder.constants.values()}
-    held = [
-        recorder.proxy_of(t).name
-        for t in held_tensors(fn)
-        if id(t) in recorder._proxies and id(t) not in constants
-    ]
+    held = [recorder.proxy_of(t).name for t in traced_tensors_held(recorder, (fn,))]
     if held:
         source = user_source(skip=3)
         raise CaptureError(
             f"Tensor.register_hook at {where(source, recorder.module_path)}: the hook holds "
-            f"a tensor of this call ({', '.join(sorted(set(held)))} in the trace), and every "
+            f"a tensor of this call ({', '.join(held)} in the trace), and every "
             "later run of the trace would hand it the traced call's value. Take the tensor "
             "as an argument of a torch.autograd.Function whose backward does what the hook "
             "does (its arguments are each call's), or register the hook outside the traced "
